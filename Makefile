@@ -1,0 +1,75 @@
+# hermes-web. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HERMES_PORT ?= 8000
+export HERMES_PORT
+export HERMES_WORKER_CONCURRENCY ?= 4
+export HERMES_WORKER_LOGLEVEL ?= info
+export DJANGO_SETTINGS_MODULE := hermes_web.settings
+export PYTHONDONTWRITEBYTECODE := 1
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create .venv and install the project with its test tools
+
+.PHONY: system-deps
+system-deps: ## Install Debian packages the tests need (chromium, postgresql, redis) when missing and root
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    echo "installing:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	      || echo "WARNING: could not install$$missing; the tests that need them will be skipped"; \
+	  else echo "WARNING: not root, cannot install$$missing; the tests that need them will be skipped"; fi; \
+	fi
+
+.PHONY: migrate
+migrate: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput -v 0
+
+.PHONY: run
+run: migrate ## Start the web server and a Celery worker on embedded defaults (SQLite + SQLite broker)
+	@$(BIN)/python manage.py load_demo
+	@echo ""
+	@echo "  hermes-web is starting at http://127.0.0.1:$(HERMES_PORT)/  (Ctrl-C stops the server and the worker)"
+	@echo ""
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile
+
+.PHONY: test
+test: $(STAMP) system-deps ## Run every test: engine, web, real worker, real Chromium (and Postgres/Redis when available)
+	$(BIN)/python -m pytest
+
+.PHONY: bench
+bench: $(STAMP) ## Run the benchmarks and print their figures
+	$(BIN)/python bench/run_all.py
+
+.PHONY: lint
+lint: $(STAMP) ## Ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+.PHONY: fmt
+fmt: $(STAMP) ## Format the code with ruff
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+.PHONY: clean
+clean: ## Remove local data (database, broker, secret) and test output
+	rm -rf var test-output

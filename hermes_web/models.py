@@ -1,0 +1,300 @@
+"""Conversations, their messages, compaction runs, agent turns, locks and API keys.
+
+Public ids (``public_id``) appear in URLs and the API; integer primary keys never do.
+Every lookup made for a request starts from ``<Model>.objects.for_user(user)``.
+"""
+
+import hashlib
+import secrets
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+def new_public_id() -> str:
+    return uuid.uuid4().hex
+
+
+class SessionQuerySet(models.QuerySet):
+    def for_user(self, user) -> "SessionQuerySet":
+        return self.filter(owner=user)
+
+
+class Session(models.Model):
+    """One conversation. Rotation links a compacted child to the session it replaced."""
+
+    class Source(models.TextChoices):
+        CHAT = "chat", "chat"
+        DEMO = "demo", "demo"
+        IMPORT_HERMES = "import:hermes", "Hermes import"
+        IMPORT_CLAUDE_CODE = "import:claude-code", "Claude Code import"
+        IMPORT_CODEX = "import:codex", "Codex import"
+        IMPORT_OPENAI = "import:openai", "OpenAI import"
+
+    class Mode(models.TextChoices):
+        ROTATION = "rotation", "rotation"
+        IN_PLACE = "in_place", "in-place"
+
+    public_id = models.CharField(max_length=128, unique=True, default=new_public_id, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hermes_sessions")
+    title = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=32, choices=Source.choices, default=Source.CHAT)
+    model = models.CharField(max_length=200, blank=True)
+    context_length = models.PositiveIntegerField(default=200_000)
+    compaction_mode = models.CharField(max_length=16, choices=Mode.choices, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    # The first session of a rotation chain (itself for a root), so a whole tree is one query.
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="lineage")
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=32, blank=True)
+    compression_count = models.PositiveIntegerField(default=0)
+    previous_summary = models.TextField(blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or self.public_id
+
+    @property
+    def effective_mode(self) -> str:
+        return self.compaction_mode or settings.HERMES_COMPACTION_MODE
+
+    @property
+    def is_ended(self) -> bool:
+        return self.ended_at is not None
+
+
+class MessageQuerySet(models.QuerySet):
+    def active(self) -> "MessageQuerySet":
+        return self.filter(active=True).order_by("position")
+
+
+class Message(models.Model):
+    """One OpenAI-format message. In-place compaction archives rows; it never deletes them."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.JSONField(null=True, blank=True)  # str, list of parts, or None
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    reasoning = models.JSONField(null=True, blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    provider_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    active = models.BooleanField(default=True)
+    archived = models.BooleanField(default=False)
+    archived_by = models.ForeignKey(
+        "Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="archived_messages"
+    )
+    is_summary = models.BooleanField(default=False)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = MessageQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")]
+        indexes = [models.Index(fields=["session", "active", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position}"
+
+    def to_openai(self) -> dict:
+        """The message as the engine and providers see it (reasoning kept, extras dropped)."""
+        message: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        if self.role == self.Role.TOOL:
+            message["tool_call_id"] = self.tool_call_id
+            if self.tool_name:
+                message["name"] = self.tool_name
+        if self.reasoning:
+            message["reasoning"] = self.reasoning
+        return message
+
+
+class CompactionQuerySet(models.QuerySet):
+    def for_user(self, user) -> "CompactionQuerySet":
+        return self.filter(session__owner=user)
+
+
+class Compaction(models.Model):
+    """One compaction run of a session: queued, run by a worker, committed or not."""
+
+    class Mode(models.TextChoices):
+        ROTATION = "rotation", "rotation"
+        IN_PLACE = "in_place", "in-place"
+
+    class Trigger(models.TextChoices):
+        AUTO = "auto"
+        MANUAL = "manual"
+        WHAT_IF = "what_if", "what-if"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMMITTED = "committed"
+        SKIPPED = "skipped"
+        ABORTED = "aborted"
+        FAILED = "failed"
+        DRY_RUN = "dry_run", "dry run"
+
+    FINISHED = (Status.COMMITTED, Status.SKIPPED, Status.ABORTED, Status.FAILED, Status.DRY_RUN)
+
+    public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compactions")
+    result_session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="produced_by"
+    )
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.ROTATION)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
+    focus = models.TextField(blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    reason = models.CharField(max_length=64, blank=True)
+    report = models.JSONField(null=True, blank=True)
+    tokens_before = models.PositiveIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    provider_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    summarizer = models.CharField(max_length=32, blank=True)
+    summarizer_model = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    # Highest message position the run compacted; rows after it arrived while it ran.
+    snapshot_position = models.PositiveIntegerField(null=True, blank=True)
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = CompactionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-queued_at"]
+        indexes = [models.Index(fields=["session", "-queued_at"])]
+
+    def __str__(self) -> str:
+        return f"compaction {self.public_id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def ratio(self) -> float | None:
+        if self.tokens_before and self.tokens_after is not None:
+            return self.tokens_after / self.tokens_before
+        return None
+
+
+class SessionLock(models.Model):
+    """A lease on a session: at most one compaction holds it; it expires if a worker dies."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, primary_key=True, related_name="lock")
+    holder = models.CharField(max_length=64, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"lock on {self.session_id} by {self.holder or 'nobody'}"
+
+
+class AgentTurnQuerySet(models.QuerySet):
+    def for_user(self, user) -> "AgentTurnQuerySet":
+        return self.filter(session__owner=user)
+
+
+class AgentTurn(models.Model):
+    """One agent turn run in the background: model calls and tool calls until a reply."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    user_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    model = models.CharField(max_length=200, blank=True)
+    partial_content = models.TextField(blank=True)  # the reply streamed so far
+    usage = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    error_kind = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AgentTurnQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"turn {self.public_id} ({self.status})"
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def usable(self) -> "ApiKeyQuerySet":
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    """A bearer key for the JSON API. Only its SHA-256 is stored; the key is shown once."""
+
+    PREFIX = "hk_"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @staticmethod
+    def hash(raw_key: str) -> str:
+        return hashlib.sha256(raw_key.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, *, owner, name: str) -> tuple["ApiKey", str]:
+        """Create a key; returns the row and the raw key, which is never stored."""
+        raw = cls.PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(owner=owner, name=name, prefix=raw[:10], key_hash=cls.hash(raw))
+        return key, raw
+
+
+class WorkerPing(models.Model):
+    """A round trip through the broker: written by the web side, stamped by a worker."""
+
+    created_at = models.DateTimeField(default=timezone.now)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return f"ping {self.pk}"

@@ -1,0 +1,254 @@
+"""Settings for hermes-web, read from the environment (see .env.example).
+
+Only this module reads os.environ. Defaults are the embedded local setup: SQLite in
+WAL mode under ``var/``, a Celery broker on SQLite beside it, the deterministic
+summarizer and the offline demo chat model.
+"""
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# litellm fetches its model map from the internet at import unless told otherwise,
+# and tiktoken downloads BPE files: both must be pinned before anything imports them.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(BASE_DIR / "compaction" / "tiktoken_cache"))
+os.environ.setdefault("CUSTOM_TIKTOKEN_CACHE_DIR", os.environ["TIKTOKEN_CACHE_DIR"])
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw.replace("_", ""))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_secret(name: str) -> str:
+    """The value of NAME, or the contents of the file named by NAME_FILE."""
+    if value := os.environ.get(name):
+        return value
+    if path := os.environ.get(f"{name}_FILE"):
+        return Path(path).read_text().strip()
+    return ""
+
+
+def database_from_url(url: str) -> dict:
+    """Turn ``sqlite:///path`` or ``postgres://user:pass@host:port/name`` into a DATABASES entry."""
+    parsed = urlparse(url)
+    options = dict(parse_qsl(parsed.query))
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path)
+        # sqlite:///relative/file and sqlite:////absolute/file, as SQLAlchemy spells them
+        name = path[1:]
+        if not Path(name).is_absolute():
+            name = str(BASE_DIR / name)
+        return sqlite_database(Path(name))
+    if parsed.scheme in ("postgres", "postgresql", "pgsql"):
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")),
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
+            "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": options,
+        }
+    raise ImproperlyConfigured(f"DATABASE_URL scheme {parsed.scheme!r} is not supported (use sqlite or postgres)")
+
+
+def sqlite_database(path: Path) -> dict:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        "OPTIONS": {
+            # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue on
+            # busy_timeout instead of failing with "database is locked" mid-transaction.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+        "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
+    }
+
+
+DATA_DIR = Path(env_str("HERMES_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+DATABASE_URL = env_str("DATABASE_URL")
+
+SECRET_KEY = env_secret("SECRET_KEY")
+if not SECRET_KEY:
+    if DEBUG or not DATABASE_URL:
+        # Local, embedded use: generate once and keep it so sessions survive restarts.
+        key_file = DATA_DIR / "secret_key"
+        if not key_file.exists():
+            key_file.write_text(secrets.token_urlsafe(50))
+            key_file.chmod(0o600)
+        SECRET_KEY = key_file.read_text().strip()
+    else:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required when DEBUG is off")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "django_celery_results",
+    "ninja",
+    "hermes_web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "hermes_web.urls"
+WSGI_APPLICATION = "hermes_web.wsgi.application"
+ASGI_APPLICATION = "hermes_web.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "hermes_web.context_processors.hermes",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url(DATABASE_URL) if DATABASE_URL else sqlite_database(DATA_DIR / "hermes.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+
+# Uploads: imports are streamed to a temp file, never held in memory whole.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"LiteLLM": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}
+
+# --- Celery -------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqla+sqlite:///{DATA_DIR / 'broker.sqlite3'}")
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "django-db")
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_IGNORE_RESULT = True
+# Long LLM calls: a task is acknowledged only once done, and goes back to the queue if
+# its worker dies, so a killed worker never loses a compaction.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("HERMES_TASK_SOFT_TIME_LIMIT", 600)
+CELERY_TASK_TIME_LIMIT = env_int("HERMES_TASK_TIME_LIMIT", 660)
+# Redis redelivers unacknowledged tasks after the visibility timeout: keep it above the hard limit.
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300} if CELERY_BROKER_URL.startswith("redis") else {}
+)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+# Chat turns and compactions get their own queues so a burst of compactions never starves chat.
+CELERY_TASK_ROUTES = {
+    "hermes_web.tasks.compact_session": {"queue": "compaction"},
+    "hermes_web.tasks.run_agent_turn": {"queue": "chat"},
+}
+HERMES_BROKER_POLL_SECONDS = float(env_str("HERMES_BROKER_POLL_SECONDS", "0.1"))
+
+# --- Models and compaction ---------------------------------------------------------------
+HERMES_CHAT_MODEL = env_str("HERMES_CHAT_MODEL")  # empty: the built-in offline demo model
+HERMES_CHAT_API_BASE = env_str("HERMES_CHAT_API_BASE")
+HERMES_CHAT_API_KEY = env_secret("HERMES_CHAT_API_KEY")
+HERMES_SUMMARY_MODEL = env_str("HERMES_SUMMARY_MODEL")  # empty: chat model, then deterministic
+HERMES_SUMMARY_API_BASE = env_str("HERMES_SUMMARY_API_BASE")
+HERMES_SUMMARY_API_KEY = env_secret("HERMES_SUMMARY_API_KEY")
+HERMES_LLM_TIMEOUT = env_int("HERMES_LLM_TIMEOUT", 120)
+HERMES_CONTEXT_LENGTH = env_int("HERMES_CONTEXT_LENGTH", 0)  # 0: from litellm's model map
+HERMES_COMPACTION_MODE = env_str("HERMES_COMPACTION_MODE", "rotation")
+if HERMES_COMPACTION_MODE not in ("rotation", "in_place"):
+    raise ImproperlyConfigured("HERMES_COMPACTION_MODE must be rotation or in_place")
+HERMES_LOCK_LEASE_SECONDS = env_int("HERMES_LOCK_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 60)
+HERMES_WORKSPACE = Path(env_str("HERMES_WORKSPACE", str(BASE_DIR / "demo_workspace")))
+HERMES_ENABLE_TERMINAL = env_bool("HERMES_ENABLE_TERMINAL", False)
+HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)

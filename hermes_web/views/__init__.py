@@ -1,0 +1,1 @@
+"""Views, one module per area: accounts, conversations (inspector), chat, imports, settings."""
