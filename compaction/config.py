@@ -1,0 +1,151 @@
+"""``CompactionConfig``: every number the engine uses, with the seed's defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from compaction.errors import ConfigError
+
+__all__ = ["SANITIZE_MODES", "CompactionConfig"]
+
+SANITIZE_MODES = ("stub", "strip")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """Settings for one compaction. Defaults are the seed's numbers.
+
+    Attributes:
+        context_length: the model's context window in tokens.
+        threshold_percent: trigger at this fraction of ``context_length``.
+        min_threshold_tokens: the trigger is never below this many tokens. When
+            ``context_length`` is smaller than this floor the automatic trigger can never fire
+            (the seed says "never below 64,000"); manual compaction still works.
+        protect_first_n: messages after the system prompt kept verbatim in the head.
+        tail_token_budget: newest messages kept verbatim, up to this many tokens.
+        fold_min_chars: tool results in the middle longer than this are folded to one line.
+        content_max: summarizer input only: a message longer than this is truncated ...
+        content_head: ... to its first ``content_head`` chars ...
+        content_tail: ... plus its last ``content_tail`` chars.
+        summary_input_max_chars: cap on the whole serialized summarizer input.
+        anti_thrash_min_saving: a compaction that saved less than this fraction is ineffective.
+        anti_thrash_window: automatic compaction is skipped when this many latest
+            compactions were all ineffective.
+        abort_on_summary_failure: abort instead of using the deterministic summary when the
+            LLM summarizers fail.
+        model: model name used to pick the tiktoken encoding (fallback ``o200k_base``).
+        per_message_overhead: tokens added per message for role and framing.
+        image_tokens: flat token cost of one image part (base64 is never tokenized).
+        decay_head_after_first: Hermes's later behaviour: once a previous summary exists the
+            head shrinks to the system prompt only.
+        sanitize_mode: ``"stub"`` (seed) inserts a stub result for a call whose result is
+            gone; ``"strip"`` (Hermes today) removes the call instead.
+        summary_max_chars: size bound of the deterministic summary body.
+    """
+
+    context_length: int = 200_000
+    threshold_percent: float = 0.50
+    min_threshold_tokens: int = 64_000
+    protect_first_n: int = 3
+    tail_token_budget: int = 20_000
+    fold_min_chars: int = 200
+    content_max: int = 6_000
+    content_head: int = 4_000
+    content_tail: int = 1_500
+    summary_input_max_chars: int = 160_000
+    anti_thrash_min_saving: float = 0.10
+    anti_thrash_window: int = 2
+    abort_on_summary_failure: bool = False
+    model: str = "gpt-4o-mini"
+    per_message_overhead: int = 4
+    image_tokens: int = 1_600
+    decay_head_after_first: bool = False
+    sanitize_mode: str = "stub"
+    summary_max_chars: int = 12_000
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_field(f.name, getattr(self, f.name), f.type)
+        if self.content_head + self.content_tail > self.content_max:
+            raise ConfigError(
+                "content_head", "content_head + content_tail must not exceed content_max"
+            )
+
+    @property
+    def threshold_tokens(self) -> int:
+        """The automatic trigger in tokens: ``max(percent × window, min_threshold_tokens)``."""
+        return max(int(self.threshold_percent * self.context_length), self.min_threshold_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-serializable dict."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompactionConfig:
+        """Build a config from user input (form, API, JSON), validating every field.
+
+        Missing keys take their defaults. Integers are accepted for float fields.
+
+        Raises:
+            ConfigError: (a ``ValueError``) naming the first bad or unknown field.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError("config", "expected a mapping of field names to values")
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key in data:
+            if key not in names:
+                raise ConfigError(str(key), "unknown field")
+        values = dict(data)
+        for f in dataclasses.fields(cls):
+            if f.name in values and f.type == "float" and _is_int(values[f.name]):
+                values[f.name] = float(values[f.name])
+        return cls(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_RANGES: dict[str, tuple[float, float]] = {
+    "context_length": (1, float("inf")),
+    "threshold_percent": (0.0, 1.0),
+    "min_threshold_tokens": (0, float("inf")),
+    "protect_first_n": (0, 10_000),
+    "tail_token_budget": (0, float("inf")),
+    "fold_min_chars": (0, float("inf")),
+    "content_max": (1, float("inf")),
+    "content_head": (0, float("inf")),
+    "content_tail": (0, float("inf")),
+    "summary_input_max_chars": (1_000, float("inf")),
+    "anti_thrash_min_saving": (0.0, 1.0),
+    "anti_thrash_window": (1, 100),
+    "per_message_overhead": (0, 1_000),
+    "image_tokens": (0, 1_000_000),
+    "summary_max_chars": (1_000, float("inf")),
+}
+
+
+def _check_field(name: str, value: Any, type_name: Any) -> None:
+    if type_name == "int":
+        if not _is_int(value):
+            raise ConfigError(name, f"expected an integer, got {type(value).__name__}")
+    elif type_name == "float":
+        if not isinstance(value, float):
+            raise ConfigError(name, f"expected a number, got {type(value).__name__}")
+        if value != value:  # NaN
+            raise ConfigError(name, "must be a number, not NaN")
+    elif type_name == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(name, f"expected true or false, got {type(value).__name__}")
+    elif type_name == "str" and (not isinstance(value, str) or not value.strip()):
+        raise ConfigError(name, "expected a non-empty string")
+    low, high = _RANGES.get(name, (float("-inf"), float("inf")))
+    if isinstance(value, int | float) and not isinstance(value, bool) and not low <= value <= high:
+        raise ConfigError(name, f"must be between {low:g} and {high:g}, got {value!r}")
+    if name == "threshold_percent" and value <= 0:
+        raise ConfigError(name, "must be greater than 0")
+    if name == "sanitize_mode" and value not in SANITIZE_MODES:
+        raise ConfigError(name, f"must be one of {', '.join(SANITIZE_MODES)}, got {value!r}")

@@ -1,0 +1,363 @@
+"""``compact()``: the whole pipeline, as one pure function (no I/O besides the summarizer).
+
+tokens → boundaries → slimming (middle) → serialization → summary → assembly → image
+stripping → tool-pair sanitization → report.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from compaction.assemble import assemble
+from compaction.boundary import find_boundaries
+from compaction.config import CompactionConfig
+from compaction.errors import InputError, SummaryAborted
+from compaction.messages import Message, content_text
+from compaction.report import CompactionReport
+from compaction.sanitize import sanitize_tool_pairs
+from compaction.serialize import serialize_middle
+from compaction.slimming import (
+    SlimAction,
+    build_call_index,
+    make_action,
+    slim_middle,
+    strip_historical_images,
+)
+from compaction.summarizer import (
+    DeterministicSummarizer,
+    FallbackError,
+    Summarizer,
+    SummaryOutcome,
+    SummaryRequest,
+)
+from compaction.summary import (
+    SUMMARY_PREFIX,
+    SummaryFacts,
+    build_prompt,
+    deterministic_summary,
+    is_summary_message,
+    split_summary,
+    summary_budget_tokens,
+    wrap_summary,
+)
+from compaction.tokens import (
+    TokenCounter,
+    count_message_tokens,
+    count_messages_tokens,
+    tiktoken_counter,
+)
+from compaction.trigger import compute_threshold
+
+__all__ = ["CompactionResult", "compact"]
+
+_KINDS = ("fold", "truncate", "image")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """The outcome of ``compact()``.
+
+    Attributes:
+        messages: the compacted conversation (OpenAI format, provider-valid). When the status
+            is ``"skipped"`` or ``"aborted"`` it is a copy of the input.
+        report: everything that happened (``report.to_dict()`` is JSON-serializable).
+    """
+
+    messages: list[dict[str, Any]]
+    report: CompactionReport
+
+    @property
+    def summary_index(self) -> int | None:
+        """Index of the message holding the summary in ``messages`` (None when not compacted)."""
+        return self.report.summary_index
+
+    @property
+    def status(self) -> str:
+        """``"compacted"``, ``"skipped"`` or ``"aborted"``."""
+        return self.report.status
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.last = self.start
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round((now - self.last) * 1000, 3)
+        self.last = now
+
+    def done(self) -> dict[str, float]:
+        self.phases["total"] = round((time.perf_counter() - self.start) * 1000, 3)
+        return self.phases
+
+
+def _validate(messages: Sequence[Message], token_counts: Sequence[int] | None) -> None:
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InputError(f"expected a dict, got {type(message).__name__}", i)
+        if not isinstance(message.get("role"), str):
+            raise InputError("missing or non-string 'role'", i)
+    if token_counts is not None:
+        if len(token_counts) != len(messages):
+            raise InputError(
+                f"token_counts has {len(token_counts)} entries for {len(messages)} messages"
+            )
+        for i, value in enumerate(token_counts):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"token count {value!r} is not a non-negative integer", i)
+
+
+def _totals(actions: Sequence[SlimAction]) -> dict[str, dict[str, int]]:
+    totals = {k: {"count": 0, "chars_before": 0, "chars_after": 0} for k in _KINDS}
+    for a in actions:
+        t = totals[a.kind]
+        t["count"] += 1
+        t["chars_before"] += a.chars_before
+        t["chars_after"] += a.chars_after
+    return totals
+
+
+def compact(
+    messages: Sequence[Message],
+    config: CompactionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    now: date | None = None,
+    previous_summary: str | None = None,
+    focus: str | None = None,
+    force: bool = False,
+    token_counts: Sequence[int] | None = None,
+    provider_prompt_tokens: int | None = None,
+    tokenizer: TokenCounter | None = None,
+) -> CompactionResult:
+    """Compact a conversation: head + summary of the middle + tail.
+
+    ``compact`` always attempts the compaction; gating (threshold, anti-thrash) is
+    ``should_compact``'s job. The input is never mutated.
+
+    Args:
+        messages: OpenAI-format message dicts.
+        config: the settings (default ``CompactionConfig()``).
+        summarizer: a ``Summarizer``; None means ``DeterministicSummarizer()``.
+        now: the date for temporal anchoring (default today; a datetime is reduced to its date).
+        previous_summary: body of the previous summary to update. Default: the newest
+            summary message found in ``messages`` (current or legacy prefix).
+        focus: a topic to preserve in detail (``/compress <topic>``).
+        force: a manual run; recorded in the report as ``trigger="forced"``.
+        token_counts: precomputed tokens per message (same length as ``messages``), so
+            nothing is tokenized twice.
+        provider_prompt_tokens: the provider's ``usage.prompt_tokens``, recorded next to the
+            estimate.
+        tokenizer: a ``str -> int`` counter replacing tiktoken (for counts and recounts).
+
+    Returns:
+        A ``CompactionResult``. Status ``"skipped"`` (reason ``"nothing_to_compact"`` or
+        ``"summary_not_smaller"``) and ``"aborted"`` (``"summary_auth_error"``,
+        ``"summary_failed"``) return a copy of the input.
+
+    Raises:
+        InputError: malformed messages or token counts.
+    """
+    clock = _Clock()
+    cfg = config or CompactionConfig()
+    msgs = list(messages)
+    _validate(msgs, token_counts)
+    if isinstance(now, datetime):
+        now = now.date()
+    day = now or date.today()
+    counter = tokenizer or tiktoken_counter(cfg.model)
+    tokens = (
+        [int(t) for t in token_counts]
+        if token_counts is not None
+        else count_messages_tokens(msgs, cfg, tokenizer)
+    )
+    before = sum(tokens)
+    clock.lap("tokens")
+
+    base: dict[str, Any] = {
+        "config": cfg.to_dict(),
+        "focus": focus,
+        "now": day.isoformat(),
+        "trigger": "forced" if force else "auto",
+        "message_tokens": tuple(tokens),
+    }
+    token_info: dict[str, Any] = {
+        "before": before,
+        "threshold": compute_threshold(cfg),
+        "provider_prompt_tokens": provider_prompt_tokens,
+    }
+
+    def unchanged(status: str, reason: str, **extra: Any) -> CompactionResult:
+        phases = clock.done()
+        info = {**token_info, "after": before, "saved": 0, "ratio": 1.0 if before else None}
+        info.update(extra.pop("tokens", {}))
+        report = CompactionReport(
+            status=status,
+            reason=reason,
+            counts={"messages_before": len(msgs), "messages_after": len(msgs)},
+            tokens=info,
+            output_message_tokens=tuple(tokens),
+            timings_ms=phases,
+            **base,
+            **extra,
+        )
+        return CompactionResult(copy.deepcopy(msgs), report)
+
+    found_previous = None
+    for message in reversed(msgs):
+        if is_summary_message(message):
+            found_previous, _ = split_summary(content_text(message.get("content"), images=False))
+            if found_previous:
+                break
+    previous_body = previous_summary or found_previous or None
+    first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
+    bounds = find_boundaries(msgs, tokens, cfg, protect_first_n=first_n)
+    h, t, n = bounds.head_end, bounds.tail_start, len(msgs)
+    span_info = {
+        "head": sum(tokens[:h]),
+        "middle": sum(tokens[h:t]) if t > h else 0,
+        "tail": sum(tokens[t:]),
+    }
+    base.update(
+        boundaries=bounds.to_dict(),
+        alignment=tuple(e.to_dict() for e in bounds.events),
+        previous_summary_used=bool(previous_body),
+    )
+    clock.lap("boundary")
+
+    middle: list[Message] = []
+    indices: list[int] = []
+    for i in range(h, t):
+        message = msgs[i]
+        if is_summary_message(message):
+            _, remainder = split_summary(content_text(message.get("content"), images=False))
+            if not remainder:
+                continue
+            message = {**message, "content": remainder}
+        middle.append(message)
+        indices.append(i)
+    if not middle:
+        return unchanged("skipped", "nothing_to_compact", tokens=span_info)
+
+    call_index = build_call_index(msgs)
+    slimmed, actions, folds = slim_middle(middle, indices, cfg, call_index)
+    clock.lap("slimming")
+    summarizer_input, truncations = serialize_middle(slimmed, h, cfg, indices=indices)
+    actions.extend(truncations)
+    clock.lap("serialize")
+
+    first_user = next(
+        (m for m in msgs if m.get("role") == "user" and not is_summary_message(m)), None
+    )
+    facts = SummaryFacts(
+        middle=middle,
+        fold_lines=folds,
+        first_user_text=content_text(first_user.get("content"), images=False) if first_user else None,
+        previous_summary=previous_body,
+        focus=focus,
+        now=day,
+        max_chars=cfg.summary_max_chars,
+    )
+    prompt = build_prompt(
+        summarizer_input,
+        now=day,
+        previous_summary=previous_body,
+        focus=focus,
+        budget_tokens=summary_budget_tokens(span_info["middle"], cfg.context_length),
+    )
+    request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
+    try:
+        outcome = (summarizer or DeterministicSummarizer()).summarize(request)
+    except SummaryAborted as aborted:
+        clock.lap("summarize")
+        return unchanged(
+            "aborted",
+            aborted.reason,
+            tokens=span_info,
+            fallbacks=tuple(aborted.fallbacks),
+            summarizer_input=summarizer_input,
+            summarizer_prompt=aborted.prompt,
+            slimming=tuple(a.to_dict() for a in actions),
+            slimming_totals=_totals(actions),
+        )
+    if not outcome.body.strip():
+        empty = FallbackError(outcome.source, outcome.model or "", "empty_content", None,
+                              "the summarizer returned an empty body")
+        outcome = SummaryOutcome(
+            deterministic_summary(facts), "deterministic", None, outcome.prompt,
+            (*outcome.fallbacks, empty),
+        )
+    body = outcome.body.strip()
+    clock.lap("summarize")
+
+    assembly = assemble(
+        msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n)
+    )
+    stripped, image_changes = strip_historical_images(assembly.messages)
+    changed = set(assembly.changed)
+    for pos, before_text, after_text in image_changes:
+        changed.add(pos)
+        source = assembly.sources[pos]
+        actions.append(
+            make_action(source if source is not None else -1, "image", stripped[pos],
+                        before_text, after_text)
+        )
+    counts_by_id: dict[int, int] = {}
+    for pos, message in enumerate(stripped):
+        source = assembly.sources[pos]
+        if source is not None and pos not in changed and pos != assembly.summary_index:
+            counts_by_id[id(message)] = tokens[source]
+    clock.lap("assemble")
+
+    final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
+    summary_message = stripped[assembly.summary_index]
+    summary_index = next(i for i, m in enumerate(final) if m is summary_message)
+    out_tokens = [
+        counts_by_id.get(id(m)) if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
+        for m in final
+    ]
+    clock.lap("sanitize")
+
+    after = sum(out_tokens)
+    summary_tokens = out_tokens[summary_index]
+    info = {
+        **span_info,
+        "after": after,
+        "summary": summary_tokens,
+        "saved": before - after,
+        "ratio": round(after / before, 4) if before else None,
+    }
+    details: dict[str, Any] = {
+        "slimming": tuple(a.to_dict() for a in actions),
+        "slimming_totals": _totals(actions),
+        "summarizer_input": summarizer_input,
+        "summarizer_prompt": outcome.prompt,
+        "summary": wrap_summary(body),
+        "summary_body": body,
+        "summarizer": outcome.source,
+        "summarizer_model": outcome.model,
+        "fallbacks": tuple(f.to_dict() for f in outcome.fallbacks),
+    }
+    if after >= before:
+        attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}
+        return unchanged("skipped", "summary_not_smaller", tokens=attempted, **details)
+    report = CompactionReport(
+        status="compacted",
+        reason=None,
+        counts={"messages_before": n, "messages_after": len(final)},
+        tokens={**token_info, **info},
+        summary_role=str(final[summary_index].get("role")),
+        summary_index=summary_index,
+        sanitization=tuple(a.to_dict() for a in repairs),
+        output_message_tokens=tuple(out_tokens),
+        timings_ms=clock.done(),
+        **base,
+        **details,
+    )
+    return CompactionResult(final, report)

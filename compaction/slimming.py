@@ -1,0 +1,380 @@
+"""Slimming: fold tool results, truncate for the summarizer, strip images.
+
+Folds and image placeholders apply to the middle only (what the summarizer sees);
+truncation applies to the summarizer input only; ``strip_historical_images`` applies to the
+assembled output. Adding a tool's fold format is one entry in ``FOLDERS``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction.config import CompactionConfig
+from compaction.messages import (
+    Message,
+    content_text,
+    is_data_image,
+    is_image_part,
+    parse_arguments,
+    tool_call_id,
+    tool_call_name,
+    tool_calls,
+)
+
+__all__ = [
+    "FOLDERS",
+    "IMAGE_PLACEHOLDER",
+    "TRUNCATION_MARKER",
+    "FoldFunction",
+    "SlimAction",
+    "build_call_index",
+    "fold_tool_result",
+    "is_stub",
+    "slim_middle",
+    "strip_historical_images",
+    "truncate_text",
+]
+
+IMAGE_PLACEHOLDER = "[Attached image — stripped after compression]"
+TRUNCATION_MARKER = "\n...[truncated]...\n"
+
+FoldFunction = Callable[[str, Mapping[str, Any], str], str]
+"""``(tool_name, arguments, result_text) -> one line``."""
+
+_EXIT_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
+
+
+def _n(content: str) -> str:
+    return f"{len(content):,}"
+
+
+def _lines(content: str) -> int:
+    return content.count("\n") + 1 if content.strip() else 0
+
+
+def _fold_terminal(tool: str, args: Mapping[str, Any], content: str) -> str:
+    command = str(args.get("command") or "")
+    if len(command) > 80:
+        command = command[:77] + "..."
+    match = _EXIT_RE.search(content)
+    code = match.group(1) if match else "?"
+    return f"[terminal] ran `{command}` -> exit {code}, {_lines(content)} lines output"
+
+
+def _fold_read_file(tool: str, args: Mapping[str, Any], content: str) -> str:
+    path = args.get("path") or "?"
+    offset = args.get("offset") or 1
+    return f"[read_file] read {path} from line {offset} ({_n(content)} chars)"
+
+
+def _fold_write_file(tool: str, args: Mapping[str, Any], content: str) -> str:
+    path = args.get("path") or "?"
+    body = args.get("content")
+    lines = str(body).count("\n") + 1 if isinstance(body, str) else "?"
+    return f"[write_file] wrote to {path} ({lines} lines)"
+
+
+def _fold_search_files(tool: str, args: Mapping[str, Any], content: str) -> str:
+    target = args.get("target") or "content"
+    pattern = args.get("pattern") or "?"
+    path = args.get("path") or "."
+    total: Any = "?"
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and "total_count" in data:
+        total = data["total_count"]
+    return f"[search_files] {target} search for '{pattern}' in {path} -> {total} matches"
+
+
+def _fold_patch(tool: str, args: Mapping[str, Any], content: str) -> str:
+    mode = args.get("mode") or "replace"
+    path = args.get("path") or "?"
+    return f"[patch] {mode} in {path} ({_n(content)} chars result)"
+
+
+def _fold_browser(tool: str, args: Mapping[str, Any], content: str) -> str:
+    if args.get("url"):
+        return f"[{tool}] {args['url']} ({_n(content)} chars)"
+    if args.get("ref"):
+        return f"[{tool}] ref={args['ref']} ({_n(content)} chars)"
+    return f"[{tool}] ({_n(content)} chars)"
+
+
+def _fold_web_search(tool: str, args: Mapping[str, Any], content: str) -> str:
+    return f"[web_search] query='{args.get('query') or '?'}' ({_n(content)} chars result)"
+
+
+def _fold_web_extract(tool: str, args: Mapping[str, Any], content: str) -> str:
+    urls = args.get("urls")
+    if not isinstance(urls, list):
+        urls = [args["url"]] if args.get("url") else []
+    first: Any = urls[0] if urls else "?"
+    if isinstance(first, Mapping):
+        first = first.get("url") or first.get("href") or "?"
+    more = f" (+{len(urls) - 1} more)" if len(urls) > 1 else ""
+    return f"[web_extract] {first}{more} ({_n(content)} chars)"
+
+
+def _fold_delegate(tool: str, args: Mapping[str, Any], content: str) -> str:
+    goal = str(args.get("goal") or "")
+    if len(goal) > 60:
+        goal = goal[:57] + "..."
+    return f"[delegate_task] '{goal}' ({_n(content)} chars result)"
+
+
+def _fold_execute_code(tool: str, args: Mapping[str, Any], content: str) -> str:
+    code = str(args.get("code") or "").replace("\n", " ")
+    more = "..." if len(code) > 60 else ""
+    return f"[execute_code] `{code[:60]}{more}` ({_lines(content)} lines output)"
+
+
+def _fold_vision(tool: str, args: Mapping[str, Any], content: str) -> str:
+    return f"[vision_analyze] '{str(args.get('question') or '')[:50]}' ({_n(content)} chars)"
+
+
+def _fold_memory(tool: str, args: Mapping[str, Any], content: str) -> str:
+    return f"[memory] {args.get('action') or '?'} on {args.get('target') or '?'}"
+
+
+def _fold_todo(tool: str, args: Mapping[str, Any], content: str) -> str:
+    return "[todo] updated task list"
+
+
+def _fold_list_files(tool: str, args: Mapping[str, Any], content: str) -> str:
+    return f"[list_files] listed {args.get('path') or '.'} ({_n(content)} chars)"
+
+
+def _fold_generic(tool: str, args: Mapping[str, Any], content: str) -> str:
+    pairs = "".join(f" {k}={str(v)[:40]}" for k, v in list(args.items())[:2])
+    return f"[{tool}]{pairs} ({_n(content)} chars result)"
+
+
+FOLDERS: dict[str, FoldFunction] = {
+    "terminal": _fold_terminal,
+    "read_file": _fold_read_file,
+    "write_file": _fold_write_file,
+    "search_files": _fold_search_files,
+    "patch": _fold_patch,
+    "browser_navigate": _fold_browser,
+    "browser_click": _fold_browser,
+    "browser_snapshot": _fold_browser,
+    "browser_type": _fold_browser,
+    "browser_scroll": _fold_browser,
+    "browser_vision": _fold_browser,
+    "web_search": _fold_web_search,
+    "web_extract": _fold_web_extract,
+    "delegate_task": _fold_delegate,
+    "execute_code": _fold_execute_code,
+    "vision_analyze": _fold_vision,
+    "memory": _fold_memory,
+    "todo": _fold_todo,
+    "todo_list": _fold_todo,
+    "list_files": _fold_list_files,
+}
+"""Tool name → fold function. Unknown tools use the generic ``[tool] k=v (N chars result)``."""
+
+
+def fold_tool_result(tool: str, args: Mapping[str, Any], content: str) -> str:
+    """One line standing for a tool result (formats of Hermes, reference §3.2).
+
+    A fold function that raises falls back to ``[<tool>] (<N> chars result)``.
+    """
+    folder = FOLDERS.get(tool, _fold_generic)
+    try:
+        return folder(tool, args, content)
+    except Exception:  # a malformed argument must never break compaction
+        return f"[{tool}] ({_n(content)} chars result)"
+
+
+def is_stub(text: str) -> bool:
+    """True for text that is already a fold line, placeholder or stub (never re-folded)."""
+    return text.startswith("[") and (
+        (" chars)" in text and len(text) < 400)
+        or text.startswith(("[Attached image", "[Result from earlier", "[Duplicate tool output"))
+    )
+
+
+def truncate_text(text: str, config: CompactionConfig) -> str:
+    """Summarizer-input truncation: over ``content_max`` → head + marker + tail."""
+    if len(text) <= config.content_max:
+        return text
+    tail = text[-config.content_tail :] if config.content_tail else ""
+    return text[: config.content_head] + TRUNCATION_MARKER + tail
+
+
+@dataclass(frozen=True, slots=True)
+class SlimAction:
+    """One slimming step, as shown in the inspector.
+
+    Attributes:
+        index: index of the message in the input list.
+        kind: ``"fold"``, ``"truncate"`` or ``"image"``.
+        role: the message role.
+        tool_name: the tool, for tool results.
+        chars_before: text length before.
+        chars_after: text length after.
+        fold_line: the fold line (folds only).
+        before_excerpt: the start of the original text (≤ 600 chars).
+        after: the slimmed text (≤ 2,000 chars).
+    """
+
+    index: int
+    kind: str
+    role: str
+    tool_name: str | None
+    chars_before: int
+    chars_after: int
+    fold_line: str | None
+    before_excerpt: str
+    after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The action as a JSON-serializable dict."""
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "role": self.role,
+            "tool_name": self.tool_name,
+            "chars_before": self.chars_before,
+            "chars_after": self.chars_after,
+            "fold_line": self.fold_line,
+            "before_excerpt": self.before_excerpt,
+            "after": self.after,
+        }
+
+
+def make_action(
+    index: int,
+    kind: str,
+    message: Message,
+    before: str,
+    after: str,
+    *,
+    tool_name: str | None = None,
+    fold_line: str | None = None,
+) -> SlimAction:
+    """Build a ``SlimAction`` with bounded excerpts."""
+    return SlimAction(
+        index=index,
+        kind=kind,
+        role=str(message.get("role") or ""),
+        tool_name=tool_name,
+        chars_before=len(before),
+        chars_after=len(after),
+        fold_line=fold_line,
+        before_excerpt=before[:600],
+        after=after[:2_000],
+    )
+
+
+def build_call_index(messages: Sequence[Message]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Tool call id → (tool name, parsed arguments), over assistant messages."""
+    index: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in tool_calls(message):
+            cid = tool_call_id(call)
+            if cid:
+                index[cid] = (tool_call_name(call), parse_arguments(call))
+    return index
+
+
+def _replace_images(content: list[Any], *, data_only: bool) -> tuple[list[Any], int]:
+    out: list[Any] = []
+    replaced = 0
+    for part in content:
+        if is_image_part(part) and (not data_only or is_data_image(part)):
+            out.append({"type": "text", "text": IMAGE_PLACEHOLDER})
+            replaced += 1
+        else:
+            out.append(part)
+    return out, replaced
+
+
+def slim_middle(
+    middle: Sequence[Message],
+    indices: Sequence[int],
+    config: CompactionConfig,
+    call_index: Mapping[str, tuple[str, dict[str, Any]]],
+) -> tuple[list[Message], list[SlimAction], dict[int, str]]:
+    """Fold long tool results and replace inline images in the middle.
+
+    Args:
+        middle: the middle messages (never mutated).
+        indices: the input index of each middle message (for the report).
+        config: ``fold_min_chars``.
+        call_index: from ``build_call_index`` over the whole conversation.
+
+    Returns:
+        The slimmed messages (new dicts only where something changed), the actions, and the
+        fold line per position in ``middle``.
+    """
+    slimmed: list[Message] = []
+    actions: list[SlimAction] = []
+    folds: dict[int, str] = {}
+    for pos, message in enumerate(middle):
+        content = message.get("content")
+        if isinstance(content, list) and any(is_data_image(p) for p in content):
+            before = content_text(content)
+            new_content, _ = _replace_images(content, data_only=True)
+            message = {**message, "content": new_content}
+            content = new_content
+            actions.append(
+                make_action(indices[pos], "image", message, before, content_text(content))
+            )
+        if message.get("role") == "tool":
+            text = content_text(content)
+            if len(text) > config.fold_min_chars and not is_stub(text):
+                name, args = call_index.get(str(message.get("tool_call_id") or ""), ("unknown", {}))
+                line = fold_tool_result(name, args, text)
+                message = {**message, "content": line}
+                folds[pos] = line
+                actions.append(
+                    make_action(
+                        indices[pos], "fold", message, text, line,
+                        tool_name=name, fold_line=line,
+                    )
+                )
+        slimmed.append(message)
+    return slimmed, actions, folds
+
+
+def strip_historical_images(
+    messages: Sequence[Message],
+) -> tuple[list[Message], list[tuple[int, str, str]]]:
+    """Keep only the images of the newest user message that has images.
+
+    Every image part in messages before that one becomes ``IMAGE_PLACEHOLDER``; messages
+    after it keep theirs. When no user message has images nothing changes.
+
+    Returns:
+        The new list (changed messages are new dicts) and ``(position, before, after)`` texts
+        for each changed message.
+    """
+    anchor = None
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, list) and any(
+            is_image_part(p) for p in content
+        ):
+            anchor = i
+            break
+    out = list(messages)
+    changes: list[tuple[int, str, str]] = []
+    if anchor is None:
+        return out, changes
+    for i in range(anchor):
+        content = out[i].get("content")
+        if isinstance(content, list) and any(is_image_part(p) for p in content):
+            new_content, _ = _replace_images(content, data_only=False)
+            changes.append((i, content_text(content), content_text(new_content)))
+            out[i] = {**out[i], "content": new_content}
+    return out, changes
