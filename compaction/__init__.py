@@ -33,9 +33,6 @@ from compaction.tokens import TokenCounter, count_message_tokens, count_messages
 from compaction.trigger import CompactionDecision, CompactionOutcome, should_compact
 
 __all__ = [
-    "END_MARKER",
-    "PREFIX_OPENING",
-    "SUMMARY_PREFIX",
     "CompactionConfig",
     "CompactionDecision",
     "CompactionError",
@@ -44,9 +41,12 @@ __all__ = [
     "CompactionResult",
     "ConfigError",
     "DeterministicSummarizer",
+    "END_MARKER",
     "FallbackError",
     "InputError",
     "LLMSummarizer",
+    "PREFIX_OPENING",
+    "SUMMARY_PREFIX",
     "Summarizer",
     "SummaryAborted",
     "SummaryError",
