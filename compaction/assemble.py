@@ -181,7 +181,9 @@ def assemble(
         sources += [None, *t_src]
         changed.update(offset + 1 + p for p in t_changed)
         return Assembly(messages, offset, role, False, sources, frozenset(changed))
-    new_tail[merge_at] = _merge(new_tail[merge_at], summary_content, leading=forced)
+    # Merging into a user row puts the summary first so the live request follows the marker.
+    leading = forced or new_tail[merge_at].get("role") == "user"
+    new_tail[merge_at] = _merge(new_tail[merge_at], summary_content, leading=leading)
     messages = [*new_head, *new_tail]
     sources += t_src
     changed.update(offset + p for p in t_changed)

@@ -287,7 +287,7 @@ _VERBS = {
     "todo": "UPDATED TODOS",
     "list_files": "LISTED",
 }
-_ERROR_RE = re.compile(r"(?im)^.*\b(error|exception|traceback|failed|fatal)\b.*$")
+_ERROR_RE = re.compile(r"(?im)^.*(?:error\b|exception\b|traceback|\bfailed\b|\bfatal\b).*$")
 _PATH_RE = re.compile(r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b")
 _CONSTRAINT_RE = re.compile(
     r"\b(must|never|always|don't|do not|prefer|avoid|only use|make sure)\b", re.IGNORECASE

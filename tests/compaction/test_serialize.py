@@ -22,7 +22,8 @@ def test_records_are_role_labelled_and_reasoning_never_included():
         "[USER]: pic\n[image]\n[image: https://x/y.png]\n\n"
         "[ASSISTANT]: "
     )
-    assert "SECRET" not in text and "secret plan" not in text
+    assert "SECRET" not in text
+    assert "secret plan" not in text
     assert actions == []
 
 
@@ -38,7 +39,8 @@ def test_long_tool_arguments_are_cut():
     middle = [assistant(None, call("c", "write_file", content="z" * 3_000))]
     text, _ = serialize_middle(middle, 0, CompactionConfig())
     line = text.splitlines()[2]
-    assert line.endswith("...)") and len(line) < 1_300
+    assert line.endswith("...)")
+    assert len(line) < 1_300
 
 
 def test_whole_input_is_capped_with_a_marker():

@@ -109,7 +109,8 @@ def test_images_in_the_middle_become_the_placeholder():
     message = {"role": "user", "content": [{"type": "text", "text": "see"}, image_part()]}
     slimmed, actions, _ = slim_middle([message], [5], CompactionConfig(), {})
     assert slimmed[0]["content"][1] == {"type": "text", "text": IMAGE_PLACEHOLDER}
-    assert actions[0].kind == "image" and actions[0].index == 5
+    assert actions[0].kind == "image"
+    assert actions[0].index == 5
     assert message["content"][1]["type"] == "image_url"
 
 
@@ -121,7 +122,8 @@ def test_only_the_newest_user_image_message_keeps_images():
     out, changes = strip_historical_images([old, tool_img, newest, user("text only"), after])
     assert out[0]["content"][1] == {"type": "text", "text": IMAGE_PLACEHOLDER}
     assert out[1]["content"] == [{"type": "text", "text": IMAGE_PLACEHOLDER}]
-    assert out[2] is newest and out[4] is after
+    assert out[2] is newest
+    assert out[4] is after
     assert [c[0] for c in changes] == [0, 1]
     assert old["content"][1]["type"] == "image_url"
 
@@ -129,4 +131,5 @@ def test_only_the_newest_user_image_message_keeps_images():
 def test_no_user_images_means_nothing_is_stripped():
     tool_img = {"role": "tool", "tool_call_id": "c", "content": [image_part()]}
     out, changes = strip_historical_images([tool_img, user("x")])
-    assert out[0] is tool_img and changes == []
+    assert out[0] is tool_img
+    assert changes == []

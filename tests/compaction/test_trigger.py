@@ -17,18 +17,22 @@ def test_below_and_at_threshold():
     assert should_compact(99_999, config).reason == "below_threshold"
     assert not should_compact(99_999, config).should
     decision = should_compact(100_000, config)
-    assert decision.should and decision.reason == "threshold" and decision.threshold == 100_000
+    assert decision.should
+    assert decision.reason == "threshold"
+    assert decision.threshold == 100_000
 
 
 def test_force_always_goes():
     decision = should_compact(10, CompactionConfig(), history=[(100, 99), (100, 99)], force=True)
-    assert decision.should and decision.reason == "forced"
+    assert decision.should
+    assert decision.reason == "forced"
 
 
 def test_two_ineffective_compactions_skip_auto():
     history = [CompactionOutcome(150_000, 140_000), CompactionOutcome(150_000, 139_000)]
     decision = should_compact(150_000, CompactionConfig(), history=history)
-    assert not decision.should and decision.reason == "ineffective"
+    assert not decision.should
+    assert decision.reason == "ineffective"
 
 
 @pytest.mark.parametrize(
