@@ -53,8 +53,33 @@ run: migrate ## Start the web server and a Celery worker on embedded defaults (S
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile
 
 .PHONY: test
-test: $(STAMP) system-deps ## Run every test: engine, web, real worker, real Chromium (and Postgres/Redis when available)
+test: $(STAMP) system-deps ## Run every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-postgres check-scale
+
+.PHONY: test-postgres
+test-postgres: $(STAMP) ## The web test suite against a real PostgreSQL started on 127.0.0.1 for the run
+	$(BIN)/python tests/run_with_services.py -- -m "not browser" tests/web
+
+.PHONY: check-scale
+check-scale: $(STAMP) ## Scale-out proofs on real PostgreSQL + Redis + several workers (figures printed)
+	$(BIN)/python tests/run_with_services.py --redis -- tests/scale -s
+
+HERMES_WORKERS ?= 2
+export HERMES_WORKERS
+export HERMES_WEB_PROCESSES ?= 3
+SERVICES_DIR := var/services
+
+.PHONY: run-scaled
+run-scaled: $(STAMP) ## PostgreSQL + Redis on 127.0.0.1 (data in var/services), gunicorn and HERMES_WORKERS workers per queue
+	@eval "$$($(BIN)/python -m hermes_web.localservices start --data $(SERVICES_DIR))"; \
+	export DATABASE_URL CELERY_BROKER_URL; \
+	export SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}; \
+	test -f "$$SECRET_KEY_FILE" || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > "$$SECRET_KEY_FILE"; \
+	trap '$(BIN)/python -m hermes_web.localservices stop --data $(SERVICES_DIR)' EXIT; \
+	$(BIN)/python manage.py migrate --noinput -v 0 && $(BIN)/python manage.py load_demo && \
+	echo "" && echo "  hermes-web (scaled) at http://127.0.0.1:$(HERMES_PORT)/  on $$DATABASE_URL + $$CELERY_BROKER_URL" && echo "" && \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile.scaled
 
 .PHONY: bench
 bench: $(STAMP) ## Run the benchmarks and print their figures
