@@ -3,9 +3,12 @@
 import socket
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
-from hermes_web.models import WorkerPing
+from hermes_web.models import Compaction, WorkerPing
 
 
 @shared_task(name="hermes_web.tasks.ping_worker")
@@ -14,3 +17,40 @@ def ping_worker(ping_id: int) -> None:
     WorkerPing.objects.filter(pk=ping_id, processed_at__isnull=True).update(
         processed_at=timezone.now(), worker=socket.gethostname()
     )
+
+
+# Database hiccups (SQLite busy past its timeout, a dropped PostgreSQL connection) are
+# worth retrying; anything else is recorded on the row by run_compaction itself.
+_DB_ERRORS = (OperationalError, InterfaceError)
+
+
+@shared_task(
+    bind=True,
+    name="hermes_web.tasks.compact_session",
+    acks_late=True,
+    max_retries=5,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def compact_session(self, compaction_id: int) -> str | None:
+    """Run one queued compaction (see services.compactions.run_compaction)."""
+    from hermes_web.services.compactions import lease_remaining, mark_failed, run_compaction
+
+    try:
+        run = run_compaction(compaction_id)
+    except Compaction.DoesNotExist:
+        return None  # the session was deleted meanwhile
+    except _DB_ERRORS as error:
+        close_old_connections()
+        if self.request.retries >= self.max_retries:
+            mark_failed(compaction_id, f"database error, gave up after {self.request.retries} retries: {error}")
+            raise
+        raise self.retry(exc=error, countdown=min(60, 2 ** (self.request.retries + 1))) from error
+    except SoftTimeLimitExceeded:
+        mark_failed(compaction_id, "timed out (soft time limit)")
+        return "failed"
+    # Another delivery holds a live lease on this run (or a killed worker's lease has not
+    # expired yet): look again once it could have expired.
+    if run.status == Compaction.Status.RUNNING and self.request.retries < self.max_retries:
+        raise self.retry(countdown=lease_remaining(run) + 1)
+    return run.status

@@ -1,0 +1,479 @@
+"""Compaction runs: queue, run (lease lock + engine), commit by rotation or in place.
+
+A run's life: ``request_compaction`` stores a queued row and enqueues ``compact_session``
+after the transaction commits; ``run_compaction`` (the task body) claims the row, takes the
+session's lease, runs the engine outside any transaction, then commits everything in one
+transaction, or nothing. The requested summarizer (``auto`` / ``deterministic``) is kept in
+``Compaction.summarizer`` until the run replaces it with the one actually used.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max, Q
+from django.utils import timezone
+
+from compaction import (
+    CompactionConfig,
+    CompactionOutcome,
+    DeterministicSummarizer,
+    LLMSummarizer,
+    compact,
+    should_compact,
+)
+from hermes_web.models import Compaction, Message, Session, SessionLock
+from hermes_web.services.sessions import lineage_root, normalize_mode, token_model
+
+log = logging.getLogger(__name__)
+
+Status = Compaction.Status
+IN_PROGRESS = (Status.QUEUED, Status.RUNNING)
+SUMMARIZER_CHOICES = ("auto", "deterministic")
+# After this many claims of one row (workers killed mid-run) it is marked failed.
+MAX_ATTEMPTS = 3
+# Fields whose change makes stored per-message token counts wrong for this run.
+_RECOUNT_FIELDS = ("model", "per_message_overhead", "image_tokens")
+
+
+class CompactionRefused(Exception):
+    """A compaction that cannot be requested (e.g. the session already rotated)."""
+
+
+# --- configuration ---------------------------------------------------------------------
+
+def compaction_config_for(session: Session, overrides: dict | None = None) -> CompactionConfig:
+    """The session's config (window and tokenizer model) plus overrides.
+
+    Raises:
+        compaction.ConfigError: (a ValueError) naming the bad override field.
+    """
+    values: dict[str, Any] = {"context_length": session.context_length, "model": token_model(session)}
+    values.update(overrides or {})
+    return CompactionConfig.from_dict(values)
+
+
+def _is_llm_model(name: str) -> bool:
+    # The offline demo chat model is not something litellm can summarize with.
+    return bool(name) and not name.lower().startswith("demo")
+
+
+def build_summarizer(choice: str = "auto"):
+    """aux (HERMES_SUMMARY_MODEL) → main (HERMES_CHAT_MODEL) → deterministic."""
+    if choice == "deterministic":
+        return DeterministicSummarizer()
+    aux, main = settings.HERMES_SUMMARY_MODEL, settings.HERMES_CHAT_MODEL
+    aux = aux if _is_llm_model(aux) else ""
+    main = main if _is_llm_model(main) else ""
+    if not aux and not main:
+        return DeterministicSummarizer()
+    if aux:
+        return LLMSummarizer(
+            aux, main or None,
+            api_base=settings.HERMES_SUMMARY_API_BASE or None,
+            api_key=settings.HERMES_SUMMARY_API_KEY or None,
+            main_api_base=settings.HERMES_CHAT_API_BASE,
+            main_api_key=settings.HERMES_CHAT_API_KEY,
+            timeout=settings.HERMES_LLM_TIMEOUT,
+        )
+    return LLMSummarizer(
+        main,
+        api_base=settings.HERMES_CHAT_API_BASE or None,
+        api_key=settings.HERMES_CHAT_API_KEY or None,
+        timeout=settings.HERMES_LLM_TIMEOUT,
+    )
+
+
+# --- requesting ------------------------------------------------------------------------
+
+def in_progress(session: Session) -> Compaction | None:
+    """The queued or running (non-dry-run) compaction of this session, if any."""
+    return (
+        Compaction.objects.filter(session=session, status__in=IN_PROGRESS)
+        .exclude(trigger=Compaction.Trigger.WHAT_IF)
+        .order_by("queued_at")
+        .first()
+    )
+
+
+def request_compaction(
+    *,
+    session: Session,
+    requested_by=None,
+    trigger: str = Compaction.Trigger.MANUAL,
+    mode: str | None = None,
+    focus: str = "",
+    config_overrides: dict | None = None,
+    summarizer: str = "auto",
+    run_now: bool = False,
+) -> Compaction:
+    """Store a queued run and enqueue it after commit (or run it inline with ``run_now``).
+
+    ``trigger="what_if"`` is a dry run: the report is stored, nothing is committed.
+
+    Raises:
+        compaction.ConfigError: a bad override (a ValueError naming the field).
+        ValueError: an unknown mode, trigger or summarizer.
+        CompactionRefused: the session already rotated (compact its live child instead).
+    """
+    if trigger not in Compaction.Trigger.values:
+        raise ValueError(f"unknown trigger {trigger!r}")
+    if summarizer not in SUMMARIZER_CHOICES:
+        raise ValueError(f"summarizer must be one of {', '.join(SUMMARIZER_CHOICES)}, got {summarizer!r}")
+    mode = normalize_mode(mode) if mode else session.effective_mode
+    config = compaction_config_for(session, config_overrides)
+    if trigger != Compaction.Trigger.WHAT_IF and session.end_reason == "compression":
+        raise CompactionRefused("this session was already compacted by rotation; compact its continuation")
+    run = Compaction.objects.create(
+        session=session,
+        requested_by=requested_by,
+        mode=mode,
+        trigger=trigger,
+        focus=focus or "",
+        config=config.to_dict(),
+        summarizer=summarizer,
+    )
+    if run_now:
+        return run_compaction(run.pk)
+    from hermes_web.tasks import compact_session
+
+    compact_session.delay_on_commit(run.pk)
+    return run
+
+
+def commit_what_if(compaction: Compaction, *, requested_by) -> Compaction:
+    """Queue a real manual run with the dry run's config, mode and focus."""
+    return request_compaction(
+        session=compaction.session,
+        requested_by=requested_by,
+        trigger=Compaction.Trigger.MANUAL,
+        mode=compaction.mode,
+        focus=compaction.focus,
+        config_overrides=compaction.config,
+        summarizer=compaction.summarizer if compaction.summarizer in SUMMARIZER_CHOICES else "auto",
+    )
+
+
+def lineage_history(session: Session) -> list[CompactionOutcome]:
+    """Committed compactions of the whole rotation chain, oldest first (anti-thrash input)."""
+    root = lineage_root(session)
+    rows = (
+        Compaction.objects.filter(
+            Q(session_id=root.pk) | Q(session__root_id=root.pk), status=Status.COMMITTED,
+            tokens_before__isnull=False, tokens_after__isnull=False,
+        )
+        .order_by("finished_at", "pk")
+        .values_list("tokens_before", "tokens_after")
+    )
+    return [CompactionOutcome(before, after) for before, after in rows]
+
+
+def maybe_auto_compact(session: Session) -> Compaction | None:
+    """Called after each chat reply: queue an automatic compaction when the engine says so.
+
+    Returns the queued row; or a ``skipped``/``ineffective`` row when the anti-thrash rule
+    blocked a crossing of the threshold (recorded once per crossing, so the timeline can
+    warn); or None (below the threshold, nothing measured yet, already in progress, ended).
+    """
+    if session.end_reason == "compression":
+        return None
+    prompt_tokens = (
+        Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
+        .order_by("-position").values_list("provider_prompt_tokens", flat=True).first()
+    )
+    if prompt_tokens is None or in_progress(session) is not None:
+        return None
+    config = compaction_config_for(session)
+    decision = should_compact(prompt_tokens, config, lineage_history(session))
+    if decision.should:
+        return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
+    if decision.reason != "ineffective":
+        return None
+    latest = (
+        Compaction.objects.filter(session=session).exclude(trigger=Compaction.Trigger.WHAT_IF)
+        .order_by("-queued_at", "-pk").first()
+    )
+    if latest is not None and latest.status == Status.SKIPPED and latest.reason == "ineffective":
+        return None
+    now = timezone.now()
+    return Compaction.objects.create(
+        session=session,
+        mode=session.effective_mode,
+        trigger=Compaction.Trigger.AUTO,
+        config=config.to_dict(),
+        status=Status.SKIPPED,
+        reason="ineffective",
+        provider_prompt_tokens=prompt_tokens,
+        report={
+            "status": "skipped",
+            "reason": "ineffective",
+            "tokens": {"threshold": decision.threshold, "provider_prompt_tokens": prompt_tokens},
+        },
+        started_at=now,
+        finished_at=now,
+    )
+
+
+# --- the lease lock --------------------------------------------------------------------
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.HERMES_LOCK_LEASE_SECONDS)
+
+
+def acquire_lock(session_id: int, holder: str) -> bool:
+    """Take the session's lease if it is free or expired (one conditional UPDATE)."""
+    # get_or_create survives a concurrent insert of the same row (it re-reads on IntegrityError).
+    SessionLock.objects.get_or_create(session_id=session_id)
+    now = timezone.now()
+    taken = SessionLock.objects.filter(
+        Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lt=now), session_id=session_id
+    ).update(holder=holder, expires_at=now + _lease())
+    return taken == 1
+
+
+def release_lock(session_id: int, holder: str) -> None:
+    SessionLock.objects.filter(session_id=session_id, holder=holder).update(holder="", expires_at=None)
+
+
+def _holder_for(run: Compaction) -> str:
+    # The run's id leads, so a redelivered task can tell its own live lease from another run's.
+    return f"{run.public_id}:{uuid.uuid4().hex[:12]}"
+
+
+def _live_lease_of(run: Compaction) -> bool:
+    return SessionLock.objects.filter(
+        session_id=run.session_id, holder__startswith=f"{run.public_id}:", expires_at__gt=timezone.now()
+    ).exists()
+
+
+# --- running ---------------------------------------------------------------------------
+
+def _finish(run: Compaction, status: str, **fields: Any) -> Compaction:
+    """Record the outcome, only if this row is still running (never overwrite a finish)."""
+    fields.update(status=status, finished_at=timezone.now())
+    Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(**fields)
+    run.refresh_from_db()
+    return run
+
+
+def mark_failed(compaction_id: int, error: str) -> None:
+    """Give up on a run (task out of retries); a finished row is left alone."""
+    Compaction.objects.filter(pk=compaction_id, status__in=IN_PROGRESS).update(
+        status=Status.FAILED, error=error[:2000], finished_at=timezone.now()
+    )
+
+
+def _claim(run: Compaction) -> bool:
+    """queued → running; or re-run a running row whose worker died (its lease is gone)."""
+    now = timezone.now()
+    if Compaction.objects.filter(pk=run.pk, status=Status.QUEUED).update(
+        status=Status.RUNNING, started_at=now, attempts=F("attempts") + 1
+    ):
+        run.refresh_from_db()
+        return True
+    run.refresh_from_db()
+    if run.status != Status.RUNNING or _live_lease_of(run):
+        return False  # finished, or another worker is running it right now
+    if run.attempts >= MAX_ATTEMPTS:
+        _finish(run, Status.FAILED, error=f"gave up after {run.attempts} attempts (the worker died each time)")
+        return False
+    claimed = Compaction.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
+        started_at=now, attempts=F("attempts") + 1
+    )
+    run.refresh_from_db()
+    return bool(claimed)
+
+
+def run_compaction(compaction_id: int) -> Compaction:
+    """Run one compaction to its end: the body of the ``compact_session`` task.
+
+    Idempotent: a finished row is returned as is; a row another worker is running (live
+    lease) is returned still ``running``. A second run of a session while one holds its
+    lease is recorded as ``skipped`` / ``locked``.
+    """
+    run = Compaction.objects.select_related("session").get(pk=compaction_id)
+    if run.is_finished or not _claim(run):
+        return run
+    holder = _holder_for(run)
+    if not acquire_lock(run.session_id, holder):
+        if _live_lease_of(run):  # a duplicate delivery of this very run won the lease
+            return run
+        return _finish(run, Status.SKIPPED, reason="locked",
+                       report={"status": "skipped", "reason": "locked"})
+    try:
+        return _run_locked(run, holder)
+    except Exception as error:
+        log.exception("compaction %s failed", run.public_id)
+        return _finish(run, Status.FAILED, error=f"{type(error).__name__}: {error}"[:2000])
+    finally:
+        release_lock(run.session_id, holder)
+
+
+def _run_locked(run: Compaction, holder: str) -> Compaction:
+    session = Session.objects.get(pk=run.session_id)
+    what_if = run.trigger == Compaction.Trigger.WHAT_IF
+    if not what_if and session.end_reason == "compression":
+        return _finish(run, Status.SKIPPED, reason="superseded",
+                       report={"status": "skipped", "reason": "superseded"})
+    config = CompactionConfig.from_dict(run.config) if run.config else compaction_config_for(session)
+    rows = list(
+        Message.objects.filter(session_id=session.pk).active()
+        .only("position", "role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning",
+              "token_count", "provider_prompt_tokens")
+    )
+    snapshot = rows[-1].position if rows else 0
+    Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
+    run.snapshot_position = snapshot
+    recount = any(run.config.get(k) not in (None, getattr(CompactionConfig(model=token_model(session)), k))
+                  for k in _RECOUNT_FIELDS) if run.config else False
+    provider_prompt = next((r.provider_prompt_tokens for r in reversed(rows)
+                            if r.provider_prompt_tokens is not None), None)
+    result = compact(
+        [r.to_openai() for r in rows],
+        config=config,
+        summarizer=build_summarizer(run.summarizer or "auto"),
+        now=timezone.now().date(),
+        previous_summary=session.previous_summary or None,
+        focus=run.focus or None,
+        force=run.trigger != Compaction.Trigger.AUTO,
+        token_counts=None if recount else [r.token_count for r in rows],
+        provider_prompt_tokens=provider_prompt,
+    )
+    report = result.report.to_dict()
+    tokens = report.get("tokens") or {}
+    outcome = {
+        "report": report,
+        "reason": (report.get("reason") or "")[:64],
+        "tokens_before": tokens.get("before"),
+        "tokens_after": tokens.get("after"),
+        "provider_prompt_tokens": provider_prompt,
+        "summarizer": report.get("summarizer") or "",
+        "summarizer_model": report.get("summarizer_model") or "",
+    }
+    if what_if:
+        return _finish(run, Status.DRY_RUN, **outcome)
+    if result.status == "skipped":
+        return _finish(run, Status.SKIPPED, **outcome)
+    if result.status == "aborted":
+        return _finish(run, Status.ABORTED, **outcome)
+    if run.mode == Compaction.Mode.IN_PLACE:
+        return _commit_in_place(run, session, result, report, outcome, holder)
+    return _commit_rotation(run, session, result, report, outcome, holder)
+
+
+def _rows_for(session_id: int, messages: list[dict], token_counts, summary_index, first_position: int,
+              now) -> list[Message]:
+    rows = []
+    for offset, message in enumerate(messages):
+        known = {"role", "content", "tool_calls", "tool_call_id", "name", "tool_name", "reasoning"}
+        rows.append(Message(
+            session_id=session_id,
+            position=first_position + offset,
+            role=message.get("role"),
+            content=message.get("content"),
+            tool_calls=message.get("tool_calls") or None,
+            tool_call_id=message.get("tool_call_id") or "",
+            tool_name=message.get("name") or message.get("tool_name") or "",
+            reasoning=message.get("reasoning"),
+            token_count=int(token_counts[offset]) if token_counts is not None else 0,
+            is_summary=offset == summary_index,
+            extra={k: v for k, v in message.items() if k not in known},
+            created_at=now,
+        ))
+    return rows
+
+
+def _copy_row(row: Message, session_id: int, position: int) -> Message:
+    return Message(
+        session_id=session_id, position=position, role=row.role, content=row.content,
+        tool_calls=row.tool_calls, tool_call_id=row.tool_call_id, tool_name=row.tool_name,
+        reasoning=row.reasoning, token_count=row.token_count,
+        provider_prompt_tokens=row.provider_prompt_tokens, is_summary=row.is_summary,
+        extra=row.extra, created_at=row.created_at,
+    )
+
+
+def _still_holding(session_id: int, holder: str) -> bool:
+    # Commit-time lease check: a worker whose lease expired and was taken over must not write.
+    lock = SessionLock.objects.select_for_update().filter(session_id=session_id).first()
+    return lock is not None and lock.holder == holder
+
+
+def _commit_rotation(run, session, result, report, outcome, holder) -> Compaction:
+    now = timezone.now()
+    with transaction.atomic():
+        if not _still_holding(session.pk, holder):
+            return _lost_lease(run)
+        parent = Session.objects.select_for_update().get(pk=session.pk)
+        child = Session.objects.create(
+            owner_id=parent.owner_id, title=parent.title, source=parent.source, model=parent.model,
+            context_length=parent.context_length, compaction_mode=parent.compaction_mode,
+            parent=parent, root_id=parent.root_id or parent.pk,
+            compression_count=parent.compression_count + 1,
+            previous_summary=report.get("summary_body") or "",
+            extra={"compacted_from": parent.public_id, "compaction": run.public_id},
+        )
+        rows = _rows_for(child.pk, result.messages, report.get("output_message_tokens"),
+                         result.summary_index, 0, now)
+        # Messages that arrived while the engine ran: kept on the parent and carried over.
+        late = Message.objects.filter(session_id=parent.pk, active=True, position__gt=run.snapshot_position)
+        rows += [_copy_row(r, child.pk, len(rows) + i) for i, r in enumerate(late.order_by("position"))]
+        Message.objects.bulk_create(rows, batch_size=500)
+        Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
+        Compaction.objects.filter(pk=run.pk).update(
+            status=Status.COMMITTED, result_session=child, finished_at=now, **outcome
+        )
+    run.refresh_from_db()
+    return run
+
+
+def _commit_in_place(run, session, result, report, outcome, holder) -> Compaction:
+    now = timezone.now()
+    with transaction.atomic():
+        if not _still_holding(session.pk, holder):
+            return _lost_lease(run)
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        top = Message.objects.filter(session_id=locked.pk).aggregate(m=Max("position"))["m"] or 0
+        Message.objects.filter(
+            session_id=locked.pk, active=True, position__lte=run.snapshot_position
+        ).update(active=False, archived=True, archived_by=run)
+        rows = _rows_for(locked.pk, result.messages, report.get("output_message_tokens"),
+                         result.summary_index, top + 1, now)
+        Message.objects.bulk_create(rows, batch_size=500)
+        # Rows appended during the run move after the compacted list, in their order.
+        late = list(Message.objects.filter(
+            session_id=locked.pk, active=True, position__gt=run.snapshot_position, position__lte=top
+        ).order_by("position"))
+        next_position = top + 1 + len(rows)
+        for offset, row in enumerate(late):
+            row.position = next_position + offset
+        Message.objects.bulk_update(late, ["position"], batch_size=500)
+        Session.objects.filter(pk=locked.pk).update(
+            compression_count=F("compression_count") + 1,
+            previous_summary=report.get("summary_body") or "",
+            updated_at=now,
+        )
+        Compaction.objects.filter(pk=run.pk).update(
+            status=Status.COMMITTED, result_session=locked, finished_at=now, **outcome
+        )
+    run.refresh_from_db()
+    return run
+
+
+def _lost_lease(run: Compaction) -> Compaction:
+    log.warning("compaction %s lost its lease before commit; nothing written", run.public_id)
+    run.refresh_from_db()
+    return run
+
+
+def lease_remaining(run: Compaction) -> int:
+    """Seconds until the session's current lease expires (0 when free)."""
+    expires = SessionLock.objects.filter(session_id=run.session_id).values_list("expires_at", flat=True).first()
+    if not expires:
+        return 0
+    return max(0, int((expires - timezone.now()).total_seconds()))

@@ -1,0 +1,151 @@
+"""Conversations: create, append, read in provider format, follow rotation chains."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from compaction import CompactionConfig, count_message_tokens
+from hermes_web.models import Message, Session
+
+DEFAULT_TOKEN_MODEL = "gpt-4o-mini"
+ROLES = frozenset(Message.Role.values)
+
+
+def token_model(session: Session) -> str:
+    """The model whose tokenizer counts this session's messages (unknown names fall back in the engine)."""
+    return session.model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
+
+
+def default_context_length(model: str = "") -> int:
+    return settings.HERMES_CONTEXT_LENGTH or Session._meta.get_field("context_length").default
+
+
+def create_session(
+    *,
+    owner,
+    title: str = "",
+    source: str = Session.Source.CHAT,
+    model: str = "",
+    context_length: int | None = None,
+    compaction_mode: str = "",
+) -> Session:
+    """A new root session (its ``root`` is itself)."""
+    session = Session.objects.create(
+        owner=owner,
+        title=title[:200],
+        source=source,
+        model=model,
+        context_length=context_length or default_context_length(model),
+        compaction_mode=normalize_mode(compaction_mode) if compaction_mode else "",
+    )
+    Session.objects.filter(pk=session.pk).update(root=session)
+    session.root = session
+    return session
+
+
+def normalize_mode(mode: str) -> str:
+    """``rotation`` / ``in_place`` (``in-place`` accepted); ValueError otherwise."""
+    value = (mode or "").replace("-", "_")
+    if value not in Session.Mode.values:
+        raise ValueError(f"mode must be rotation or in_place, got {mode!r}")
+    return value
+
+
+def message_dict(
+    *, role: str, content: Any, tool_calls=None, tool_call_id: str = "", tool_name: str = "", reasoning=None
+) -> dict:
+    """The OpenAI-format dict the engine sees for these fields (same shape as Message.to_openai)."""
+    message: dict = {"role": role, "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if role == Message.Role.TOOL:
+        message["tool_call_id"] = tool_call_id
+        if tool_name:
+            message["name"] = tool_name
+    if reasoning:
+        message["reasoning"] = reasoning
+    return message
+
+
+def append_message(
+    session: Session,
+    *,
+    role: str,
+    content: Any,
+    tool_calls: list | None = None,
+    tool_call_id: str = "",
+    tool_name: str = "",
+    reasoning: Any = None,
+    provider_prompt_tokens: int | None = None,
+    extra: dict | None = None,
+    is_summary: bool = False,
+) -> Message:
+    """Append one message at the next position; tokens are counted once, here.
+
+    Concurrent appends to one session serialize on the session row (``select_for_update``
+    on PostgreSQL; SQLite's IMMEDIATE transactions already take the write lock at BEGIN).
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
+    as_dict = message_dict(
+        role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
+        tool_name=tool_name, reasoning=reasoning,
+    )
+    # Counted outside the transaction: tokenizing a long tool output must not hold the lock.
+    tokens = count_message_tokens(as_dict, CompactionConfig(model=token_model(session)))
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
+        last = Message.objects.filter(session_id=session.pk).aggregate(m=Max("position"))["m"]
+        message = Message.objects.create(
+            session_id=session.pk,
+            position=0 if last is None else last + 1,
+            role=role,
+            content=content,
+            tool_calls=tool_calls or None,
+            tool_call_id=tool_call_id or "",
+            tool_name=tool_name or "",
+            reasoning=reasoning,
+            token_count=tokens,
+            provider_prompt_tokens=provider_prompt_tokens,
+            is_summary=is_summary,
+            extra=extra or {},
+        )
+        now = timezone.now()
+        Session.objects.filter(pk=session.pk).update(updated_at=now)
+    session.updated_at = now
+    return message
+
+
+def openai_messages(session: Session) -> list[dict]:
+    """The active conversation, in order, as the engine and providers take it."""
+    return [m.to_openai() for m in Message.objects.filter(session_id=session.pk).active()]
+
+
+def resolve_tip(session: Session) -> Session:
+    """The live session of a rotation chain: follows children while the parent rotated."""
+    seen = {session.pk}
+    while session.end_reason == "compression":
+        child = Session.objects.filter(parent_id=session.pk).order_by("-created_at", "-pk").first()
+        if child is None or child.pk in seen:
+            break
+        seen.add(child.pk)
+        session = child
+    return session
+
+
+def lineage_root(session: Session) -> Session:
+    return session.root if session.root_id and session.root_id != session.pk else session
+
+
+def session_tree(root_session: Session) -> list[Session]:
+    """Every session of the chain that ``root_session`` belongs to, oldest first."""
+    root = lineage_root(root_session)
+    return list(
+        Session.objects.filter(Q(pk=root.pk) | Q(root_id=root.pk), owner_id=root.owner_id)
+        .order_by("created_at", "pk")
+    )
