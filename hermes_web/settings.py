@@ -223,9 +223,20 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("HERMES_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("HERMES_TASK_TIME_LIMIT", 660)
-# Redis redelivers unacknowledged tasks after the visibility timeout: keep it above the hard limit.
+# Redis redelivers unacknowledged tasks after the visibility timeout: keep it above the hard limit
+# (a lower value re-runs jobs that are still running; the lease lock makes that harmless but wasteful).
+HERMES_BROKER_VISIBILITY_TIMEOUT = env_int("HERMES_BROKER_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 300)
+# Workers sweep for jobs whose worker died (un-acked past the visibility timeout) every this many
+# seconds; kombu's own default sweeps only every 100 s.
+HERMES_BROKER_RESTORE_INTERVAL = env_int("HERMES_BROKER_RESTORE_INTERVAL", 10)
 CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 300} if CELERY_BROKER_URL.startswith("redis") else {}
+    {
+        "visibility_timeout": HERMES_BROKER_VISIBILITY_TIMEOUT,
+        "unacked_restore_interval": max(1, HERMES_BROKER_RESTORE_INTERVAL),
+        "unacked_restore_throttle": 1,
+    }
+    if CELERY_BROKER_URL.startswith("redis")
+    else {}
 )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
