@@ -4,7 +4,7 @@ from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import path, re_path
 
 from hermes_web.api import api
-from hermes_web.views import accounts, conversations, placeholders
+from hermes_web.views import accounts, conversations, inspector, placeholders
 
 
 def static_files(request, path):
@@ -20,8 +20,22 @@ urlpatterns = [
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("conversations/", conversations.conversation_list, name="conversation_list"),
+    path("conversations/<str:public_id>/", conversations.conversation_detail, name="conversation_detail"),
+    path(
+        "conversations/<str:public_id>/messages/<int:position>/",
+        conversations.message_detail,
+        name="message_detail",
+    ),
+    path("conversations/<str:public_id>/what-if/", inspector.what_if, name="what_if"),
+    path("conversations/<str:public_id>/tree/", inspector.conversation_tree, name="conversation_tree"),
+    path("conversations/<str:public_id>/timeline/", inspector.conversation_timeline, name="conversation_timeline"),
+    path("compactions/<str:public_id>/", inspector.compaction_detail, name="compaction_detail"),
+    path("compactions/<str:public_id>/audit/", inspector.compaction_audit, name="compaction_audit"),
+    path("compactions/<str:public_id>/report.json", inspector.compaction_report_json, name="compaction_report_json"),
+    path("compactions/<str:public_id>/report.md", inspector.compaction_report_md, name="compaction_report_md"),
+    path("compactions/<str:public_id>/commit/", inspector.commit_compaction, name="commit_compaction"),
     path("chat/", placeholders.chat, name="chat"),
-    path("compare/", placeholders.compare, name="compare"),
+    path("compare/", inspector.compare, name="compare"),
     path("import/", placeholders.import_page, name="import_page"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),

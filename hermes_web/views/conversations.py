@@ -1,13 +1,180 @@
+"""Conversation list and conversation view (chunked, with archived rows on request)."""
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from hermes_web.models import Session
+from hermes_web.inspection import anchor_for, message_view
+from hermes_web.models import Compaction, Message, Session
+
+CHUNK = 200
+LIST_LIMIT = 200
+
+
+def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
+    try:
+        return max(0, int(request.GET.get(name, default)))
+    except (TypeError, ValueError):
+        return default
 
 
 @require_GET
 @login_required
 def conversation_list(request: HttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    source = request.GET.get("source", "")
     sessions = Session.objects.for_user(request.user)
-    return render(request, "hermes_web/conversation_list.html", {"sessions": sessions})
+    if q:
+        sessions = sessions.filter(Q(title__icontains=q) | Q(public_id__icontains=q))
+    if source in Session.Source.values:
+        sessions = sessions.filter(source=source)
+    # Subqueries, not joins: counting messages and compactions in one join would multiply rows.
+    active = Message.objects.filter(session=OuterRef("pk"), active=True).values("session")
+    sessions = sessions.annotate(
+        n_messages=Coalesce(Subquery(active.annotate(c=Count("pk")).values("c")[:1]), Value(0)),
+        n_tokens=Coalesce(
+            Subquery(active.annotate(t=Sum("token_count")).values("t")[:1]),
+            Value(0),
+            output_field=IntegerField(),
+        ),
+        n_compactions=Coalesce(
+            Subquery(
+                Compaction.objects.filter(
+                    session=OuterRef("pk"), status=Compaction.Status.COMMITTED
+                )
+                .values("session")
+                .annotate(c=Count("pk"))
+                .values("c")[:1]
+            ),
+            Value(0),
+        ),
+        n_children=Count("children"),
+    ).order_by("-updated_at")
+    total = sessions.count()
+    context = {
+        "sessions": sessions[:LIST_LIMIT],
+        "total": total,
+        "limited": total > LIST_LIMIT,
+        "q": q,
+        "source": source,
+        "sources": Session.Source.choices,
+        "has_any": total or Session.objects.for_user(request.user).exists(),
+        "nav": "conversations",
+    }
+    template = "hermes_web/conversation_list.html"
+    if request.htmx:
+        template += "#conversation-rows"
+    return render(request, template, context)
+
+
+def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> list[dict]:
+    """View data per row, with tool calls linked to their results (even on another chunk)."""
+    views = []
+    in_chunk = {r.tool_call_id for r in rows if r.role == Message.Role.TOOL and r.tool_call_id}
+    calls_in_chunk: set[str] = set()
+    for row in rows:
+        view = message_view(
+            {
+                "role": row.role,
+                "content": row.content,
+                "tool_calls": row.tool_calls,
+                "tool_call_id": row.tool_call_id,
+                "reasoning": row.reasoning,
+                "token_count": row.token_count,
+            },
+            max_tokens=max_tokens,
+        )
+        calls_in_chunk.update(c["id"] for c in view["calls"])
+        views.append({"row": row, **view})
+    missing = {c["id"] for v in views for c in v["calls"] if c["id"] and c["id"] not in in_chunk}
+    elsewhere = (
+        dict(
+            Message.objects.filter(session=session, tool_call_id__in=missing).values_list(
+                "tool_call_id", "position"
+            )
+        )
+        if missing
+        else {}
+    )
+    for view in views:
+        for call in view["calls"]:
+            if call["id"] in in_chunk:
+                call["result_href"] = f"#result-{call['anchor']}"
+            elif call["id"] in elsewhere:
+                call["result_href"] = f"?start={elsewhere[call['id']]}#result-{call['anchor']}"
+            else:
+                call["result_href"] = ""
+        view["call_in_chunk"] = view["row"].tool_call_id in calls_in_chunk
+    return views
+
+
+@require_GET
+@login_required
+def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
+    start = _int_param(request, "start")
+    show_archived = request.GET.get("archived") == "1"
+    rows_qs = Message.objects.filter(session=session, position__gte=start)
+    if not show_archived:
+        rows_qs = rows_qs.filter(active=True)
+    rows = list(rows_qs.select_related("archived_by").order_by("position")[: CHUNK + 1])
+    next_start = rows[CHUNK].position if len(rows) > CHUNK else None
+    rows = rows[:CHUNK]
+    stats = Message.objects.filter(session=session, active=True).aggregate(
+        n=Count("pk"), tokens=Sum("token_count"), biggest=Max("token_count")
+    )
+    views = _message_rows(session, rows, stats["biggest"] or 0)
+    context = {
+        "session": session,
+        "messages_view": views,
+        "next_start": next_start,
+        "start": start,
+        "show_archived": show_archived,
+        "stats": stats,
+        "nav": "conversations",
+    }
+    if request.htmx and request.GET.get("chunk"):
+        return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
+    context.update(
+        archived=Message.objects.filter(session=session, archived=True).count(),
+        compactions=list(Compaction.objects.filter(session=session).order_by("-queued_at")[:20]),
+        children=list(Session.objects.filter(parent=session).order_by("created_at")),
+        produced_by=Compaction.objects.filter(
+            result_session=session, mode=Compaction.Mode.ROTATION
+        ).first(),
+    )
+    return render(request, "hermes_web/conversation_detail.html", context)
+
+
+@require_GET
+@login_required
+def message_detail(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+    """One message in full (the conversation view shows long contents cut to a preview)."""
+    session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
+    row = Message.objects.filter(session=session, position=position).first()
+    if row is None:
+        raise Http404("no message at that position")
+    view = message_view(
+        {
+            "role": row.role,
+            "content": row.content,
+            "tool_calls": row.tool_calls,
+            "tool_call_id": row.tool_call_id,
+            "reasoning": row.reasoning,
+            "token_count": row.token_count,
+        },
+        preview_chars=10**9,
+    )
+    return render(
+        request,
+        "hermes_web/message_detail.html",
+        {
+            "session": session,
+            "m": {"row": row, **view},
+            "anchor_for": anchor_for,
+            "nav": "conversations",
+        },
+    )

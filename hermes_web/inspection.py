@@ -1,0 +1,530 @@
+"""Pure helpers that turn a stored compaction report and messages into what the pages show.
+
+Nothing here touches the database or renders HTML: inputs are report dicts (as stored in
+``Compaction.report``) and OpenAI-format message dicts; outputs are plain dicts and lists
+that the templates print (always escaped). Keeping them pure makes them unit-testable and
+keeps the views thin.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from compaction import END_MARKER, PREFIX_OPENING, SUMMARY_PREFIX
+
+__all__ = [
+    "ALIGNMENT_LABELS",
+    "anchor_for",
+    "extract_facts",
+    "fact_survival_audit",
+    "message_view",
+    "slimming_page",
+    "split_view",
+    "summary_diff",
+    "summary_sections",
+    "timeline_chart",
+]
+
+ALIGNMENT_LABELS = {
+    "tool_group_kept_whole": "cut moved so a tool call and its results stay together",
+    "latest_user_pulled_in": "latest user message pulled into the tail",
+    "latest_assistant_pulled_in": "latest assistant reply pulled into the tail",
+    "head_aligned_past_tools": "head extended past tool results so none is orphaned",
+}
+SANITIZATION_LABELS = {
+    "dropped_orphan_result": "dropped a tool result whose call was gone",
+    "inserted_stub": "inserted a stub result for a call whose result was gone",
+    "stripped_call": "removed a tool call whose result was gone",
+}
+TRUNCATION_MARKER = "\n...[truncated]...\n"
+SAFE_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
+PREVIEW_CHARS = 3_000
+
+
+# ---------------------------------------------------------------- split
+
+
+def split_view(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The head | middle | tail bar: per part its range, message count, tokens and width.
+
+    Widths are percentages of the tokens before compaction; the threshold marker sits at
+    the threshold's share of that total (capped at 100, with ``threshold_beyond`` set).
+    """
+    tokens = report.get("tokens") or {}
+    bounds = report.get("boundaries") or {}
+    per_message = list(report.get("message_tokens") or [])
+    before = tokens.get("before") or sum(per_message) or 0
+    parts = []
+    for name in ("head", "middle", "tail"):
+        start, end = (list(bounds.get(name) or [0, 0]) + [0, 0])[:2]
+        part_tokens = tokens.get(name)
+        if part_tokens is None:
+            part_tokens = sum(per_message[start:end])
+        parts.append(
+            {
+                "name": name,
+                "start": start,
+                "end": end,
+                "count": max(0, end - start),
+                "tokens": part_tokens,
+                "percent": _percent(part_tokens, before),
+            }
+        )
+    threshold = tokens.get("threshold")
+    marker = _percent(threshold, before) if threshold and before else None
+    alignment = [
+        {
+            "kind": event.get("kind", ""),
+            "label": ALIGNMENT_LABELS.get(event.get("kind", ""), event.get("kind", "")),
+            "from": event.get("from"),
+            "to": event.get("to"),
+        }
+        for event in report.get("alignment") or []
+    ]
+    return {
+        "parts": parts,
+        "before": before,
+        "threshold": threshold,
+        "threshold_percent": min(marker, 100.0) if marker is not None else None,
+        "threshold_beyond": marker is not None and marker > 100,
+        "alignment": alignment,
+    }
+
+
+def _percent(part: Any, whole: Any) -> float:
+    try:
+        return round(100.0 * float(part) / float(whole), 2) if whole else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+# ---------------------------------------------------------------- slimming
+
+
+def slimming_page(
+    report: Mapping[str, Any], *, kind: str = "", page: int = 1, per_page: int = 50
+) -> dict[str, Any]:
+    """One page of slimming actions (optionally of one kind), plus totals per kind."""
+    actions = [a for a in report.get("slimming") or [] if not kind or a.get("kind") == kind]
+    pages = max(1, -(-len(actions) // per_page))
+    page = min(max(1, page), pages)
+    rows = []
+    for action in actions[(page - 1) * per_page : page * per_page]:
+        after = str(action.get("after") or "")
+        cut = None
+        if action.get("kind") == "truncate" and TRUNCATION_MARKER in after:
+            kept_head, _, kept_tail = after.partition(TRUNCATION_MARKER)
+            cut = {"head": kept_head, "marker": TRUNCATION_MARKER.strip(), "tail": kept_tail}
+        rows.append(
+            {
+                **action,
+                "cut": cut,
+                "saved": (action.get("chars_before") or 0) - (action.get("chars_after") or 0),
+            }
+        )
+    totals = [
+        {"kind": name, **values}
+        for name, values in (report.get("slimming_totals") or {}).items()
+        if isinstance(values, Mapping)
+    ]
+    return {
+        "rows": rows,
+        "totals": totals,
+        "kind": kind,
+        "page": page,
+        "pages": pages,
+        "count": len(actions),
+        "has_next": page < pages,
+        "has_previous": page > 1,
+    }
+
+
+# ---------------------------------------------------------------- summary
+
+
+def summary_sections(summary: str | None) -> dict[str, Any]:
+    """Split a summary message into its prefix, ``## `` sections and end marker."""
+    text = summary or ""
+    prefix = ""
+    if text.startswith(SUMMARY_PREFIX):
+        prefix, text = SUMMARY_PREFIX, text[len(SUMMARY_PREFIX) :]
+    elif text.startswith(PREFIX_OPENING):
+        # A prefix worded differently (older engine, imported session): up to "Summary:".
+        head, sep, rest = text.partition("Summary:")
+        if sep:
+            prefix, text = head + sep, rest
+    end_marker = ""
+    if END_MARKER in text:
+        text, _, _after = text.partition(END_MARKER)
+        end_marker = END_MARKER
+    preamble_lines: list[str] = []
+    sections: list[dict[str, str]] = []
+    for line in text.strip("\n").splitlines():
+        if line.startswith("## "):
+            sections.append({"heading": line[3:].strip(), "body": ""})
+        elif sections:
+            sections[-1]["body"] += line + "\n"
+        else:
+            preamble_lines.append(line)
+    for section in sections:
+        section["body"] = section["body"].strip("\n")
+    return {
+        "prefix": prefix.strip(),
+        "preamble": "\n".join(preamble_lines).strip(),
+        "sections": sections,
+        "end_marker": end_marker,
+    }
+
+
+def summary_diff(a: str | None, b: str | None) -> list[dict[str, str]]:
+    """A line diff of two summaries as rows ``{"op": " "|"-"|"+", "text"}`` (escaped by the template)."""
+    rows = []
+    for line in difflib.ndiff((a or "").splitlines(), (b or "").splitlines()):
+        op, text = line[:1], line[2:]
+        if op == "?":
+            continue  # ndiff's intraline hints; the row pair already shows the change
+        rows.append({"op": op, "text": text})
+    return rows
+
+
+# ---------------------------------------------------------------- fact-survival audit
+
+URL_RE = re.compile(r"https?://[^\s\"'<>`)\]}]+")
+PATH_RE = re.compile(
+    r"(?<![\w/.:-])(?:~?/)?(?:[\w.-]+/)+[\w.-]*\.[A-Za-z0-9]{1,8}\b|(?<![\w/.:-])/(?:[\w.-]+/)+[\w.-]+"
+)
+ERROR_RE = re.compile(
+    r"^[ \t>E]*([A-Z]\w*(?:Error|Exception|Failure|Exit)|FAILED|fatal|error|ERROR)\b:?[ \t]*([^\n]{0,120})$",
+    re.MULTILINE,
+)
+NUMBER_UNIT_RE = re.compile(
+    r"\b\d+(?:[.,]\d+)?\s?(?:ms|s|sec|seconds?|minutes?|min|hours?|h|days?|KB|MB|GB|TB|KiB|MiB|GiB|kB|bytes?|"
+    r"tokens?|px|%|chars?|characters|lines?|files?|tests?|rows?|requests?|connections?|workers?)(?![\w])"
+)
+CONSTRAINT_RE = re.compile(
+    r"\b(never|always|don't|do not|must|mustn't|only|without asking|make sure|avoid|prefer|keep it|"
+    r"should not|shouldn't|no more than|at most|at least)\b",
+    re.IGNORECASE,
+)
+COMMAND_ARGS = ("command", "cmd", "script")
+PER_KIND_LIMIT = 200
+FACT_KINDS = ("constraint", "command", "path", "url", "error", "number")
+FACT_KIND_LABELS = {
+    "constraint": "user constraints",
+    "command": "commands",
+    "path": "file paths",
+    "url": "URLs",
+    "error": "error strings",
+    "number": "numbers with units",
+}
+
+
+def extract_facts(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Identifiers worth keeping, taken from messages (normally the compacted middle).
+
+    - constraints: sentences of user messages with never/always/must/only/don't/…;
+    - commands: the ``command`` argument of tool calls;
+    - paths and URLs: from every message and tool-call argument;
+    - errors: ``SomethingError: text`` lines from any message (mostly tool output);
+    - numbers with units: from user and assistant text only (tool output is too noisy).
+
+    Each fact is ``{"kind", "value", "index"}``; duplicates are dropped and each kind is
+    capped at ``PER_KIND_LIMIT`` so a huge middle stays quick to audit.
+    """
+    facts: dict[str, dict[tuple[str, str], dict[str, Any]]] = {k: {} for k in FACT_KINDS}
+
+    def add(kind: str, value: str, index: int) -> None:
+        value = value.strip().rstrip(".,;:")
+        bucket = facts[kind]
+        if len(value) < 3 or len(bucket) >= PER_KIND_LIMIT:
+            return
+        # "(turn 3) Never …" and "(turn 9) Never …" are the same constraint.
+        key = (kind, _normalize(re.sub(r"^\(.{0,20}?\)\s*", "", value)))
+        if key not in bucket:
+            bucket[key] = {"kind": kind, "value": value, "index": index}
+
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        text = _plain_text(message.get("content"))
+        if role == "tool":
+            text = _unwrap_json(text)
+        if role == "user":
+            for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+                if CONSTRAINT_RE.search(sentence) and len(sentence) <= 300:
+                    add("constraint", sentence, index)
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {} if isinstance(call, Mapping) else {}
+            arguments = function.get("arguments") if isinstance(function, Mapping) else None
+            parsed = _parse_args(arguments)
+            for name in COMMAND_ARGS:
+                if isinstance(parsed.get(name), str):
+                    add("command", parsed[name], index)
+            args_text = arguments if isinstance(arguments, str) else json.dumps(parsed)
+            _paths_and_urls(args_text, index, add)
+        _paths_and_urls(text, index, add)
+        for match in ERROR_RE.finditer(text):
+            name, rest = match.group(1), match.group(2).strip()
+            if name[0].isupper() or rest:
+                add("error", f"{name}: {rest}".strip(" :") if rest else name, index)
+        if role in ("user", "assistant"):
+            for match in NUMBER_UNIT_RE.finditer(text):
+                add("number", match.group(0), index)
+    return [fact for kind in FACT_KINDS for fact in facts[kind].values()]
+
+
+def _plain_text(content: Any) -> str:
+    """Text of a content value with images left out (their base64 is not a fact)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text") or "") if isinstance(part, Mapping) else str(part)
+            for part in content
+            if not (isinstance(part, Mapping) and "image" in str(part.get("type") or ""))
+        )
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _unwrap_json(text: str) -> str:
+    """Tool results are often JSON (``{"output": "...", "exit_code": 1}``): audit the strings."""
+    if not text.startswith("{"):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(value, dict):
+        return text
+    return "\n".join(str(v) for v in value.values() if isinstance(v, str | int | float))
+
+
+def _paths_and_urls(text: str, index: int, add) -> None:
+    urls = URL_RE.findall(text)
+    for url in urls:
+        add("url", url, index)
+    without_urls = URL_RE.sub(" ", text)
+    for match in PATH_RE.finditer(without_urls):
+        add("path", match.group(0), index)
+
+
+def _parse_args(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9_./-]{3,}", text.lower()))
+
+
+def _survives(
+    fact: Mapping[str, Any], summary: str, summary_norm: str, summary_words: set[str]
+) -> bool:
+    value = fact["value"]
+    if value in summary or _normalize(value) in summary_norm:
+        return True
+    if fact["kind"] == "number":
+        return _normalize(value).replace(" ", "") in summary_norm.replace(" ", "")
+    if fact["kind"] in ("constraint", "error"):
+        # Summaries paraphrase: count it kept when most of its distinctive words are there.
+        words = _words(value)
+        return bool(words) and len(words & summary_words) / len(words) >= 0.8
+    return False
+
+
+def fact_survival_audit(middle: Sequence[Mapping[str, Any]], summary: str | None) -> dict[str, Any]:
+    """Which identifiers from the compacted middle survive in the summary.
+
+    Returns ``{"facts": [..., "survived"], "total", "kept", "score" (0–100 or None),
+    "lost": [...], "by_kind": [{"kind", "label", "total", "kept"}]}``.
+    """
+    summary = summary or ""
+    summary_norm = _normalize(summary)
+    summary_words = _words(summary)
+    facts = []
+    for fact in extract_facts(middle):
+        facts.append({**fact, "survived": _survives(fact, summary, summary_norm, summary_words)})
+    kept = sum(1 for f in facts if f["survived"])
+    by_kind = []
+    for kind in FACT_KINDS:
+        of_kind = [f for f in facts if f["kind"] == kind]
+        if of_kind:
+            by_kind.append(
+                {
+                    "kind": kind,
+                    "label": FACT_KIND_LABELS[kind],
+                    "total": len(of_kind),
+                    "kept": sum(1 for f in of_kind if f["survived"]),
+                }
+            )
+    return {
+        "facts": facts,
+        "total": len(facts),
+        "kept": kept,
+        "score": round(100.0 * kept / len(facts), 1) if facts else None,
+        "lost": [f for f in facts if not f["survived"]],
+        "by_kind": by_kind,
+    }
+
+
+# ---------------------------------------------------------------- messages
+
+
+def anchor_for(tool_call_id: str) -> str:
+    """A DOM id fragment for a tool call id: safe characters plus a short hash (ids vary wildly)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", tool_call_id)[:48]
+    digest = hashlib.sha1(tool_call_id.encode()).hexdigest()[:6]
+    return f"{safe}-{digest}"
+
+
+def message_view(
+    message: Mapping[str, Any], *, max_tokens: int = 0, preview_chars: int = PREVIEW_CHARS
+) -> dict[str, Any]:
+    """What the conversation view prints for one message (text is escaped by the template).
+
+    Images become thumbnails only for inline ``data:image/...;base64`` URLs; any other image
+    URL (``javascript:``, remote hosts) is shown as text and never fetched or linked.
+    """
+    content = message.get("content")
+    texts: list[str] = []
+    images: list[dict[str, str]] = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") in (
+                "image_url",
+                "input_image",
+                "image",
+            ):
+                url = part.get("image_url")
+                url = url.get("url") if isinstance(url, Mapping) else url
+                url = str(url or part.get("url") or "")
+                if SAFE_IMAGE_RE.match(url):
+                    images.append({"src": url, "text": ""})
+                else:
+                    images.append({"src": "", "text": url[:200] or "(image)"})
+            elif isinstance(part, Mapping):
+                texts.append(str(part.get("text") or ""))
+            else:
+                texts.append(str(part))
+    elif content is not None:
+        texts.append(
+            content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        )
+    text = "\n".join(texts)
+    calls = []
+    for call in message.get("tool_calls") or []:
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function") or {}
+        arguments = function.get("arguments") if isinstance(function, Mapping) else ""
+        parsed = _parse_args(arguments)
+        pretty = (
+            json.dumps(parsed, indent=2, ensure_ascii=False) if parsed else str(arguments or "")
+        )
+        call_id = str(call.get("id") or "")
+        calls.append(
+            {
+                "id": call_id,
+                "anchor": anchor_for(call_id) if call_id else "",
+                "name": str(function.get("name") or "") if isinstance(function, Mapping) else "",
+                "arguments": pretty,
+            }
+        )
+    reasoning = message.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        reasoning = json.dumps(reasoning, ensure_ascii=False, indent=2)
+    tokens = int(message.get("token_count") or 0)
+    tool_call_id = str(message.get("tool_call_id") or "")
+    return {
+        "text": text[:preview_chars],
+        "truncated": max(0, len(text) - preview_chars),
+        "chars": len(text),
+        "images": images,
+        "calls": calls,
+        "reasoning": reasoning or "",
+        "result_anchor": anchor_for(tool_call_id) if tool_call_id else "",
+        "token_percent": _percent(tokens, max_tokens) if max_tokens else 0.0,
+    }
+
+
+# ---------------------------------------------------------------- timeline
+
+
+def timeline_chart(
+    points: Sequence[Mapping[str, Any]], *, width: int = 720, height: int = 220
+) -> dict[str, Any]:
+    """Bar pairs (before, after) per compaction for an inline SVG, plus warnings.
+
+    ``points`` are ``{"label", "before", "after", "status", "reason", "url"}`` in time order.
+    Warnings: an automatic compaction skipped by anti-thrash, and two committed compactions in a
+    row that each saved less than 10 %.
+    """
+    top = max([p.get("before") or 0 for p in points] + [1])
+    pad_left, pad_bottom, pad_top = 56, 28, 10
+    plot_h = height - pad_bottom - pad_top
+    slot = (width - pad_left - 10) / max(1, len(points))
+    bar_w = max(2.0, min(28.0, slot / 2.6))
+    bars = []
+    for i, p in enumerate(points):
+        x = pad_left + i * slot + slot / 2
+        before = p.get("before") or 0
+        after = p.get("after") or 0
+        hb = plot_h * before / top
+        ha = plot_h * after / top
+        bars.append(
+            {
+                **p,
+                "x_before": round(x - bar_w, 1),
+                "x_after": round(x, 1),
+                "y_before": round(pad_top + plot_h - hb, 1),
+                "y_after": round(pad_top + plot_h - ha, 1),
+                "h_before": round(hb, 1),
+                "h_after": round(ha, 1),
+                "x_label": round(x, 1),
+                "saved_percent": round(100.0 * (before - after) / before, 1) if before else None,
+            }
+        )
+    warnings = []
+    low_streak = 0
+    for p in bars:
+        if p.get("status") == "skipped" and "thrash" in str(p.get("reason") or ""):
+            warnings.append(
+                f"{p['label']}: automatic compaction skipped by the anti-thrash rule ({p.get('reason')})."
+            )
+        if p.get("status") == "committed" and p["saved_percent"] is not None:
+            low_streak = low_streak + 1 if p["saved_percent"] < 10 else 0
+            if low_streak >= 2:
+                warnings.append(
+                    f"{p['label']}: two compactions in a row saved less than 10 % — the context refills as fast as it is compacted."
+                )
+    ticks = [
+        {"value": round(top * f), "y": round(pad_top + plot_h - plot_h * f, 1)} for f in (0, 0.5, 1)
+    ]
+    return {
+        "width": width,
+        "height": height,
+        "bar_width": round(bar_w, 1),
+        "bars": bars,
+        "ticks": ticks,
+        "axis_x": pad_left,
+        "axis_y": pad_top + plot_h,
+        "label_y": height - 8,
+        "warnings": warnings,
+    }
