@@ -255,6 +255,8 @@ HERMES_SUMMARY_MODEL = env_str("HERMES_SUMMARY_MODEL")  # empty: chat model, the
 HERMES_SUMMARY_API_BASE = env_str("HERMES_SUMMARY_API_BASE")
 HERMES_SUMMARY_API_KEY = env_secret("HERMES_SUMMARY_API_KEY")
 HERMES_LLM_TIMEOUT = env_int("HERMES_LLM_TIMEOUT", 120)
+# Retries of a failed chat model call inside one turn (0 in tests: failures show at once).
+HERMES_LLM_MAX_RETRIES = env_int("HERMES_LLM_MAX_RETRIES", 1)
 HERMES_CONTEXT_LENGTH = env_int("HERMES_CONTEXT_LENGTH", 0)  # 0: from litellm's model map
 HERMES_COMPACTION_MODE = env_str("HERMES_COMPACTION_MODE", "rotation")
 if HERMES_COMPACTION_MODE not in ("rotation", "in_place"):
