@@ -263,6 +263,7 @@ def compact(
         focus=focus,
         now=day,
         max_chars=cfg.summary_max_chars,
+        calls=call_index,
     )
     prompt = build_prompt(
         summarizer_input,

@@ -7,7 +7,6 @@ assembled output. Adding a tool's fold format is one entry in ``FOLDERS``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ FoldFunction = Callable[[str, Mapping[str, Any], str], str]
 """``(tool_name, arguments, result_text) -> one line``."""
 
 _EXIT_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
+_TOTAL_RE = re.compile(r'"total_count"\s*:\s*(\d+)')
 
 
 def _n(content: str) -> str:
@@ -82,13 +82,9 @@ def _fold_search_files(tool: str, args: Mapping[str, Any], content: str) -> str:
     target = args.get("target") or "content"
     pattern = args.get("pattern") or "?"
     path = args.get("path") or "."
-    total: Any = "?"
-    try:
-        data = json.loads(content)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and "total_count" in data:
-        total = data["total_count"]
+    # A regex instead of json.loads: search results can be large and this runs per result.
+    match = _TOTAL_RE.search(content, 0, 400) or _TOTAL_RE.search(content)
+    total: Any = match.group(1) if match else "?"
     return f"[search_files] {target} search for '{pattern}' in {path} -> {total} matches"
 
 

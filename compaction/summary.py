@@ -123,7 +123,7 @@ def wrap_summary(body: str) -> str:
 
 def is_summary_text(text: str) -> bool:
     """True when ``text`` is (or carries) a compaction summary, current or legacy."""
-    head = text.lstrip()[:200]
+    head = text[:400].lstrip()
     return head.startswith((PREFIX_OPENING, MERGED_OPEN, *LEGACY_PREFIXES))
 
 
@@ -135,7 +135,8 @@ def is_summary_message(message: Message) -> bool:
     if isinstance(content, str):
         return is_summary_text(content)
     if isinstance(content, list):
-        return is_summary_text(content_text(content, images=False))
+        first = next((p for p in content if isinstance(p, Mapping) and p.get("type") == "text"), None)
+        return first is not None and is_summary_text(str(first.get("text") or ""))
     return False
 
 
@@ -261,6 +262,7 @@ class SummaryFacts:
         focus: the focus topic, if any.
         now: the date for temporal anchoring.
         max_chars: size bound of the body.
+        calls: tool call id → (name, parsed arguments), when already known (saves parsing).
     """
 
     middle: Sequence[Message]
@@ -270,6 +272,7 @@ class SummaryFacts:
     focus: str | None
     now: date
     max_chars: int = 12_000
+    calls: Mapping[str, tuple[str, dict[str, Any]]] | None = None
 
 
 _VERBS = {
@@ -287,7 +290,8 @@ _VERBS = {
     "todo": "UPDATED TODOS",
     "list_files": "LISTED",
 }
-_ERROR_RE = re.compile(r"(?im)^.*(?:error\b|exception\b|traceback|\bfailed\b|\bfatal\b).*$")
+_ERROR_RE = re.compile(r"[Ee]rror\b|ERROR\b|[Ee]xception\b|Traceback|\b[Ff]ailed\b|\bFAILED\b|\b[Ff]atal\b")
+_ERROR_SCAN_RESULTS = 200  # newest tool results scanned for errors
 _PATH_RE = re.compile(r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b")
 _CONSTRAINT_RE = re.compile(
     r"\b(must|never|always|don't|do not|prefer|avoid|only use|make sure)\b", re.IGNORECASE
@@ -352,13 +356,14 @@ def _is_none(text: str) -> bool:
 
 
 def _keep_newest(lines: list[str], limit: int, what: str) -> list[str]:
-    total = sum(len(x) + 1 for x in lines)
-    dropped = 0
-    while lines and total > limit:
-        total -= len(lines[0]) + 1
-        lines = lines[1:]
-        dropped += 1
-    return ([f"({dropped} earlier {what} omitted)"] if dropped else []) + lines
+    """The newest lines that fit ``limit`` chars, with a note counting the dropped ones."""
+    total = 0
+    start = len(lines)
+    while start > 0 and total + len(lines[start - 1]) + 1 <= limit:
+        start -= 1
+        total += len(lines[start]) + 1
+    kept = lines[start:]
+    return ([f"({start} earlier {what} omitted)"] if start else []) + kept
 
 
 def deterministic_summary(facts: SummaryFacts) -> str:
@@ -374,7 +379,7 @@ def deterministic_summary(facts: SummaryFacts) -> str:
     budget = facts.max_chars
 
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
-    actions: list[tuple[str, str, str, str | None]] = []  # verb target, name, call id, outcome
+    actions: list[tuple[str, dict[str, Any], str]] = []  # name, arguments, call id
     outcome_by_call: dict[str, str] = {}
     errors: list[str] = []
     files: dict[str, None] = {}
@@ -387,17 +392,17 @@ def deterministic_summary(facts: SummaryFacts) -> str:
     last_reply_pos = -1
     open_question: str | None = None
     last_command: str | None = None
+    tool_positions: list[int] = []
 
     for pos, message in enumerate(facts.middle):
         role = message.get("role")
         if role == "assistant":
             for call in tool_calls(message):
-                name = tool_call_name(call)
-                args = parse_arguments(call)
                 cid = tool_call_id(call) or f"#{pos}"
+                known = facts.calls.get(cid) if facts.calls is not None else None
+                name, args = known if known else (tool_call_name(call), parse_arguments(call))
                 calls[cid] = (name, args)
-                verb = _VERBS.get(name, "BROWSED" if name.startswith("browser_") else "CALLED")
-                actions.append((f"{verb} {_target(name, args)}", name, cid, None))
+                actions.append((name, args, cid))
                 for key in _PATH_KEYS:
                     if isinstance(args.get(key), str) and args[key]:
                         files[args[key]] = None
@@ -435,11 +440,22 @@ def deterministic_summary(facts: SummaryFacts) -> str:
             fold = facts.fold_lines.get(pos)
             outcome = fold or _one_line(raw[:300], 150) or "no output"
             outcome_by_call[cid] = outcome
-            scan = raw if len(raw) <= 5_500 else raw[:4_000] + "\n" + raw[-1_500:]
-            match = _ERROR_RE.search(scan)
-            if match:
-                name = calls.get(cid, ("tool", {}))[0]
-                errors.append(f"- [{name}] {_one_line(match.group(0), 300)}")
+            tool_positions.append(pos)
+
+    # Errors: scan only the newest tool results, newest first, so the work stays bounded.
+    for pos in reversed(tool_positions[-_ERROR_SCAN_RESULTS:]):
+        if len(errors) >= 5:
+            break
+        message = facts.middle[pos]
+        raw = content_text(message.get("content"))
+        scan = raw if len(raw) <= 5_500 else raw[:4_000] + "\n" + raw[-1_500:]
+        match = _ERROR_RE.search(scan)
+        if match:
+            start = scan.rfind("\n", 0, match.start()) + 1
+            end = scan.find("\n", match.end())
+            line = scan[start : end if end != -1 else len(scan)]
+            name = calls.get(str(message.get("tool_call_id") or ""), ("tool", {}))[0]
+            errors.insert(0, f"- [{name}] {_one_line(line, 300)}")
 
     # Completed actions: previous ones first, numbering continued.
     prev_actions = [] if _is_none(prev.get("Completed Actions", "")) else [
@@ -450,12 +466,25 @@ def deterministic_summary(facts: SummaryFacts) -> str:
         m = re.match(r"\s*(\d+)\.", line)
         if m:
             number = max(number, int(m.group(1)))
-    new_actions = []
-    for what, name, cid, _ in actions:
+    # Only the newest actions can fit the bound; format those, count the rest.
+    limit = int(budget * 0.40)
+    shown = actions[-max(1, limit // 40) :]
+    skipped = len(actions) - len(shown)
+    new_actions: list[str] = []
+    number += skipped
+    for name, args, cid in shown:
         number += 1
+        verb = _VERBS.get(name, "BROWSED" if name.startswith("browser_") else "CALLED")
         outcome = outcome_by_call.get(cid, "no result recorded")
-        new_actions.append(f"{number}. {what} — {outcome} (on {day}) [tool: {name}]")
-    all_actions = _keep_newest(prev_actions + new_actions, int(budget * 0.40), "actions")
+        new_actions.append(
+            f"{number}. {verb} {_target(name, args)} — {outcome} (on {day}) [tool: {name}]"
+        )
+    kept = _keep_newest(prev_actions + new_actions, limit, "actions")
+    if skipped:
+        note = re.match(r"\((\d+) earlier actions omitted\)$", kept[0]) if kept else None
+        dropped = int(note.group(1)) if note else 0
+        kept = [f"({dropped + skipped} earlier actions omitted)", *(kept[1:] if note else kept)]
+    all_actions = kept
 
     if last_user is not None:
         active_task = _bounded(last_user.strip(), 2_000) or "(empty message)"
