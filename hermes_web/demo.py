@@ -67,10 +67,10 @@ def load_demo_conversations(user) -> int:
         context_length=DEMO_CONTEXT_LENGTH,
         compaction_mode=Session.Mode.ROTATION,
     )
-    _append_all(rotated, generate_conversation(900, seed=11))
+    _append_all(rotated, generate_conversation(600, seed=11))
     first = _compact(rotated, user, mode=Session.Mode.ROTATION, focus="the parser crash")
     child = first.result_session
-    _append_all(child, _continuation(400, seed=12))
+    _append_all(child, _continuation(260, seed=12))
     second = _compact(child, user, mode=Session.Mode.ROTATION)
     _append_all(second.result_session, _continuation(60, seed=13))
     created += 1
@@ -84,7 +84,7 @@ def load_demo_conversations(user) -> int:
         context_length=DEMO_CONTEXT_LENGTH,
         compaction_mode=Session.Mode.IN_PLACE,
     )
-    _append_all(in_place, generate_conversation(700, seed=21))
+    _append_all(in_place, generate_conversation(500, seed=21))
     _compact(in_place, user, mode=Session.Mode.IN_PLACE)
     _append_all(in_place, _continuation(40, seed=22))
     created += 1
@@ -97,13 +97,15 @@ def load_demo_conversations(user) -> int:
         model="gpt-4o-mini",
         context_length=DEMO_CONTEXT_LENGTH,
     )
-    _append_all(what_if, generate_conversation(1_200, seed=31))
+    _append_all(what_if, generate_conversation(800, seed=31))
     _compact(
         what_if,
         user,
         mode=Session.Mode.ROTATION,
         trigger=Compaction.Trigger.WHAT_IF,
-        config_overrides={"tail_token_budget": 8_000, "fold_min_chars": 500},
+        # Folding only huge results leaves mid-size ones to the truncation step, so the
+        # inspector has truncations (with their visible cut) to show as well as folds.
+        config_overrides={"tail_token_budget": 8_000, "fold_min_chars": 20_000},
     )
     created += 1
 
@@ -115,6 +117,6 @@ def load_demo_conversations(user) -> int:
         model="gpt-4o-mini",
         context_length=DEMO_CONTEXT_LENGTH,
     )
-    _append_all(fresh, generate_conversation(300, seed=41))
+    _append_all(fresh, generate_conversation(200, seed=41))
     created += 1
     return created

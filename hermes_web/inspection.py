@@ -504,9 +504,11 @@ def timeline_chart(
     warnings = []
     low_streak = 0
     for p in bars:
-        if p.get("status") == "skipped" and "thrash" in str(p.get("reason") or ""):
+        reason = str(p.get("reason") or "")
+        # services.compactions records the anti-thrash skip as reason "ineffective".
+        if p.get("status") == "skipped" and (reason == "ineffective" or "thrash" in reason):
             warnings.append(
-                f"{p['label']}: automatic compaction skipped by the anti-thrash rule ({p.get('reason')})."
+                f"{p['label']}: automatic compaction skipped by the anti-thrash rule (the last compactions each saved < 10 %)."
             )
         if p.get("status") == "committed" and p["saved_percent"] is not None:
             low_streak = low_streak + 1 if p["saved_percent"] < 10 else 0

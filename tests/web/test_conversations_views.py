@@ -1,0 +1,202 @@
+"""Conversation list and conversation view: counts, search, chunks, links, archived rows, isolation."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from hermes_web.inspection import anchor_for
+from hermes_web.models import Message
+from hermes_web.services.sessions import append_message, create_session
+from tests.web.inspector_seed import compact_now, seed_conversation
+
+pytestmark = pytest.mark.django_db
+
+PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+
+
+def detail_url(session, **query):
+    url = reverse("conversation_detail", args=[session.public_id])
+    return url + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
+
+
+def test_empty_state_points_to_chat_and_import(alice_client):
+    response = alice_client.get(reverse("conversation_list"))
+    assert response.status_code == 200
+    assert b"No conversations yet" in response.content
+    assert reverse("chat").encode() in response.content
+    assert reverse("import_page").encode() in response.content
+
+
+def test_list_shows_counts_tokens_and_compactions(alice, alice_client):
+    session = seed_conversation(alice, n=60, title="Parser work")
+    compact_now(session, alice, mode="in_place")
+    response = alice_client.get(reverse("conversation_list"))
+    row = response.context["sessions"][0]
+    assert row.title == "Parser work"
+    assert row.n_compactions == 1
+    active = Message.objects.filter(session=session, active=True)
+    assert row.n_messages == active.count()
+    assert row.n_tokens == sum(active.values_list("token_count", flat=True))
+    assert b"Parser work" in response.content
+
+
+def test_search_and_source_filter(alice, alice_client):
+    create_session(owner=alice, title="Timezone bug", source="chat")
+    create_session(owner=alice, title="Storage refactor", source="import:codex")
+    titles = lambda r: [s.title for s in r.context["sessions"]]  # noqa: E731
+    assert titles(alice_client.get(reverse("conversation_list"), {"q": "timezone"})) == [
+        "Timezone bug"
+    ]
+    assert titles(alice_client.get(reverse("conversation_list"), {"source": "import:codex"})) == [
+        "Storage refactor"
+    ]
+    nothing = alice_client.get(reverse("conversation_list"), {"q": "nomatch"})
+    assert b"No conversation matches" in nothing.content
+
+
+def test_list_htmx_returns_only_the_rows(alice, alice_client):
+    create_session(owner=alice, title="One")
+    response = alice_client.get(reverse("conversation_list"), {"q": "One"}, HTTP_HX_REQUEST="true")
+    assert b'id="conversation-rows"' in response.content
+    assert b"<html" not in response.content
+
+
+def test_list_shows_only_own_sessions(alice, bob, bob_client):
+    create_session(owner=alice, title="Alice secret")
+    assert b"Alice secret" not in bob_client.get(reverse("conversation_list")).content
+
+
+def test_list_rejects_post(alice_client):
+    assert alice_client.post(reverse("conversation_list")).status_code == 405
+
+
+def test_detail_loads_in_chunks_with_a_real_load_more_link(alice, alice_client):
+    session = seed_conversation(alice, n=260)
+    response = alice_client.get(detail_url(session))
+    assert response.status_code == 200
+    assert len(response.context["messages_view"]) == 200
+    next_start = response.context["next_start"]
+    assert next_start == 200
+    html = response.content.decode()
+    assert f'href="?start={next_start}"' in html
+    assert f'hx-get="?start={next_start}&amp;chunk=1"' in html
+    chunk = alice_client.get(detail_url(session, start=next_start, chunk=1), HTTP_HX_REQUEST="true")
+    assert b"<html" not in chunk.content
+    assert len(chunk.context["messages_view"]) == 60
+    assert chunk.context["next_start"] is None
+    assert b'id="m259"' in chunk.content
+    # Without htmx the same link is a full page starting at that message.
+    page = alice_client.get(detail_url(session, start=next_start))
+    assert b"<html" in page.content and b'id="m200"' in page.content
+
+
+def test_tool_calls_link_to_their_results_and_back(alice, alice_client):
+    session = seed_conversation(alice, n=40)
+    call_row = Message.objects.filter(
+        session=session, role="assistant", tool_calls__isnull=False
+    ).first()
+    call_id = call_row.tool_calls[0]["id"]
+    anchor = anchor_for(call_id)
+    html = alice_client.get(detail_url(session)).content.decode()
+    assert f'id="call-{anchor}"' in html
+    assert f'href="#result-{anchor}"' in html
+    assert f'id="result-{anchor}"' in html
+    assert f'href="#call-{anchor}"' in html
+
+
+def test_call_whose_result_is_on_the_next_chunk_links_there(alice, alice_client):
+    session = create_session(owner=alice, title="edge")
+    for i in range(199):
+        append_message(session, role="user" if i % 2 == 0 else "assistant", content=f"m{i}")
+    call = {
+        "id": "call_edge",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": "{}"},
+    }
+    append_message(session, role="assistant", content=None, tool_calls=[call])  # position 199
+    append_message(session, role="tool", content="done", tool_call_id="call_edge")  # position 200
+    html = alice_client.get(detail_url(session)).content.decode()
+    assert f'href="?start=200#result-{anchor_for("call_edge")}"' in html
+
+
+def test_reasoning_is_collapsed_and_images_are_thumbnails(alice, alice_client):
+    session = create_session(owner=alice)
+    append_message(
+        session,
+        role="user",
+        content=[
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": PNG}},
+        ],
+    )
+    append_message(session, role="assistant", content="ok", reasoning="secret chain of thought")
+    html = alice_client.get(detail_url(session)).content.decode()
+    assert f'<img src="{PNG}"' in html
+    assert re.search(
+        r'<details class="reasoning"><summary>reasoning</summary><pre>secret chain of thought', html
+    )
+
+
+def test_long_messages_are_cut_with_a_link_to_the_whole(alice, alice_client):
+    session = create_session(owner=alice)
+    append_message(session, role="tool", content="A" * 10_000 + "THE-END", tool_call_id="x")
+    html = alice_client.get(detail_url(session)).content.decode()
+    assert "THE-END" not in html
+    full_url = reverse("message_detail", args=[session.public_id, 0])
+    assert full_url in html
+    assert "THE-END" in alice_client.get(full_url).content.decode()
+
+
+def test_archived_rows_are_hidden_then_shown_collapsed(alice, alice_client):
+    session = seed_conversation(alice, n=60)
+    run = compact_now(session, alice, mode="in_place")
+    archived = Message.objects.filter(session=session, archived=True).count()
+    assert archived > 0
+    default = alice_client.get(detail_url(session))
+    assert b'class="msg archived' not in default.content
+    assert f"{archived} messages were archived".encode() in default.content
+    shown = alice_client.get(detail_url(session, archived=1)).content.decode()
+    assert '<details class="msg archived' in shown
+    assert reverse("compaction_detail", args=[run.public_id]) in shown
+
+
+def test_rotated_parent_points_to_its_continuation(alice, alice_client):
+    session = seed_conversation(alice, n=60)
+    run = compact_now(session, alice, mode="rotation")
+    parent_html = alice_client.get(detail_url(session)).content.decode()
+    assert "ended by compaction" in parent_html
+    assert reverse("conversation_detail", args=[run.result_session.public_id]) in parent_html
+    child_html = alice_client.get(detail_url(run.result_session)).content.decode()
+    assert reverse("compaction_detail", args=[run.public_id]) in child_html
+    assert "compaction summary" in child_html
+
+
+def test_other_users_conversation_is_404(alice, bob_client):
+    session = create_session(owner=alice)
+    append_message(session, role="user", content="hi")
+    assert bob_client.get(detail_url(session)).status_code == 404
+    assert bob_client.get(reverse("message_detail", args=[session.public_id, 0])).status_code == 404
+
+
+def test_unknown_message_position_is_404(alice, alice_client):
+    session = create_session(owner=alice)
+    assert (
+        alice_client.get(reverse("message_detail", args=[session.public_id, 5])).status_code == 404
+    )
+
+
+def test_detail_rejects_post(alice, alice_client):
+    session = create_session(owner=alice)
+    assert alice_client.post(detail_url(session)).status_code == 405
+
+
+def test_anonymous_is_sent_to_login(client, alice):
+    session = create_session(owner=alice)
+    response = client.get(detail_url(session))
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_bad_start_parameter_is_ignored(alice, alice_client):
+    session = seed_conversation(alice, n=10)
+    assert alice_client.get(detail_url(session, start="abc")).status_code == 200
