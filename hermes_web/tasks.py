@@ -54,3 +54,13 @@ def compact_session(self, compaction_id: int) -> str | None:
     if run.status == Compaction.Status.RUNNING and self.request.retries < self.max_retries:
         raise self.retry(countdown=lease_remaining(run) + 1)
     return run.status
+
+
+@shared_task(bind=True, name="hermes_web.tasks.run_agent_turn", acks_late=True, max_retries=None)
+def run_agent_turn(self, turn_id: int) -> None:
+    """Run one chat turn (see agent.runner.run_turn); it comes back later while a compaction runs."""
+    from hermes_web.agent.runner import run_turn
+
+    wait = run_turn(turn_id)
+    if wait is not None:
+        raise self.retry(countdown=wait, max_retries=None)
