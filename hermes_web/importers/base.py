@@ -1,0 +1,141 @@
+"""What every importer shares: problems, parsed sessions, line reading and storing.
+
+Importers parse a file into ``ParsedSession`` objects one at a time (streaming); each is
+stored in its own transaction, so a bad session never leaves half its rows behind and the
+good sessions of the same file still import.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from django.conf import settings
+
+from hermes_web.models import Message
+
+ROLES = frozenset(Message.Role.values)
+# One line of a JSONL file may hold a whole session; past this it is refused, not buffered.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+class ImportProblem(Exception):
+    """Bad input, named by file, line and problem (line 0: the file as a whole)."""
+
+    def __init__(self, file: str, line: int, problem: str, session: str = "") -> None:
+        self.file, self.line, self.problem, self.session = file, line, problem, session
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.file}, line {self.line}" if self.line else self.file
+        return f"{where}: {self.problem}" + (f" (session {self.session})" if self.session else "")
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "problem": self.problem, "session": self.session,
+                "message": str(self)}
+
+
+@dataclass
+class ParsedMessage:
+    role: str
+    content: Any
+    tool_calls: list | None = None
+    tool_call_id: str = ""
+    tool_name: str = ""
+    reasoning: Any = None
+    active: bool = True
+    archived: bool = False
+    is_summary: bool = False
+    extra: dict = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+
+    def as_openai(self) -> dict:
+        message: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        if self.tool_call_id:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+
+@dataclass
+class ParsedSession:
+    source: str
+    public_id: str = ""
+    title: str = ""
+    model: str = ""
+    messages: list[ParsedMessage] = field(default_factory=list)
+    created_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+    end_reason: str = ""
+    parent_id: str = ""  # the tool's id of the parent session (Hermes rotation chains)
+    extra: dict = field(default_factory=dict)
+    line: int = 0  # where it started, for problems found while storing
+
+
+def check_role(role: Any, file: str, line: int, session: str = "") -> str:
+    if role not in ROLES:
+        raise ImportProblem(file, line, f"unknown role {role!r} (expected system, user, assistant or tool)", session)
+    return role
+
+
+def epoch(value: Any) -> dt.datetime | None:
+    """Epoch seconds (int/float/str) or ISO-8601 text → aware datetime; None if unreadable."""
+    if value in (None, ""):
+        return None
+    try:
+        return dt.datetime.fromtimestamp(float(value), tz=dt.UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | ImportProblem]]:
+    """(line number, decoded text) for each non-blank line, read one line at a time.
+
+    A line that is not UTF-8 or is too long yields an ImportProblem in place of its text,
+    so the caller decides whether it sinks one session or the whole file.
+    """
+    number = 0
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # skip the rest of the oversized line
+                raw = stream.readline(MAX_LINE_BYTES)
+            yield number, ImportProblem(file, number, f"line longer than {MAX_LINE_BYTES // 2**20} MB")
+            continue
+        if not raw.strip():
+            continue
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            yield number, ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})")
+
+
+def json_line(text: str, file: str, line: int) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ImportProblem(file, line, f"broken JSON: {error.msg} at column {error.colno}") from None
+
+
+def max_bytes() -> int:
+    return settings.HERMES_MAX_UPLOAD_BYTES
+
+
+def text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(p.get("text", "") for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""

@@ -1,0 +1,182 @@
+"""Importing each format from fixture files written like the real tools' output."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from compaction import SUMMARY_PREFIX
+from hermes_web.importers import import_path
+from hermes_web.models import Message, Session
+from hermes_web.services.sessions import openai_messages
+from tests.web.hermes_state_db import build_state_db
+
+pytestmark = pytest.mark.django_db
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT, CHILD, GATEWAY = "20260511_180601_82f04a", "20260511_193215_1c9e0d", "api-de1f3305a7c44380"
+
+
+def _ok(report):
+    assert report.errors == [], [str(e) for e in report.errors]
+    return report
+
+
+def _check_hermes_sessions(alice):
+    root = Session.objects.get(public_id=ROOT)
+    child = Session.objects.get(public_id=CHILD)
+    gateway = Session.objects.get(public_id=GATEWAY)
+    assert root.owner == alice
+    assert root.source == Session.Source.IMPORT_HERMES
+    # The rotation chain is rebuilt.
+    assert child.parent == root
+    assert child.root == root
+    assert root.root == root
+    assert root.end_reason == "compression"
+    assert root.ended_at is not None
+    assert child.compression_count == 1
+    # The summary row is recognized and its body becomes the previous summary.
+    summary = child.messages.get(is_summary=True)
+    assert summary.content.startswith(SUMMARY_PREFIX)
+    assert child.previous_summary.startswith("## Active Task")
+    assert "END OF CONTEXT SUMMARY" not in child.previous_summary
+    # Prefixed JSON content is decoded into parts.
+    parts = root.messages.get(position=6).content
+    assert parts[1]["type"] == "image_url"
+    # Tool calls and results keep their ids and names.
+    assistant = root.messages.get(position=2)
+    assert assistant.tool_calls[0]["id"] == "call_7f3a"
+    assert assistant.reasoning == "Start by reading reader.py."
+    tool = root.messages.get(position=3)
+    assert (tool.tool_call_id, tool.tool_name) == ("call_7f3a", "read_file")
+    assert all(m.token_count > 0 for m in root.messages.all())
+    # In-place history: compacted rows archived, the duplicate flagged, legacy summary found.
+    rows = list(gateway.messages.order_by("position"))
+    assert [m.active for m in rows] == [False] * 4 + [True] * 4
+    assert all(m.archived for m in rows[:4])
+    assert rows[3].extra.get("superseded") is True
+    assert rows[5].is_summary
+    assert [m["role"] for m in openai_messages(gateway)] == ["system", "user", "user", "assistant"]
+
+
+def test_hermes_jsonl_export(alice):
+    report = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
+    assert report.format == "hermes-jsonl"
+    assert [s.public_id for s in report.sessions] == [ROOT, CHILD, GATEWAY]
+    _check_hermes_sessions(alice)
+
+
+def test_hermes_state_db(alice, tmp_path):
+    db = build_state_db(tmp_path / "state.db", FIXTURES / "hermes_export.jsonl")
+    report = _ok(import_path(db, owner=alice))
+    assert report.format == "hermes-db"
+    assert len(report.sessions) == 3
+    _check_hermes_sessions(alice)
+
+
+def test_state_db_is_opened_read_only(alice, tmp_path):
+    db = build_state_db(tmp_path / "state.db", FIXTURES / "hermes_export.jsonl")
+    db.chmod(0o444)
+    before = db.read_bytes()
+    _ok(import_path(db, owner=alice))
+    assert db.read_bytes() == before
+    assert not (tmp_path / "state.db-wal").exists()
+
+
+def test_importing_twice_skips_what_is_already_there(alice):
+    _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
+    again = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
+    assert again.sessions == []
+    assert len(again.skipped) == 3
+    assert Session.objects.count() == 3
+
+
+def test_another_users_ids_get_a_suffix_and_chains_still_link(alice, bob):
+    _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
+    report = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=bob))
+    ids = {s.public_id for s in report.sessions}
+    assert ids == {f"{ROOT}.{bob.pk}", f"{CHILD}.{bob.pk}", f"{GATEWAY}.{bob.pk}"}
+    child = Session.objects.get(public_id=f"{CHILD}.{bob.pk}")
+    assert child.parent.public_id == f"{ROOT}.{bob.pk}"
+    assert child.parent.owner == bob
+    assert Session.objects.get(public_id=CHILD).parent.owner == alice
+
+
+def test_a_child_imported_before_its_parent_is_linked_later(alice, tmp_path):
+    lines = (FIXTURES / "hermes_export.jsonl").read_text().splitlines()
+    (tmp_path / "child.jsonl").write_text(lines[1] + "\n")
+    (tmp_path / "parent.jsonl").write_text(lines[0] + "\n")
+    _ok(import_path(tmp_path / "child.jsonl", owner=alice))
+    assert Session.objects.get(public_id=CHILD).parent is None
+    _ok(import_path(tmp_path / "parent.jsonl", owner=alice))
+    child = Session.objects.get(public_id=CHILD)
+    assert child.parent.public_id == ROOT
+    assert child.root.public_id == ROOT
+
+
+@pytest.mark.parametrize("name", ["openai_list.json", "openai_object.json"])
+def test_openai(alice, name):
+    report = _ok(import_path(FIXTURES / name, owner=alice))
+    assert report.format == "openai"
+    session = report.sessions[0]
+    assert session.source == Session.Source.IMPORT_OPENAI
+    messages = openai_messages(session)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert messages[2]["tool_calls"][0]["id"] == messages[3]["tool_call_id"] == "call_abc123"
+    if name == "openai_object.json":
+        assert session.title == "Paris weather"
+        assert session.model == "gpt-4o"
+    else:
+        assert session.title == "What's the weather in Paris?"
+
+
+def test_claude_code_transcript(alice):
+    report = _ok(import_path(FIXTURES / "claude_code_session.jsonl", owner=alice))
+    assert report.format == "claude-code"
+    session = report.sessions[0]
+    assert session.public_id == "5f0c2a4e-8b1d-4c3e-9a7f-2d6b1e0c9f31"
+    assert session.source == Session.Source.IMPORT_CLAUDE_CODE
+    assert session.title == "Add pagination to the todo list endpoint"
+    assert session.model == "claude-sonnet-4-20250514"
+    messages = openai_messages(session)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    # Three records of one API response are merged into one assistant message.
+    first = messages[1]
+    assert first["content"] == "I'll read the route handler."
+    assert first["reasoning"] == "I need to see the route first."
+    assert first["tool_calls"][0]["function"] == {
+        "name": "Read", "arguments": json.dumps({"file_path": "/home/dev/todo-api/app/routes.py"})}
+    assert messages[2]["tool_call_id"] == "toolu_01A9dXq3"
+    assert messages[2]["name"] == "Read"
+    assert "list_todos" in messages[2]["content"]
+    assert messages[4]["tool_call_id"] == messages[3]["tool_calls"][0]["id"] == "toolu_01B7fRt2"
+    assert Message.objects.get(session=session, tool_call_id="toolu_01B7fRt2").extra["is_error"] is True
+
+
+def test_codex_rollout(alice):
+    report = _ok(import_path(FIXTURES / "codex_rollout.jsonl", owner=alice))
+    assert report.format == "codex"
+    session = report.sessions[0]
+    assert session.public_id == "0199104c-5c2a-7d83-b4f1-7e3c1b2a9d40"
+    assert session.source == Session.Source.IMPORT_CODEX
+    assert session.model == "gpt-5-codex"
+    assert session.title == "Add a --verbose flag that prints each file processed."
+    messages = openai_messages(session)
+    assert [m["role"] for m in messages] == ["user", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    call = messages[2]
+    assert call["reasoning"] == "**Locating argument parsing**"
+    assert call["tool_calls"][0]["id"] == messages[3]["tool_call_id"] == "call_Q1w2E3r4"
+    assert messages[3]["name"] == "shell"
+    assert messages[4]["tool_calls"][0]["function"]["name"] == "apply_patch"
+    assert messages[5]["tool_call_id"] == "call_T5y6U7i8"
+
+
+def test_explicit_format_overrides_detection(alice):
+    report = _ok(import_path(FIXTURES / "openai_list.json", owner=alice, fmt="openai"))
+    assert report.format == "openai"
+
+
+def test_sqlite_file_detection_does_not_need_an_extension(alice, tmp_path):
+    db = build_state_db(tmp_path / "backup", FIXTURES / "hermes_export.jsonl")
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions").fetchone() == (3,)
+    assert _ok(import_path(db, owner=alice)).format == "hermes-db"
