@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import point_app_at_broker
-
 
 def pytest_collection_modifyitems(config, items):
     url = os.environ.get("DATABASE_URL", "")
@@ -40,7 +38,7 @@ def postgres_server():
 
 @pytest.fixture
 def broker(redis_server, settings):
-    """An empty Redis broker that this test process publishes to (fresh connection pools)."""
+    """An empty Redis broker that this test process publishes to."""
     import redis
 
     url = os.environ["CELERY_BROKER_URL"]
@@ -48,9 +46,11 @@ def broker(redis_server, settings):
     client.flushdb()
     client.close()
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    point_app_at_broker(url)
-    yield url
-    point_app_at_broker(url)
+    from hermes_web.celery import app
+
+    assert app.conf.broker_url == url
+    app.conf.task_always_eager = False
+    return url
 
 
 @pytest.fixture

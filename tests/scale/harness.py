@@ -73,11 +73,19 @@ class _Process:
             os.killpg(self.proc.pid, sig)
 
     def group_alive(self) -> bool:
-        try:
-            os.killpg(self.proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        """Whether any process of the group still runs (zombies awaiting their reaper do not count)."""
+        self.proc.poll()  # reap our own child, the group leader
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] != "Z" and int(fields[2]) == self.proc.pid:
+                return True
+        return False
 
     def stop(self, timeout: float = 20) -> None:
         if self.alive():
