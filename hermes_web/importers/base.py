@@ -112,7 +112,7 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the oversized line
                 raw = stream.readline(MAX_LINE_BYTES)
-            yield number, ImportProblem(file, number, f"line longer than {MAX_LINE_BYTES // 2**20} MB")
+            yield number, ImportProblem(file, number, f"line longer than {_size(MAX_LINE_BYTES)}")
             continue
         if not raw.strip():
             continue
@@ -120,6 +120,10 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as error:
             yield number, ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})")
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MB" if n >= 2**20 else f"{n} bytes"
 
 
 def json_line(text: str, file: str, line: int) -> Any:
