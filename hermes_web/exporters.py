@@ -1,0 +1,119 @@
+"""Exports: the active conversation as OpenAI messages, a Hermes-compatible JSONL line, reports.
+
+    text = export_session_text(session, "openai")      # or "hermes-jsonl"
+    text = export_report_text(compaction, "report-md")  # or "report-json"
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from compaction import report_to_markdown
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.sessions import openai_messages
+
+SESSION_FORMATS = ("openai", "hermes-jsonl")
+REPORT_FORMATS = ("report-json", "report-md")
+FORMATS = SESSION_FORMATS + REPORT_FORMATS
+CONTENT_TYPES = {
+    "openai": "application/json",
+    "hermes-jsonl": "application/x-ndjson",
+    "report-json": "application/json",
+    "report-md": "text/markdown; charset=utf-8",
+}
+EXTENSIONS = {"openai": "json", "hermes-jsonl": "jsonl", "report-json": "json", "report-md": "md"}
+
+
+def _epoch(value) -> float | None:
+    return value.timestamp() if value else None
+
+
+def hermes_message(message: Message, session_id: str) -> dict:
+    """A row as Hermes's ``get_messages`` returns it (decoded content, flags as ints)."""
+    superseded = bool(message.extra.get("superseded"))
+    row = {
+        "id": message.position + 1,
+        "session_id": session_id,
+        "role": message.role,
+        "content": message.content,
+        "tool_call_id": message.tool_call_id or None,
+        "tool_calls": message.tool_calls,
+        "tool_name": message.tool_name or None,
+        "timestamp": _epoch(message.created_at),
+        "token_count": message.token_count,
+        "reasoning": message.reasoning,
+        "_compressed_summary": int(message.is_summary),
+        "active": int(message.active),
+        "compacted": int(message.archived and not superseded),
+    }
+    row.update({k: v for k, v in message.extra.items() if k not in row and k != "superseded"})
+    return row
+
+
+def hermes_session(session: Session) -> dict:
+    """One Hermes export object (``export_session``): the session row plus every message."""
+    messages = [hermes_message(m, session.public_id) for m in session.messages.order_by("position")]
+    return {
+        "id": session.public_id,
+        "source": session.extra.get("hermes_source") or "hermes-web",
+        "model": session.model or None,
+        "parent_session_id": session.parent.public_id if session.parent_id else None,
+        "started_at": _epoch(session.created_at),
+        "ended_at": _epoch(session.ended_at),
+        "end_reason": session.end_reason or None,
+        "title": session.title or None,
+        "message_count": sum(1 for m in messages if m["active"]),
+        "messages": messages,
+    }
+
+
+def iter_hermes_jsonl(sessions) -> Iterator[str]:
+    for session in sessions:
+        yield json.dumps(hermes_session(session), ensure_ascii=False) + "\n"
+
+
+def export_session_text(session: Session, fmt: str) -> str:
+    if fmt == "openai":
+        return json.dumps(openai_messages(session), ensure_ascii=False, indent=2) + "\n"
+    if fmt == "hermes-jsonl":
+        return "".join(iter_hermes_jsonl([session]))
+    raise ValueError(f"unknown session export format {fmt!r} (expected {', '.join(SESSION_FORMATS)})")
+
+
+def report_document(compaction: Compaction) -> dict:
+    return {
+        "compaction": {
+            "id": compaction.public_id,
+            "session": compaction.session.public_id,
+            "result_session": compaction.result_session.public_id if compaction.result_session_id else None,
+            "status": compaction.status,
+            "reason": compaction.reason,
+            "mode": compaction.mode,
+            "trigger": compaction.trigger,
+            "focus": compaction.focus,
+            "error": compaction.error,
+            "queued_at": compaction.queued_at.isoformat(),
+            "finished_at": compaction.finished_at.isoformat() if compaction.finished_at else None,
+        },
+        "report": compaction.report,
+    }
+
+
+def export_report_text(compaction: Compaction, fmt: str) -> str:
+    if fmt == "report-json":
+        return json.dumps(report_document(compaction), ensure_ascii=False, indent=2) + "\n"
+    if fmt == "report-md":
+        if not compaction.report or "counts" not in compaction.report:
+            detail = compaction.error or compaction.reason or "no engine report"
+            return f"# Compaction report\n\n- **Status:** {compaction.status} ({detail})\n"
+        return report_to_markdown(compaction.report)
+    raise ValueError(f"unknown report export format {fmt!r} (expected {', '.join(REPORT_FORMATS)})")
+
+
+def latest_report(session: Session) -> Compaction | None:
+    """The newest compaction of this session that produced a report."""
+    return (
+        Compaction.objects.filter(session=session, report__isnull=False)
+        .order_by("-queued_at", "-pk").first()
+    )
