@@ -4,7 +4,7 @@ from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import path, re_path
 
 from hermes_web.api import api
-from hermes_web.views import accounts, conversations, inspector, placeholders
+from hermes_web.views import accounts, chat, conversations, inspector, placeholders
 
 
 def static_files(request, path):
@@ -34,7 +34,13 @@ urlpatterns = [
     path("compactions/<str:public_id>/report.json", inspector.compaction_report_json, name="compaction_report_json"),
     path("compactions/<str:public_id>/report.md", inspector.compaction_report_md, name="compaction_report_md"),
     path("compactions/<str:public_id>/commit/", inspector.commit_compaction, name="commit_compaction"),
-    path("chat/", placeholders.chat, name="chat"),
+    path("chat/", chat.chat, name="chat"),
+    path("chat/new/", chat.chat_new, name="chat_new"),
+    path("chat/turns/<str:public_id>/", chat.chat_turn_status, name="chat_turn_status"),
+    path("chat/compactions/<str:public_id>/", chat.chat_compaction_status, name="chat_compaction_status"),
+    path("chat/<str:public_id>/", chat.chat_detail, name="chat_detail"),
+    path("chat/<str:public_id>/send/", chat.chat_send, name="chat_send"),
+    path("chat/<str:public_id>/compress/", chat.chat_compress, name="chat_compress"),
     path("compare/", inspector.compare, name="compare"),
     path("import/", placeholders.import_page, name="import_page"),
     path("api/", api.urls),

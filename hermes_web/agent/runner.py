@@ -399,3 +399,44 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
         "over": latest is not None and latest >= threshold,
         "bars": [{"tokens": v, "pct": round(100 * v / scale, 1), "over": v >= threshold} for v in values],
     }
+
+
+# -- compactions seen from the chat -------------------------------------------------------------
+
+def latest_compaction(session: Session) -> Compaction | None:
+    """The newest compaction of this session, or the one that produced it (rotation child)."""
+    from django.db.models import Q
+
+    return (
+        Compaction.objects.filter(Q(session=session) | Q(result_session=session))
+        .exclude(trigger=Compaction.Trigger.WHAT_IF)
+        .select_related("session", "result_session")
+        .order_by("-queued_at", "-pk").first()
+    )
+
+
+def compress(*, session: Session, user, focus: str = "") -> Compaction:
+    """``/compress [focus]``: a forced compaction of the live session, now in a worker.
+
+    Raises ChatBusy while the agent is answering (a snapshot must not cut a turn in half) and
+    CompactionRefused (from the service) when the session cannot be compacted.
+    """
+    from hermes_web.services.compactions import in_progress, request_compaction
+
+    tip = resolve_tip(Session.objects.get(pk=session.pk))
+    if active_turn(tip) is not None:
+        raise ChatBusy("the agent is still answering; compress once it has replied")
+    running = in_progress(tip)
+    if running is not None:
+        return running
+    return request_compaction(session=tip, requested_by=user, trigger=Compaction.Trigger.MANUAL, focus=focus.strip())
+
+
+def set_mode(*, session: Session, mode: str) -> str:
+    """``/mode rotation|in-place`` for this chat; returns the stored value. ValueError if unknown."""
+    from hermes_web.services.sessions import normalize_mode
+
+    value = normalize_mode(mode.strip().lower())
+    Session.objects.filter(pk=session.pk).update(compaction_mode=value)
+    session.compaction_mode = value
+    return value
