@@ -30,7 +30,8 @@ IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 
 def is_image_part(part: Any) -> bool:
     """True when a content part is an image (``image_url``, ``input_image`` or ``image``)."""
-    return isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES
+    # ``type(...) is dict`` first: the ABC check is slow and nearly every part is a dict.
+    return (type(part) is dict or isinstance(part, Mapping)) and part.get("type") in IMAGE_PART_TYPES
 
 
 def _image_url(part: Mapping[str, Any]) -> str:
@@ -73,7 +74,7 @@ def content_text(content: Any, *, images: bool = True) -> str:
         for part in content:
             if isinstance(part, str):
                 pieces.append(part)
-            elif not isinstance(part, Mapping):
+            elif type(part) is not dict and not isinstance(part, Mapping):
                 pieces.append(str(part))
             elif part.get("type") in ("text", "input_text", "output_text"):
                 pieces.append(str(part.get("text") or ""))
@@ -100,7 +101,7 @@ def tool_calls(message: Message) -> list[Mapping[str, Any]]:
     calls = message.get("tool_calls")
     if not isinstance(calls, list):
         return []
-    return [c for c in calls if isinstance(c, Mapping)]
+    return [c for c in calls if type(c) is dict or isinstance(c, Mapping)]
 
 
 def tool_call_id(call: Mapping[str, Any]) -> str | None:
@@ -128,14 +129,14 @@ def call_id_variants(call: Mapping[str, Any]) -> set[str]:
 def tool_call_name(call: Mapping[str, Any]) -> str:
     """The function name of a tool call, ``"unknown"`` when missing."""
     fn = call.get("function")
-    name = fn.get("name") if isinstance(fn, Mapping) else call.get("name")
+    name = fn.get("name") if type(fn) is dict or isinstance(fn, Mapping) else call.get("name")
     return str(name) if name else "unknown"
 
 
 def parse_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
     """The call's arguments as a dict; ``{}`` when missing or not valid JSON."""
     fn = call.get("function")
-    raw = fn.get("arguments") if isinstance(fn, Mapping) else call.get("arguments")
+    raw = fn.get("arguments") if type(fn) is dict or isinstance(fn, Mapping) else call.get("arguments")
     if isinstance(raw, Mapping):
         return dict(raw)
     if not isinstance(raw, str) or not raw:
@@ -150,7 +151,7 @@ def parse_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
 def raw_arguments(call: Mapping[str, Any]) -> str:
     """The call's arguments as the original string (JSON-encoded when given as a dict)."""
     fn = call.get("function")
-    raw = fn.get("arguments") if isinstance(fn, Mapping) else call.get("arguments")
+    raw = fn.get("arguments") if type(fn) is dict or isinstance(fn, Mapping) else call.get("arguments")
     if raw is None:
         return ""
     if isinstance(raw, str):
