@@ -89,6 +89,9 @@ def append_message(
 
     Concurrent appends to one session serialize on the session row (``select_for_update``
     on PostgreSQL; SQLite's IMMEDIATE transactions already take the write lock at BEGIN).
+    If a rotation ended ``session`` after the caller picked it (the commit copied the
+    parent's rows before this append could lock it), the message goes to the live
+    continuation instead; ``message.session_id`` says where it landed.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
@@ -99,10 +102,22 @@ def append_message(
     # Counted outside the transaction: tokenizing a long tool output must not hold the lock.
     tokens = count_message_tokens(as_dict, CompactionConfig(model=token_model(session)))
     with transaction.atomic():
-        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk", flat=True).first()
-        last = Message.objects.filter(session_id=session.pk).aggregate(m=Max("position"))["m"]
+        target_id = session.pk
+        seen = {target_id}
+        while True:
+            end_reason = (Session.objects.select_for_update().filter(pk=target_id)
+                          .values_list("end_reason", flat=True).first())
+            if end_reason != "compression":
+                break
+            child_id = (Session.objects.filter(parent_id=target_id).order_by("-created_at", "-pk")
+                        .values_list("pk", flat=True).first())
+            if child_id is None or child_id in seen:
+                break
+            seen.add(child_id)
+            target_id = child_id
+        last = Message.objects.filter(session_id=target_id).aggregate(m=Max("position"))["m"]
         message = Message.objects.create(
-            session_id=session.pk,
+            session_id=target_id,
             position=0 if last is None else last + 1,
             role=role,
             content=content,
@@ -116,8 +131,9 @@ def append_message(
             extra=extra or {},
         )
         now = timezone.now()
-        Session.objects.filter(pk=session.pk).update(updated_at=now)
-    session.updated_at = now
+        Session.objects.filter(pk=target_id).update(updated_at=now)
+    if target_id == session.pk:
+        session.updated_at = now
     return message
 
 
@@ -149,3 +165,7 @@ def session_tree(root_session: Session) -> list[Session]:
         Session.objects.filter(Q(pk=root.pk) | Q(root_id=root.pk), owner_id=root.owner_id)
         .order_by("created_at", "pk")
     )
+
+
+def max_upload_bytes() -> int:
+    return settings.HERMES_MAX_UPLOAD_BYTES

@@ -1,0 +1,174 @@
+"""Input and output schemas of the JSON API (explicit fields; public ids only, never pks)."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+Role = Literal["system", "user", "assistant", "tool"]
+Mode = Literal["rotation", "in_place", "in-place"]
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+class SessionIn(Schema):
+    title: str = Field("", max_length=200)
+    model: str = Field("", max_length=200)
+    context_length: int | None = Field(None, ge=1_000, le=10_000_000)
+    compaction_mode: Literal["", "rotation", "in_place", "in-place"] = ""
+
+
+class SessionOut(Schema):
+    id: str
+    title: str
+    source: str
+    model: str
+    context_length: int
+    compaction_mode: str
+    parent: str | None
+    root: str | None
+    ended_at: datetime | None
+    end_reason: str
+    compression_count: int
+    message_count: int
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def from_session(session, message_count: int | None = None) -> dict:
+        return {
+            "id": session.public_id,
+            "title": session.title,
+            "source": session.source,
+            "model": session.model,
+            "context_length": session.context_length,
+            "compaction_mode": session.effective_mode,
+            "parent": session.parent.public_id if session.parent_id else None,
+            "root": session.root.public_id if session.root_id else None,
+            "ended_at": session.ended_at,
+            "end_reason": session.end_reason,
+            "compression_count": session.compression_count,
+            "message_count": message_count if message_count is not None else session.messages.filter(active=True).count(),
+            "created_at": session.created_at,
+            "updated_at": session.updated_at,
+        }
+
+
+class SessionDetailOut(SessionOut):
+    tip: str
+    previous_summary: str
+
+
+class SessionPage(Schema):
+    count: int
+    items: list[SessionOut]
+
+
+class MessageIn(Schema):
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str = Field("", max_length=200)
+    name: str = Field("", max_length=200)
+    reasoning: str | None = None
+
+
+class MessageOut(Schema):
+    position: int
+    role: str
+    content: Any
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str
+    name: str
+    reasoning: Any
+    token_count: int
+    provider_prompt_tokens: int | None
+    active: bool
+    archived: bool
+    is_summary: bool
+    created_at: datetime
+
+    @staticmethod
+    def from_message(m) -> dict:
+        return {
+            "position": m.position, "role": m.role, "content": m.content, "tool_calls": m.tool_calls,
+            "tool_call_id": m.tool_call_id, "name": m.tool_name, "reasoning": m.reasoning,
+            "token_count": m.token_count, "provider_prompt_tokens": m.provider_prompt_tokens,
+            "active": m.active, "archived": m.archived, "is_summary": m.is_summary, "created_at": m.created_at,
+        }
+
+
+class MessagePage(Schema):
+    count: int
+    items: list[MessageOut]
+
+
+class CompactionIn(Schema):
+    mode: Mode | None = None
+    focus: str = Field("", max_length=2_000)
+    config: dict[str, Any] = Field(default_factory=dict, description="CompactionConfig overrides")
+    summarizer: Literal["auto", "deterministic"] = "auto"
+
+
+class CompactionOut(Schema):
+    id: str
+    session: str
+    result_session: str | None
+    status: str
+    reason: str
+    mode: str
+    trigger: str
+    focus: str
+    tokens_before: int | None
+    tokens_after: int | None
+    summarizer: str
+    summarizer_model: str
+    error: str
+    attempts: int
+    queued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def from_compaction(c) -> dict:
+        return {
+            "id": c.public_id, "session": c.session.public_id,
+            "result_session": c.result_session.public_id if c.result_session_id else None,
+            "status": c.status, "reason": c.reason, "mode": c.mode, "trigger": c.trigger, "focus": c.focus,
+            "tokens_before": c.tokens_before, "tokens_after": c.tokens_after, "summarizer": c.summarizer,
+            "summarizer_model": c.summarizer_model, "error": c.error, "attempts": c.attempts,
+            "queued_at": c.queued_at, "started_at": c.started_at, "finished_at": c.finished_at,
+        }
+
+
+class CompactionDetailOut(CompactionOut):
+    config: dict[str, Any]
+    report: dict[str, Any] | None
+
+
+class ImportProblemOut(Schema):
+    file: str
+    line: int
+    problem: str
+    session: str
+    message: str
+
+
+class ImportedSessionOut(Schema):
+    id: str
+    title: str
+    messages: int | None
+
+
+class ImportOut(Schema):
+    file: str
+    format: str
+    imported: list[ImportedSessionOut]
+    skipped: list[str]
+    errors: list[ImportProblemOut]
+
+
+class ImportFailedOut(ImportOut):
+    detail: str
