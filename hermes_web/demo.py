@@ -20,15 +20,19 @@ DEMO_CONTEXT_LENGTH = 128_000
 
 def _append_all(session: Session, messages: list[dict]) -> None:
     # One transaction for the whole batch: SQLite commits once instead of per message.
+    names: dict[str, str] = {}
     with transaction.atomic():
         for m in messages:
+            for call in m.get("tool_calls") or []:
+                names[call.get("id", "")] = (call.get("function") or {}).get("name", "")
             append_message(
                 session,
                 role=m["role"],
                 content=m.get("content"),
                 tool_calls=m.get("tool_calls"),
                 tool_call_id=m.get("tool_call_id") or "",
-                tool_name=m.get("name") or "",
+                # Name each result after its call, as a real agent transcript does.
+                tool_name=m.get("name") or names.get(m.get("tool_call_id") or "", ""),
                 reasoning=m.get("reasoning") or m.get("reasoning_content"),
             )
 

@@ -21,7 +21,8 @@ SMALL_TAIL = {"tail_token_budget": 2_000}
 def _inject(messages: list[dict]) -> list[dict]:
     """Put the payload into a user ask, a command, a long tool output, an error line and an image URL."""
     out = [dict(m) for m in messages]
-    first_user = next(i for i, m in enumerate(out) if m["role"] == "user")
+    # Past the head (system + 3 messages), so it lands in the middle that gets slimmed and summarized.
+    first_user = next(i for i, m in enumerate(out) if m["role"] == "user" and i > 8)
     out[first_user]["content"] = [
         {
             "type": "text",
@@ -29,7 +30,7 @@ def _inject(messages: list[dict]) -> list[dict]:
         },
         {"type": "image_url", "image_url": {"url": "javascript:alert(4)"}},
     ]
-    for m in out:
+    for m in out[first_user:]:
         if m["role"] == "assistant" and m.get("tool_calls"):
             call = dict(m["tool_calls"][0])
             call["function"] = {
@@ -38,10 +39,10 @@ def _inject(messages: list[dict]) -> list[dict]:
             }
             m["tool_calls"] = [call, *m["tool_calls"][1:]]
             break
-    for m in out:
+    for m in out[first_user:]:
         if m["role"] == "tool":
             m["content"] = json.dumps(
-                {"output": f"{PAYLOAD}\n" * 30 + f"ValueError: {PAYLOAD}\n", "exit_code": 1}
+                {"output": f"{PAYLOAD}\n" * 60 + f"ValueError: {PAYLOAD}\n", "exit_code": 1}
             )
             break
     return out

@@ -88,7 +88,8 @@ def test_detail_loads_in_chunks_with_a_real_load_more_link(alice, alice_client):
     assert b'id="m259"' in chunk.content
     # Without htmx the same link is a full page starting at that message.
     page = alice_client.get(detail_url(session, start=next_start))
-    assert b"<html" in page.content and b'id="m200"' in page.content
+    assert b"<html" in page.content
+    assert b'id="m200"' in page.content
 
 
 def test_tool_calls_link_to_their_results_and_back(alice, alice_client):
@@ -194,7 +195,8 @@ def test_detail_rejects_post(alice, alice_client):
 def test_anonymous_is_sent_to_login(client, alice):
     session = create_session(owner=alice)
     response = client.get(detail_url(session))
-    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    assert response.status_code == 302
+    assert "/accounts/login/" in response["Location"]
 
 
 def test_bad_start_parameter_is_ignored(alice, alice_client):

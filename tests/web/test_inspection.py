@@ -81,8 +81,11 @@ def test_slimming_pages_filter_and_show_the_cut():
         "slimming_totals": {"fold": {"count": 120, "chars_before": 1, "chars_after": 1}},
     }
     first = slimming_page(report, per_page=50)
-    assert first["count"] == 121 and first["pages"] == 3 and len(first["rows"]) == 50
-    assert first["has_next"] and not first["has_previous"]
+    assert first["count"] == 121
+    assert first["pages"] == 3
+    assert len(first["rows"]) == 50
+    assert first["has_next"]
+    assert not first["has_previous"]
     assert first["rows"][0]["saved"] == 460
     last = slimming_page(report, page=99, per_page=50)  # clamped
     assert last["page"] == 3
@@ -104,20 +107,24 @@ def test_summary_sections_split_prefix_headings_and_end_marker():
 def test_summary_sections_of_a_real_report(report):
     parsed = summary_sections(report["summary"])
     headings = [s["heading"] for s in parsed["sections"]]
-    assert "Active Task" in headings and "Relevant Files" in headings
+    assert "Active Task" in headings
+    assert "Relevant Files" in headings
     assert parsed["end_marker"]
 
 
 def test_summary_without_prefix_or_marker():
     parsed = summary_sections("plain text\n## One\nbody")
-    assert parsed["prefix"] == "" and parsed["end_marker"] == ""
+    assert parsed["prefix"] == ""
+    assert parsed["end_marker"] == ""
     assert parsed["preamble"] == "plain text"
 
 
 def test_summary_diff_marks_added_and_removed_lines():
     rows = summary_diff("a\nb\nc", "a\nB\nc")
     ops = [(r["op"], r["text"]) for r in rows]
-    assert (" ", "a") in ops and ("-", "b") in ops and ("+", "B") in ops
+    assert (" ", "a") in ops
+    assert ("-", "b") in ops
+    assert ("+", "B") in ops
     assert all(r["op"] in " +-" for r in rows)
 
 
@@ -177,7 +184,8 @@ def test_audit_scores_what_survives_and_lists_what_was_lost():
     assert "https://docs.example.org/tz.html" in lost
     assert "IndexError: list index out of range" in lost
     kept = {f["value"] for f in audit["facts"] if f["survived"]}
-    assert "pytest -q tests/test_parser.py" in kept and "src/app/parser.py" in kept
+    assert "pytest -q tests/test_parser.py" in kept
+    assert "src/app/parser.py" in kept
     assert audit["kept"] + len(audit["lost"]) == audit["total"]
     assert audit["score"] == round(100 * audit["kept"] / audit["total"], 1)
     assert {k["kind"] for k in audit["by_kind"]} >= {"url", "error", "command"}
@@ -185,7 +193,8 @@ def test_audit_scores_what_survives_and_lists_what_was_lost():
 
 def test_audit_of_nothing_has_no_score():
     audit = fact_survival_audit([{"role": "assistant", "content": "ok"}], "summary")
-    assert audit["total"] == 0 and audit["score"] is None
+    assert audit["total"] == 0
+    assert audit["score"] is None
 
 
 def test_audit_counts_a_paraphrased_constraint_as_kept():
@@ -209,7 +218,8 @@ def test_message_view_thumbnails_only_inline_images():
         }
     )
     assert view["images"][0]["src"] == png
-    assert view["images"][1]["src"] == "" and "javascript:" in view["images"][1]["text"]
+    assert view["images"][1]["src"] == ""
+    assert "javascript:" in view["images"][1]["text"]
     assert view["text"] == "see"
 
 
@@ -222,11 +232,14 @@ def test_message_view_cuts_long_text_and_links_tool_calls():
         },
         preview_chars=100,
     )
-    assert len(view["text"]) == 100 and view["truncated"] == 4900
+    assert len(view["text"]) == 100
+    assert view["truncated"] == 4900
     call = view["calls"][0]
-    assert call["name"] == "read_file" and '"path": "a"' in call["arguments"]
+    assert call["name"] == "read_file"
+    assert '"path": "a"' in call["arguments"]
     assert call["anchor"] == anchor_for("call/1 a")
-    assert " " not in call["anchor"] and "/" not in call["anchor"]
+    assert " " not in call["anchor"]
+    assert "/" not in call["anchor"]
     result = message_view({"role": "tool", "content": "r", "tool_call_id": "call/1 a"})
     assert result["result_anchor"] == call["anchor"]
 
@@ -246,8 +259,10 @@ def test_timeline_warns_on_anti_thrash_and_two_small_savings():
     assert len(chart["bars"]) == 4
     assert chart["bars"][0]["h_before"] > chart["bars"][0]["h_after"] > 0
     text = " ".join(chart["warnings"])
-    assert "#3" in text and "10 %" in text
-    assert "#4" in text and "anti-thrash" in text
+    assert "#3" in text
+    assert "10 %" in text
+    assert "#4" in text
+    assert "anti-thrash" in text
     assert "#2" not in text  # one small saving alone is not a streak
 
 
