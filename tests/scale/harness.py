@@ -40,9 +40,6 @@ def base_env(extra_env: dict | None = None) -> dict:
         "SECRET_KEY": settings.SECRET_KEY,
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "PYTHONDONTWRITEBYTECODE": "1",
-        # Short-lived test connections: no pooling across tasks, so a restarted Postgres is
-        # met by a fresh connection at the next task.
-        "DB_CONN_MAX_AGE": "0",
         **(extra_env or {}),
     }
 
