@@ -32,11 +32,101 @@ STREAM_DELAY = 0.01
 READS_PER_TURN = 1
 _TOKEN_CONFIG = CompactionConfig(model="gpt-4o-mini")
 STOPWORDS = frozenset(
-    ["about", "above", "after", "again", "against", "also", "because", "been", "before", "being", "below", "between", "both", "but", "can", "could", "did", "does", "doing", "down", "during", "each", "explain", "file", "files", "find", "from", "further", "have", "having", "here", "hello", "into", "itself", "just", "know", "look", "more", "most", "much", "other", "over", "please", "same", "should", "show", "some", "such", "tell", "than", "that", "their", "them", "then", "there", "these", "they", "this", "those", "through", "under", "until", "very", "want", "what", "when", "where", "which", "while", "whom", "with", "would", "your", "summarize", "summary", "workspace", "project", "anything", "something", "everything", "thanks", "thank", "give", "read", "search", "list", "happened", "happen"]
+    [
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "also",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "can",
+        "could",
+        "did",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "explain",
+        "file",
+        "files",
+        "find",
+        "from",
+        "further",
+        "have",
+        "having",
+        "here",
+        "hello",
+        "into",
+        "itself",
+        "just",
+        "know",
+        "look",
+        "more",
+        "most",
+        "much",
+        "other",
+        "over",
+        "please",
+        "same",
+        "should",
+        "show",
+        "some",
+        "such",
+        "tell",
+        "than",
+        "that",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "under",
+        "until",
+        "very",
+        "want",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "whom",
+        "with",
+        "would",
+        "your",
+        "summarize",
+        "summary",
+        "workspace",
+        "project",
+        "anything",
+        "something",
+        "everything",
+        "thanks",
+        "thank",
+        "give",
+        "read",
+        "search",
+        "list",
+        "happened",
+        "happen",
+    ]
 )
 
 
 # -- reading the prompt ------------------------------------------------------------------------
+
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
@@ -84,7 +174,9 @@ class Prompt:
                 self.calls[call.get("id") or ""] = (name, _arguments(call))
             if message.get("role") == "tool":
                 name, args = self.calls.get(message.get("tool_call_id") or "", ("", {}))
-                self.results.append((name, args, _text(message.get("content")), id(message) in turn_ids))
+                self.results.append(
+                    (name, args, _text(message.get("content")), id(message) in turn_ids)
+                )
 
     def calls_this_turn(self, name: str) -> list[dict]:
         return [args for n, args, _, now in self.results if now and n == name]
@@ -94,8 +186,11 @@ class Prompt:
         for name, _, result, _ in reversed(self.results):
             data = _json(result) if name == "list_files" else None
             if data and isinstance(data.get("entries"), list):
-                return {e["path"]: int(e.get("size") or 0) for e in data["entries"]
-                        if isinstance(e, dict) and e.get("type") == "file" and "path" in e}
+                return {
+                    e["path"]: int(e.get("size") or 0)
+                    for e in data["entries"]
+                    if isinstance(e, dict) and e.get("type") == "file" and "path" in e
+                }
         return None
 
     def read_paths(self) -> set[str]:
@@ -110,8 +205,13 @@ def keyword(question: str) -> str:
     return max(candidates, key=len).lower()
 
 
-KIND_WORDS = {".csv": ("csv", "data", "readings"), ".log": ("log", "logs"), ".toml": ("toml", "config"),
-              ".py": ("python", "code", "source"), ".md": ("docs", "markdown", "notes")}
+KIND_WORDS = {
+    ".csv": ("csv", "data", "readings"),
+    ".log": ("log", "logs"),
+    ".toml": ("toml", "config"),
+    ".py": ("python", "code", "source"),
+    ".md": ("docs", "markdown", "notes"),
+}
 
 
 def _mentioned(question: str, paths: list[str]) -> list[str]:
@@ -121,7 +221,11 @@ def _mentioned(question: str, paths: list[str]) -> list[str]:
     named, kinds = [], []
     for path in paths:
         p = PurePosixPath(path)
-        if path.lower() in lowered or p.name.lower() in lowered or (len(p.stem) > 3 and p.stem.lower() in lowered):
+        if (
+            path.lower() in lowered
+            or p.name.lower() in lowered
+            or (len(p.stem) > 3 and p.stem.lower() in lowered)
+        ):
             named.append(path)
         elif words & set(KIND_WORDS.get(p.suffix, ())):
             kinds.append(path)
@@ -129,6 +233,7 @@ def _mentioned(question: str, paths: list[str]) -> list[str]:
 
 
 # -- planning ----------------------------------------------------------------------------------
+
 
 def plan(messages: list[dict], *, allow_tools: bool = True) -> tuple[str, list[dict]]:
     """The next step: ``("", tool_calls)`` to use tools, or ``(reply_text, [])`` to answer."""
@@ -145,7 +250,9 @@ def plan(messages: list[dict], *, allow_tools: bool = True) -> tuple[str, list[d
     word = keyword(prompt.question)
     searching = bool(word) and not searched_now
     if searching:
-        calls.append(("search_files", {"pattern": word, "path": ".", "target": "content", "limit": 100}))
+        calls.append(
+            ("search_files", {"pattern": word, "path": ".", "target": "content", "limit": 100})
+        )
     # Reads wait for the search's hits (next round), as an agent reads what it found.
     if listing is not None and not read_now and not searching:
         for path in choose_reads(prompt, listing):
@@ -153,8 +260,11 @@ def plan(messages: list[dict], *, allow_tools: bool = True) -> tuple[str, list[d
     if not calls:
         return reply(prompt), []
     return "", [
-        {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-         "function": {"name": name, "arguments": json.dumps(args)}}
+        {
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
         for name, args in calls
     ]
 
@@ -175,7 +285,11 @@ def choose_reads(prompt: Prompt, listing: dict[str, int]) -> list[str]:
     for name, _, result, now in prompt.results:
         data = _json(result) if (now and name == "search_files") else None
         if data and isinstance(data.get("matches"), list):
-            hit = {m["path"] for m in data["matches"] if isinstance(m, dict) and m.get("path") in listing}
+            hit = {
+                m["path"]
+                for m in data["matches"]
+                if isinstance(m, dict) and m.get("path") in listing
+            }
             # The biggest file with hits first: that is usually where the story is (logs, data).
             for path in sorted(hit, key=lambda p: -listing[p]):
                 if path not in already:
@@ -193,6 +307,7 @@ def choose_reads(prompt: Prompt, listing: dict[str, int]) -> list[str]:
 
 # -- answering ---------------------------------------------------------------------------------
 
+
 def _describe(path: str, data: dict) -> str:
     content = str(data.get("content") or "")
     lines = [line.split("|", 1)[1] if "|" in line else line for line in content.splitlines()]
@@ -200,7 +315,9 @@ def _describe(path: str, data: dict) -> str:
     head = f"`{path}` ({data.get('total_lines', len(lines)):,} lines, {size:,} bytes)"
     suffix = PurePosixPath(path).suffix
     if suffix == ".py":
-        names = [m.group(2) for line in lines if (m := re.match(r"^(class|def|async def) (\w+)", line))]
+        names = [
+            m.group(2) for line in lines if (m := re.match(r"^(class|def|async def) (\w+)", line))
+        ]
         return f"{head} defines {', '.join(f'`{n}`' for n in names[:8]) or 'no top-level names'}."
     if suffix == ".md":
         headings = [line.lstrip("# ").strip() for line in lines if line.startswith("#")]
@@ -208,7 +325,11 @@ def _describe(path: str, data: dict) -> str:
     if suffix == ".log":
         errors = [i for i, line in enumerate(lines, 1) if " ERROR " in line]
         warnings = sum(" WARNING " in line for line in lines)
-        first = f" The first error is on line {errors[0]}: `{lines[errors[0] - 1][:110]}`." if errors else ""
+        first = (
+            f" The first error is on line {errors[0]}: `{lines[errors[0] - 1][:110]}`."
+            if errors
+            else ""
+        )
         return f"{head} has {len(errors):,} ERROR and {warnings:,} WARNING lines.{first}"
     if suffix == ".csv":
         header = lines[0] if lines else ""
@@ -223,9 +344,13 @@ def _describe(path: str, data: dict) -> str:
 def reply(prompt: Prompt) -> str:
     if not prompt.question.strip():
         return f"Hello — I am the {DEMO_MODEL_LABEL}. Ask me about the workspace."
-    parts = [f"**{DEMO_MODEL_LABEL[0].upper()}{DEMO_MODEL_LABEL[1:]}** — here is what I found for you."]
+    parts = [
+        f"**{DEMO_MODEL_LABEL[0].upper()}{DEMO_MODEL_LABEL[1:]}** — here is what I found for you."
+    ]
     if prompt.has_summary:
-        parts.append("_(Earlier turns were compacted: I am working from the context summary above.)_")
+        parts.append(
+            "_(Earlier turns were compacted: I am working from the context summary above.)_"
+        )
     bullets = []
     for name, args, result, now in prompt.results:
         if not now:
@@ -234,14 +359,20 @@ def reply(prompt: Prompt) -> str:
         if data.get("error"):
             bullets.append(f"`{name}` failed: {data['error']}")
         elif name == "list_files":
-            files = [e for e in data.get("entries", []) if isinstance(e, dict) and e.get("type") == "file"]
+            files = [
+                e
+                for e in data.get("entries", [])
+                if isinstance(e, dict) and e.get("type") == "file"
+            ]
             total = sum(int(e.get("size") or 0) for e in files)
             bullets.append(f"The workspace has {len(files)} files ({total / 1024:,.0f} KB).")
         elif name == "search_files":
             hits: dict[str, int] = {}
             for match in data.get("matches", []):
                 hits[match.get("path", "?")] = hits.get(match.get("path", "?"), 0) + 1
-            where = ", ".join(f"`{p}` ({n})" for p, n in sorted(hits.items(), key=lambda kv: -kv[1])[:3])
+            where = ", ".join(
+                f"`{p}` ({n})" for p, n in sorted(hits.items(), key=lambda kv: -kv[1])[:3]
+            )
             bullets.append(
                 f"Searching for `{args.get('pattern')}` gave {data.get('total_count', 0)} matches"
                 + (f", mostly in {where}." if where else ".")
@@ -263,12 +394,18 @@ def reply(prompt: Prompt) -> str:
 def usage_for(messages: list[dict], text: str, tool_calls: list[dict]) -> dict[str, int]:
     prompt_tokens = sum(count_messages_tokens(messages, _TOKEN_CONFIG))
     out = text + (json.dumps(tool_calls) if tool_calls else "")
-    completion_tokens = sum(count_messages_tokens([{"role": "assistant", "content": out}], _TOKEN_CONFIG))
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    completion_tokens = sum(
+        count_messages_tokens([{"role": "assistant", "content": out}], _TOKEN_CONFIG)
+    )
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 # -- the litellm provider ----------------------------------------------------------------------
+
 
 def _allow_tools(optional_params: dict) -> bool:
     return optional_params.get("tool_choice") != "none"
@@ -276,34 +413,78 @@ def _allow_tools(optional_params: dict) -> bool:
 
 def _build_handler():
     from litellm import CustomLLM
-    from litellm.types.utils import Usage
+    from litellm.types.utils import Message, Usage
 
     class DemoLLM(CustomLLM):
-        def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
-                       encoding, api_key, logging_obj, optional_params, *args, **kwargs):
+        def completion(
+            self,
+            model,
+            messages,
+            api_base,
+            custom_prompt_dict,
+            model_response,
+            print_verbose,
+            encoding,
+            api_key,
+            logging_obj,
+            optional_params,
+            *args,
+            **kwargs,
+        ):
             text, calls = plan(messages, allow_tools=_allow_tools(optional_params))
-            message = model_response.choices[0].message
-            message.content = text or None
+            model_response.choices[0].message = Message(
+                content=text or None, role="assistant", tool_calls=calls or None
+            )
             if calls:
-                message.tool_calls = calls
                 model_response.choices[0].finish_reason = "tool_calls"
             model_response.model = DEMO_MODEL
             model_response.usage = Usage(**usage_for(messages, text, calls))
             return model_response
 
-        def streaming(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
-                      encoding, api_key, logging_obj, optional_params, *args, **kwargs) -> Iterator[dict]:
+        def streaming(
+            self,
+            model,
+            messages,
+            api_base,
+            custom_prompt_dict,
+            model_response,
+            print_verbose,
+            encoding,
+            api_key,
+            logging_obj,
+            optional_params,
+            *args,
+            **kwargs,
+        ) -> Iterator[dict]:
             text, calls = plan(messages, allow_tools=_allow_tools(optional_params))
             for piece in re.findall(r"\S+\s*|\s+", text):
-                yield {"text": piece, "is_finished": False, "finish_reason": "", "usage": None,
-                       "index": 0, "tool_use": None}
+                yield {
+                    "text": piece,
+                    "is_finished": False,
+                    "finish_reason": "",
+                    "usage": None,
+                    "index": 0,
+                    "tool_use": None,
+                }
                 if STREAM_DELAY:
                     time.sleep(STREAM_DELAY)
             for index, call in enumerate(calls):
-                yield {"text": "", "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
-                       "tool_use": {**call, "index": index}}
-            yield {"text": "", "is_finished": True, "finish_reason": "tool_calls" if calls else "stop",
-                   "usage": usage_for(messages, text, calls), "index": 0, "tool_use": None}
+                yield {
+                    "text": "",
+                    "is_finished": False,
+                    "finish_reason": "",
+                    "usage": None,
+                    "index": 0,
+                    "tool_use": {**call, "index": index},
+                }
+            yield {
+                "text": "",
+                "is_finished": True,
+                "finish_reason": "tool_calls" if calls else "stop",
+                "usage": usage_for(messages, text, calls),
+                "index": 0,
+                "tool_use": None,
+            }
 
     return DemoLLM()
 
@@ -313,4 +494,6 @@ def register() -> None:
     import litellm
 
     if not any(item.get("provider") == PROVIDER for item in litellm.custom_provider_map):
-        litellm.custom_provider_map.append({"provider": PROVIDER, "custom_handler": _build_handler()})
+        litellm.custom_provider_map.append(
+            {"provider": PROVIDER, "custom_handler": _build_handler()}
+        )

@@ -1,0 +1,203 @@
+"""Chat pages and partials: no-JS forms, htmx polling, commands, rotation following, access."""
+
+import pytest
+from django.urls import reverse
+
+from hermes_web.agent.runner import run_turn, start_chat
+from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.services.compactions import run_compaction
+from hermes_web.services.sessions import append_message
+from tests.fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture
+def llm(settings, tmp_path):
+    server = FakeOpenAIServer().start()
+    settings.HERMES_CHAT_MODEL = "openai/fake-chat"
+    settings.HERMES_CHAT_API_BASE = server.base_url
+    settings.HERMES_CHAT_API_KEY = "x"
+    settings.HERMES_LLM_MAX_RETRIES = 0
+    settings.HERMES_SUMMARY_MODEL = ""
+    settings.HERMES_WORKSPACE = tmp_path
+    yield server
+    server.stop()
+
+
+def big_session(owner):
+    """A chat long enough for a manual compaction to have a middle."""
+    session = start_chat(owner=owner)
+    for i in range(12):
+        append_message(session, role="user", content=f"question {i} " + "words " * 1500)
+        append_message(session, role="assistant", content=f"answer {i} " + "more " * 1500, provider_prompt_tokens=1000 * i)
+    return session
+
+
+def test_chat_page_lists_my_chats_only(alice_client, alice, bob):
+    mine = start_chat(owner=alice)
+    Session.objects.filter(pk=mine.pk).update(title="my chat")
+    theirs = start_chat(owner=bob)
+    Session.objects.filter(pk=theirs.pk).update(title="their chat")
+    page = alice_client.get(reverse("chat")).content.decode()
+    assert "<html" in page
+    assert "my chat" in page
+    assert "their chat" not in page
+
+
+def test_other_peoples_chats_are_404(bob_client, alice):
+    session = start_chat(owner=alice)
+    assert bob_client.get(reverse("chat_detail", args=[session.public_id])).status_code == 404
+    assert bob_client.post(reverse("chat_send", args=[session.public_id]), {"message": "hi"}).status_code == 404
+    assert bob_client.post(reverse("chat_compress", args=[session.public_id])).status_code == 404
+
+
+def test_the_demo_model_is_labelled(alice_client, alice, settings):
+    settings.HERMES_CHAT_MODEL = ""
+    session = start_chat(owner=alice)
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    assert "demo model (offline)" in page
+    assert "hermes-demo/agent" not in page
+
+
+def test_sending_without_js_stores_the_message_and_redirects(alice_client, alice, llm):
+    session = start_chat(owner=alice)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "hello there"})
+    assert response.status_code == 302
+    assert response.url == reverse("chat_detail", args=[session.public_id])
+    turn = AgentTurn.objects.get(session=session)
+    assert turn.status == AgentTurn.Status.QUEUED
+    page = alice_client.get(response.url).content.decode()
+    assert "hello there" in page
+    assert "queued" in page
+    llm.enqueue({"content": "General *Kenobi*", "prompt_tokens": 321})
+    run_turn(turn.pk)
+    page = alice_client.get(response.url).content.decode()
+    assert "General <em>Kenobi</em>" in page
+    assert "321" in page  # the context meter
+
+
+def test_turn_status_polls_until_done_then_stops(alice_client, alice, llm):
+    session = start_chat(owner=alice)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "hi"}, headers=HTMX)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<html" not in body
+    turn = AgentTurn.objects.get(session=session)
+    assert f'hx-get="{reverse("chat_turn_status", args=[turn.public_id])}"' in body
+    assert 'hx-trigger="every 1s"' in body
+    running = alice_client.get(reverse("chat_turn_status", args=[turn.public_id]), headers=HTMX)
+    assert running.status_code == 200
+    llm.enqueue({"content": "done!", "prompt_tokens": 50})
+    run_turn(turn.pk)
+    final = alice_client.get(reverse("chat_turn_status", args=[turn.public_id]), headers=HTMX)
+    assert final.status_code == 286
+    body = final.content.decode()
+    assert "done!" in body
+    assert "every 1s" not in body.split('id="chat-meter"')[0]
+    assert '<div id="chat-meter" class="meter" hx-swap-oob="true"' in body
+    assert '<div id="compaction-status" hx-swap-oob="true"' in body
+
+
+def test_sending_while_the_agent_answers_is_refused_and_nothing_is_stored(alice_client, alice, llm):
+    session = start_chat(owner=alice)
+    alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "first"})
+    AgentTurn.objects.filter(session=session).update(status=AgentTurn.Status.RUNNING)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "second"})
+    assert response.status_code == 409
+    assert "still answering" in response.content.decode()
+    assert "second" in response.content.decode()  # the draft is kept in the box
+    assert not Message.objects.filter(session=session, content="second").exists()
+    htmx = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "second"}, headers=HTMX)
+    assert htmx.status_code == 409
+    assert htmx.headers["HX-Retarget"] == "#composer-error"
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_an_empty_message_is_a_clear_400(alice_client, alice, text):
+    session = start_chat(owner=alice)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": text})
+    assert response.status_code == 400
+    assert "message field was empty" in response.content.decode()
+
+
+def test_compress_command_queues_a_forced_compaction_with_its_focus(alice_client, alice):
+    session = big_session(alice)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/compress the deploy key"})
+    assert response.status_code == 302
+    run = Compaction.objects.get(session=session)
+    assert (run.trigger, run.status, run.focus) == ("manual", "queued", "the deploy key")
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    assert f'hx-get="{reverse("chat_compaction_status", args=[run.public_id])}"' in page
+    # The button does the same (and a second request while one is queued adds nothing).
+    alice_client.post(reverse("chat_compress", args=[session.public_id]), {"focus": "x"})
+    assert Compaction.objects.filter(session=session).count() == 1
+
+
+def test_rotation_commit_moves_the_chat_to_the_child(alice_client, alice):
+    session = big_session(alice)
+    alice_client.post(reverse("chat_compress", args=[session.public_id]), {"focus": ""})
+    run = Compaction.objects.get(session=session)
+    status_url = reverse("chat_compaction_status", args=[run.public_id])
+    polling = alice_client.get(status_url, headers=HTMX)
+    assert polling.status_code == 200
+    assert "queued" in polling.content.decode()
+    run = run_compaction(run.pk)
+    assert run.status == "committed", run.error
+    done = alice_client.get(status_url, headers=HTMX)
+    child_url = reverse("chat_detail", args=[run.result_session.public_id])
+    assert done.headers["HX-Redirect"] == child_url
+    # A plain reload of the old URL follows the rotation too.
+    old = alice_client.get(reverse("chat_detail", args=[session.public_id]))
+    assert old.status_code == 302
+    assert old.url == child_url
+    page = alice_client.get(child_url).content.decode()
+    assert "Context compacted" in page
+    assert f'href="/compactions/{run.public_id}/"' in page
+    assert "committed" in page
+
+
+def test_in_place_mode_stays_on_the_same_session(alice_client, alice):
+    session = big_session(alice)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/mode in-place"})
+    assert response.status_code == 302
+    session.refresh_from_db()
+    assert session.compaction_mode == "in_place"
+    alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/compress"})
+    run = run_compaction(Compaction.objects.get(session=session).pk)
+    assert run.status == "committed"
+    assert run.result_session_id == session.pk
+    done = alice_client.get(reverse("chat_compaction_status", args=[run.public_id]), headers=HTMX)
+    assert done.headers["HX-Refresh"] == "true"
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id]))
+    assert page.status_code == 200
+    assert f'href="/compactions/{run.public_id}/"' in page.content.decode()
+
+
+@pytest.mark.parametrize(("text", "words"), [("/mode sideways", "Usage: /mode"), ("/frobnicate", "Unknown command")])
+def test_bad_commands_are_a_clear_400(alice_client, alice, text, words):
+    session = start_chat(owner=alice)
+    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": text})
+    assert response.status_code == 400
+    assert words in response.content.decode()
+
+
+def test_a_skipped_compaction_stops_polling_with_its_reason(alice_client, alice):
+    session = start_chat(owner=alice)
+    alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/compress"})
+    run = run_compaction(Compaction.objects.get(session=session).pk)
+    assert run.status in ("skipped", "aborted")
+    response = alice_client.get(reverse("chat_compaction_status", args=[run.public_id]), headers=HTMX)
+    assert response.status_code == 286
+    assert run.status in response.content.decode()
+    assert run.reason in response.content.decode()
+
+
+def test_partials_need_login_and_ownership(client, bob_client, alice):
+    session = start_chat(owner=alice)
+    turn = AgentTurn.objects.create(session=session)
+    url = reverse("chat_turn_status", args=[turn.public_id])
+    assert client.get(url).status_code == 302
+    assert bob_client.get(url, headers=HTMX).status_code == 404
+    assert client.get(reverse("chat_send", args=[session.public_id])).status_code in (302, 405)
