@@ -213,6 +213,7 @@ CONSTRAINT_RE = re.compile(
 )
 COMMAND_ARGS = ("command", "cmd", "script")
 PER_KIND_LIMIT = 200
+AUDIT_TOOL_CHARS = 8_000
 FACT_KINDS = ("constraint", "command", "path", "url", "error", "number")
 FACT_KIND_LABELS = {
     "constraint": "user constraints",
@@ -253,6 +254,10 @@ def extract_facts(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
         text = _plain_text(message.get("content"))
         if role == "tool":
             text = _unwrap_json(text)
+            if len(text) > AUDIT_TOOL_CHARS:
+                # A 50 KB file read is mostly code; its errors and paths sit at the ends.
+                half = AUDIT_TOOL_CHARS // 2
+                text = text[:half] + "\n" + text[-half:]
         if role == "user":
             for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
                 if CONSTRAINT_RE.search(sentence) and len(sentence) <= 300:

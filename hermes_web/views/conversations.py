@@ -140,7 +140,10 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
     context.update(
         archived=Message.objects.filter(session=session, archived=True).count(),
-        compactions=list(Compaction.objects.filter(session=session).order_by("-queued_at")[:20]),
+        # Reports can be megabytes of JSON; the list needs only the row's columns.
+        compactions=list(
+            Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
+        ),
         children=list(Session.objects.filter(parent=session).order_by("created_at")),
         produced_by=Compaction.objects.filter(
             result_session=session, mode=Compaction.Mode.ROTATION

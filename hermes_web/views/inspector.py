@@ -323,9 +323,9 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
         "run_ctx": inspector_context(run) if run else None,
         "committed": _latest_committed(session),
         "previous": list(
-            Compaction.objects.filter(session=session, trigger=Compaction.Trigger.WHAT_IF).order_by(
-                "-queued_at"
-            )[:10]
+            Compaction.objects.filter(session=session, trigger=Compaction.Trigger.WHAT_IF)
+            .defer("report")
+            .order_by("-queued_at")[:10]
         ),
         "nav": "conversations",
     }
@@ -360,9 +360,9 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
         .annotate(n=Count("pk"), tokens=Sum("token_count"))
     }
     compactions = list(
-        Compaction.objects.filter(session_id__in=ids, status=Compaction.Status.COMMITTED).order_by(
-            "finished_at"
-        )
+        Compaction.objects.filter(session_id__in=ids, status=Compaction.Status.COMMITTED)
+        .defer("report")
+        .order_by("finished_at")
     )
     edges = {c.result_session_id: c for c in compactions if c.mode == Compaction.Mode.ROTATION}
     events: dict[int, list[Compaction]] = {}
@@ -404,7 +404,12 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
 @login_required
 def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
     session = _session_for(request, public_id)
-    runs = list(_lineage_compactions(session).select_related("session").order_by("queued_at", "pk"))
+    runs = list(
+        _lineage_compactions(session)
+        .select_related("session")
+        .defer("report")
+        .order_by("queued_at", "pk")
+    )
     points = [
         {
             "label": f"#{i}",
@@ -476,6 +481,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         runs = (
             Compaction.objects.filter(session=session)
             .exclude(report__isnull=True)
+            .defer("report")
             .order_by("-queued_at")
         )
         context["runs"] = list(runs[:100])
