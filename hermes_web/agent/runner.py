@@ -188,13 +188,11 @@ def run_turn(turn_id: int) -> float | None:
             return 1.0
         if AgentTurn.objects.filter(session_id__in=ids, status=AgentTurn.Status.RUNNING).exclude(pk=turn.pk).exists():
             return 1.0
-    claimed = AgentTurn.objects.filter(pk=turn.pk, status=AgentTurn.Status.QUEUED).update(
-        status=AgentTurn.Status.RUNNING, started_at=timezone.now(), session=session,
-        model=chat_model(),
-    )
-    if not claimed:
+    claim = {"status": AgentTurn.Status.RUNNING, "started_at": timezone.now(), "session": session, "model": chat_model()}
+    if not AgentTurn.objects.filter(pk=turn.pk, status=AgentTurn.Status.QUEUED).update(**claim):
         return None
-    turn.refresh_from_db()
+    for field, value in claim.items():
+        setattr(turn, field, value)
     try:
         TurnLoop(turn, session).run()
     except ModelCallFailed as failure:
