@@ -13,19 +13,24 @@ reported as skipped, so importing the same file twice is harmless.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig, count_messages_tokens
+from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig
+from compaction.tokens import get_encoding, message_token_text
 from hermes_web.importers import claude_code, codex, hermes, openai
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, text_of
 from hermes_web.models import Message, Session
@@ -36,7 +41,6 @@ __all__ = ["FORMATS", "ImportProblem", "ImportReport", "detect_format", "import_
 FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _SNIFF_BYTES = 1024 * 1024
-_BATCH = 2000
 
 
 class AlreadyImported(ImportProblem):
@@ -131,6 +135,33 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
             yield problem
 
 
+_TOKEN_THREADS = 2
+
+
+def count_tokens(messages: list, model: str) -> list[int]:
+    """``count_message_tokens`` for every message, computed in two threads.
+
+    Same formula as the engine (text + tool_calls JSON + tool_call_id, plus overhead and
+    image cost), but each thread loops over its half with ``encode_ordinary``, which runs
+    without the GIL; ``encode_ordinary_batch`` pays a future per message instead.
+    """
+    config = CompactionConfig(model=model or DEFAULT_TOKEN_MODEL)
+    encoding = get_encoding(config.model)
+    pairs = [message_token_text(m.as_openai()) for m in messages]
+
+    def count(chunk):
+        return [len(encoding.encode_ordinary(text)) if text else 0 for text, _ in chunk]
+
+    half = (len(pairs) + 1) // 2
+    if len(pairs) < 64:
+        raw = count(pairs)
+    else:
+        with ThreadPoolExecutor(_TOKEN_THREADS) as pool:
+            first, second = pool.map(count, [pairs[:half], pairs[half:]])
+        raw = first + second
+    return [n + config.per_message_overhead + images * config.image_tokens for n, (_, images) in zip(raw, pairs, strict=True)]
+
+
 def _previous_summary(parsed: ParsedSession) -> str:
     for message in reversed(parsed.messages):
         if message.is_summary and message.active:
@@ -158,8 +189,7 @@ def store_session(parsed: ParsedSession, owner, file: str) -> Session:
     """One session, one transaction: the session row and all its messages, or nothing."""
     public_id = _public_id(parsed, owner, file)
     model = parsed.model
-    config = CompactionConfig(model=model or DEFAULT_TOKEN_MODEL)
-    counts = count_messages_tokens([m.as_openai() for m in parsed.messages], config)
+    counts = parsed.token_counts or count_tokens(parsed.messages, model)
     now = timezone.now()
     extra = dict(parsed.extra)
     if parsed.public_id:
@@ -176,16 +206,7 @@ def store_session(parsed: ParsedSession, owner, file: str) -> Session:
                 extra=extra, **fields,
             )
             Session.objects.filter(pk=session.pk).update(root=session)
-            rows = (
-                Message(
-                    session_id=session.pk, position=i, role=m.role, content=m.content, tool_calls=m.tool_calls,
-                    tool_call_id=m.tool_call_id[:200], tool_name=m.tool_name[:200], reasoning=m.reasoning,
-                    token_count=counts[i], active=m.active, archived=m.archived, is_summary=m.is_summary,
-                    extra=m.extra, created_at=m.created_at or session.created_at,
-                )
-                for i, m in enumerate(parsed.messages)
-            )
-            _bulk_create(rows)
+            _insert_messages(session, parsed, counts)
     except IntegrityError as error:  # a concurrent import took the same id
         raise ImportProblem(file, parsed.line, f"could not store: {error}", parsed.public_id) from None
     session.root = session
@@ -193,15 +214,38 @@ def store_session(parsed: ParsedSession, owner, file: str) -> Session:
     return session
 
 
-def _bulk_create(rows: Iterable[Message]) -> None:
-    batch: list[Message] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= _BATCH:
-            Message.objects.bulk_create(batch)
-            batch = []
-    if batch:
-        Message.objects.bulk_create(batch)
+_INSERT_FIELDS = ("session", "position", "role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning",
+                  "token_count", "active", "archived", "is_summary", "extra", "created_at")
+_BATCH = 500
+
+
+def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int]) -> None:
+    """A plain ``executemany`` INSERT: bulk_create's per-row model instances and SQL
+    compilation cost more than the database on a 50 MB import. Values still go through
+    each field's ``get_db_prep_save``, so JSON and datetimes are stored exactly as the ORM
+    stores them, on SQLite and PostgreSQL alike."""
+    fields = [Message._meta.get_field(name) for name in _INSERT_FIELDS]
+    qn = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {qn(Message._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    json_fields = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"]
+    created_field = fields[-1]
+    batch: list[list] = []
+    with connection.cursor() as cursor:
+        for i, m in enumerate(parsed.messages):
+            row = [session.pk, i, m.role, m.content, m.tool_calls, m.tool_call_id[:200], m.tool_name[:200],
+                   m.reasoning, counts[i], m.active, m.archived, m.is_summary, m.extra,
+                   created_field.get_db_prep_save(m.created_at or session.created_at, connection)]
+            for index, field in json_fields:
+                row[index] = field.get_db_prep_save(row[index], connection)
+            batch.append(row)
+            if len(batch) >= _BATCH:
+                cursor.executemany(sql, batch)
+                batch = []
+        if batch:
+            cursor.executemany(sql, batch)
 
 
 def link_chains(sessions: list[Session], owner) -> None:
@@ -239,6 +283,46 @@ def _set_root(node: Session, root: Session, depth: int, guard: int = 0) -> None:
         _set_root(child, root, depth + 1, guard + 1)
 
 
+_DONE = object()
+
+
+def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
+    """Parse and count tokens in a thread while this one stores the previous session.
+
+    Tokenizing and SQLite both release the GIL, so the two overlap; the queue holds at most
+    two parsed sessions, which bounds memory on a 50 MB file.
+    """
+    items: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in _parse(fmt, path, file):
+                if stop.is_set():
+                    return
+                if isinstance(item, ParsedSession):
+                    item.token_counts = count_tokens(item.messages, item.model)
+                items.put(item)
+        except BaseException as error:  # handed to the consumer, which re-raises it
+            items.put(error)
+        finally:
+            items.put(_DONE)
+
+    worker = threading.Thread(target=produce, name="import-parser", daemon=True)
+    worker.start()
+    try:
+        while (item := items.get()) is not _DONE:
+            if isinstance(item, BaseException) and not isinstance(item, ImportProblem):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue
+            with contextlib.suppress(queue.Empty):
+                items.get(timeout=0.1)
+        worker.join()
+
+
 def import_path(path: str | Path, *, owner, fmt: str = "auto", name: str | None = None) -> ImportReport:
     """Import every session in a file; problems are collected per session, never raised."""
     path = Path(path)
@@ -251,7 +335,7 @@ def import_path(path: str | Path, *, owner, fmt: str = "auto", name: str | None 
         report.format = detect_format(path, file) if fmt == "auto" else fmt
         if report.format not in FORMATS:
             raise ImportProblem(file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})")
-        for item in _parse(report.format, path, file):
+        for item in _pipelined(report.format, path, file):
             if isinstance(item, ImportProblem):
                 report.errors.append(item)
                 continue

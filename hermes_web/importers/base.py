@@ -74,6 +74,7 @@ class ParsedSession:
     parent_id: str = ""  # the tool's id of the parent session (Hermes rotation chains)
     extra: dict = field(default_factory=dict)
     line: int = 0  # where it started, for problems found while storing
+    token_counts: list[int] | None = None  # filled by the parsing thread
 
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:

@@ -28,7 +28,7 @@ from compaction import (
     should_compact,
 )
 from hermes_web.models import Compaction, Message, Session, SessionLock
-from hermes_web.services.sessions import lineage_root, normalize_mode, token_model
+from hermes_web.services.sessions import lineage_root, message_dict, normalize_mode, token_model
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,17 @@ class CompactionRefused(Exception):
 
 # --- configuration ---------------------------------------------------------------------
 
+
 def compaction_config_for(session: Session, overrides: dict | None = None) -> CompactionConfig:
     """The session's config (window and tokenizer model) plus overrides.
 
     Raises:
         compaction.ConfigError: (a ValueError) naming the bad override field.
     """
-    values: dict[str, Any] = {"context_length": session.context_length, "model": token_model(session)}
+    values: dict[str, Any] = {
+        "context_length": session.context_length,
+        "model": token_model(session),
+    }
     values.update(overrides or {})
     return CompactionConfig.from_dict(values)
 
@@ -74,7 +78,8 @@ def build_summarizer(choice: str = "auto"):
         return DeterministicSummarizer()
     if aux:
         return LLMSummarizer(
-            aux, main or None,
+            aux,
+            main or None,
             api_base=settings.HERMES_SUMMARY_API_BASE or None,
             api_key=settings.HERMES_SUMMARY_API_KEY or None,
             main_api_base=settings.HERMES_CHAT_API_BASE,
@@ -90,6 +95,7 @@ def build_summarizer(choice: str = "auto"):
 
 
 # --- requesting ------------------------------------------------------------------------
+
 
 def in_progress(session: Session) -> Compaction | None:
     """The queued or running (non-dry-run) compaction of this session, if any."""
@@ -124,11 +130,15 @@ def request_compaction(
     if trigger not in Compaction.Trigger.values:
         raise ValueError(f"unknown trigger {trigger!r}")
     if summarizer not in SUMMARIZER_CHOICES:
-        raise ValueError(f"summarizer must be one of {', '.join(SUMMARIZER_CHOICES)}, got {summarizer!r}")
+        raise ValueError(
+            f"summarizer must be one of {', '.join(SUMMARIZER_CHOICES)}, got {summarizer!r}"
+        )
     mode = normalize_mode(mode) if mode else session.effective_mode
     config = compaction_config_for(session, config_overrides)
     if trigger != Compaction.Trigger.WHAT_IF and session.end_reason == "compression":
-        raise CompactionRefused("this session was already compacted by rotation; compact its continuation")
+        raise CompactionRefused(
+            "this session was already compacted by rotation; compact its continuation"
+        )
     run = Compaction.objects.create(
         session=session,
         requested_by=requested_by,
@@ -164,8 +174,10 @@ def lineage_history(session: Session) -> list[CompactionOutcome]:
     root = lineage_root(session)
     rows = (
         Compaction.objects.filter(
-            Q(session_id=root.pk) | Q(session__root_id=root.pk), status=Status.COMMITTED,
-            tokens_before__isnull=False, tokens_after__isnull=False,
+            Q(session_id=root.pk) | Q(session__root_id=root.pk),
+            status=Status.COMMITTED,
+            tokens_before__isnull=False,
+            tokens_after__isnull=False,
         )
         .order_by("finished_at", "pk")
         .values_list("tokens_before", "tokens_after")
@@ -184,7 +196,9 @@ def maybe_auto_compact(session: Session) -> Compaction | None:
         return None
     prompt_tokens = (
         Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
-        .order_by("-position").values_list("provider_prompt_tokens", flat=True).first()
+        .order_by("-position")
+        .values_list("provider_prompt_tokens", flat=True)
+        .first()
     )
     if prompt_tokens is None or in_progress(session) is not None:
         return None
@@ -195,8 +209,10 @@ def maybe_auto_compact(session: Session) -> Compaction | None:
     if decision.reason != "ineffective":
         return None
     latest = (
-        Compaction.objects.filter(session=session).exclude(trigger=Compaction.Trigger.WHAT_IF)
-        .order_by("-queued_at", "-pk").first()
+        Compaction.objects.filter(session=session)
+        .exclude(trigger=Compaction.Trigger.WHAT_IF)
+        .order_by("-queued_at", "-pk")
+        .first()
     )
     if latest is not None and latest.status == Status.SKIPPED and latest.reason == "ineffective":
         return None
@@ -221,6 +237,7 @@ def maybe_auto_compact(session: Session) -> Compaction | None:
 
 # --- the lease lock --------------------------------------------------------------------
 
+
 def _lease() -> timedelta:
     return timedelta(seconds=settings.HERMES_LOCK_LEASE_SECONDS)
 
@@ -237,7 +254,9 @@ def acquire_lock(session_id: int, holder: str) -> bool:
 
 
 def release_lock(session_id: int, holder: str) -> None:
-    SessionLock.objects.filter(session_id=session_id, holder=holder).update(holder="", expires_at=None)
+    SessionLock.objects.filter(session_id=session_id, holder=holder).update(
+        holder="", expires_at=None
+    )
 
 
 def _holder_for(run: Compaction) -> str:
@@ -247,11 +266,14 @@ def _holder_for(run: Compaction) -> str:
 
 def _live_lease_of(run: Compaction) -> bool:
     return SessionLock.objects.filter(
-        session_id=run.session_id, holder__startswith=f"{run.public_id}:", expires_at__gt=timezone.now()
+        session_id=run.session_id,
+        holder__startswith=f"{run.public_id}:",
+        expires_at__gt=timezone.now(),
     ).exists()
 
 
 # --- running ---------------------------------------------------------------------------
+
 
 def _finish(run: Compaction, status: str, **fields: Any) -> Compaction:
     """Record the outcome, only if this row is still running (never overwrite a finish)."""
@@ -280,11 +302,15 @@ def _claim(run: Compaction) -> bool:
     if run.status != Status.RUNNING or _live_lease_of(run):
         return False  # finished, or another worker is running it right now
     if run.attempts >= MAX_ATTEMPTS:
-        _finish(run, Status.FAILED, error=f"gave up after {run.attempts} attempts (the worker died each time)")
+        _finish(
+            run,
+            Status.FAILED,
+            error=f"gave up after {run.attempts} attempts (the worker died each time)",
+        )
         return False
-    claimed = Compaction.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
-        started_at=now, attempts=F("attempts") + 1
-    )
+    claimed = Compaction.objects.filter(
+        pk=run.pk, status=Status.RUNNING, attempts=run.attempts
+    ).update(started_at=now, attempts=F("attempts") + 1)
     run.refresh_from_db()
     return bool(claimed)
 
@@ -303,8 +329,9 @@ def run_compaction(compaction_id: int) -> Compaction:
     if not acquire_lock(run.session_id, holder):
         if _live_lease_of(run):  # a duplicate delivery of this very run won the lease
             return run
-        return _finish(run, Status.SKIPPED, reason="locked",
-                       report={"status": "skipped", "reason": "locked"})
+        return _finish(
+            run, Status.SKIPPED, reason="locked", report={"status": "skipped", "reason": "locked"}
+        )
     try:
         return _run_locked(run, holder)
     except Exception as error:
@@ -318,30 +345,36 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     session = Session.objects.get(pk=run.session_id)
     what_if = run.trigger == Compaction.Trigger.WHAT_IF
     if not what_if and session.end_reason == "compression":
-        return _finish(run, Status.SKIPPED, reason="superseded",
-                       report={"status": "skipped", "reason": "superseded"})
-    config = CompactionConfig.from_dict(run.config) if run.config else compaction_config_for(session)
-    rows = list(
-        Message.objects.filter(session_id=session.pk).active()
-        .only("position", "role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning",
-              "token_count", "provider_prompt_tokens")
+        return _finish(
+            run,
+            Status.SKIPPED,
+            reason="superseded",
+            report={"status": "skipped", "reason": "superseded"},
+        )
+    config = (
+        CompactionConfig.from_dict(run.config) if run.config else compaction_config_for(session)
     )
-    snapshot = rows[-1].position if rows else 0
+    messages, token_counts, snapshot, provider_prompt = _load_active(session.pk)
     Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
     run.snapshot_position = snapshot
-    recount = any(run.config.get(k) not in (None, getattr(CompactionConfig(model=token_model(session)), k))
-                  for k in _RECOUNT_FIELDS) if run.config else False
-    provider_prompt = next((r.provider_prompt_tokens for r in reversed(rows)
-                            if r.provider_prompt_tokens is not None), None)
+    recount = (
+        any(
+            run.config.get(k)
+            not in (None, getattr(CompactionConfig(model=token_model(session)), k))
+            for k in _RECOUNT_FIELDS
+        )
+        if run.config
+        else False
+    )
     result = compact(
-        [r.to_openai() for r in rows],
+        messages,
         config=config,
         summarizer=build_summarizer(run.summarizer or "auto"),
         now=timezone.now().date(),
         previous_summary=session.previous_summary or None,
         focus=run.focus or None,
         force=run.trigger != Compaction.Trigger.AUTO,
-        token_counts=None if recount else [r.token_count for r in rows],
+        token_counts=None if recount else token_counts,
         provider_prompt_tokens=provider_prompt,
     )
     report = result.report.to_dict()
@@ -366,35 +399,94 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     return _commit_rotation(run, session, result, report, outcome, holder)
 
 
-def _rows_for(session_id: int, messages: list[dict], token_counts, summary_index, first_position: int,
-              now) -> list[Message]:
+def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | None]:
+    """Active messages in engine format, their stored token counts, the last position, and
+    the newest provider prompt count. Read as plain tuples: model instances for 10k rows
+    cost more than the engine run itself."""
+    rows = (
+        Message.objects.filter(session_id=session_id, active=True)
+        .order_by("position")
+        .values_list(
+            "position",
+            "role",
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            "tool_name",
+            "reasoning",
+            "token_count",
+            "provider_prompt_tokens",
+        )
+    )
+    messages, counts, snapshot, provider_prompt = [], [], 0, None
+    for (
+        position,
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        tool_name,
+        reasoning,
+        tokens,
+        prompt,
+    ) in rows.iterator(chunk_size=2000):
+        messages.append(
+            message_dict(
+                role=role,
+                content=content,
+                tool_calls=tool_calls,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                reasoning=reasoning,
+            )
+        )
+        counts.append(tokens)
+        snapshot = position
+        if prompt is not None:
+            provider_prompt = prompt
+    return messages, counts, snapshot, provider_prompt
+
+
+def _rows_for(
+    session_id: int, messages: list[dict], token_counts, summary_index, first_position: int, now
+) -> list[Message]:
     rows = []
     for offset, message in enumerate(messages):
         known = {"role", "content", "tool_calls", "tool_call_id", "name", "tool_name", "reasoning"}
-        rows.append(Message(
-            session_id=session_id,
-            position=first_position + offset,
-            role=message.get("role"),
-            content=message.get("content"),
-            tool_calls=message.get("tool_calls") or None,
-            tool_call_id=message.get("tool_call_id") or "",
-            tool_name=message.get("name") or message.get("tool_name") or "",
-            reasoning=message.get("reasoning"),
-            token_count=int(token_counts[offset]) if token_counts is not None else 0,
-            is_summary=offset == summary_index,
-            extra={k: v for k, v in message.items() if k not in known},
-            created_at=now,
-        ))
+        rows.append(
+            Message(
+                session_id=session_id,
+                position=first_position + offset,
+                role=message.get("role"),
+                content=message.get("content"),
+                tool_calls=message.get("tool_calls") or None,
+                tool_call_id=message.get("tool_call_id") or "",
+                tool_name=message.get("name") or message.get("tool_name") or "",
+                reasoning=message.get("reasoning"),
+                token_count=int(token_counts[offset]) if token_counts is not None else 0,
+                is_summary=offset == summary_index,
+                extra={k: v for k, v in message.items() if k not in known},
+                created_at=now,
+            )
+        )
     return rows
 
 
 def _copy_row(row: Message, session_id: int, position: int) -> Message:
     return Message(
-        session_id=session_id, position=position, role=row.role, content=row.content,
-        tool_calls=row.tool_calls, tool_call_id=row.tool_call_id, tool_name=row.tool_name,
-        reasoning=row.reasoning, token_count=row.token_count,
-        provider_prompt_tokens=row.provider_prompt_tokens, is_summary=row.is_summary,
-        extra=row.extra, created_at=row.created_at,
+        session_id=session_id,
+        position=position,
+        role=row.role,
+        content=row.content,
+        tool_calls=row.tool_calls,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        reasoning=row.reasoning,
+        token_count=row.token_count,
+        provider_prompt_tokens=row.provider_prompt_tokens,
+        is_summary=row.is_summary,
+        extra=row.extra,
+        created_at=row.created_at,
     )
 
 
@@ -411,18 +503,33 @@ def _commit_rotation(run, session, result, report, outcome, holder) -> Compactio
             return _lost_lease(run)
         parent = Session.objects.select_for_update().get(pk=session.pk)
         child = Session.objects.create(
-            owner_id=parent.owner_id, title=parent.title, source=parent.source, model=parent.model,
-            context_length=parent.context_length, compaction_mode=parent.compaction_mode,
-            parent=parent, root_id=parent.root_id or parent.pk,
+            owner_id=parent.owner_id,
+            title=parent.title,
+            source=parent.source,
+            model=parent.model,
+            context_length=parent.context_length,
+            compaction_mode=parent.compaction_mode,
+            parent=parent,
+            root_id=parent.root_id or parent.pk,
             compression_count=parent.compression_count + 1,
             previous_summary=report.get("summary_body") or "",
             extra={"compacted_from": parent.public_id, "compaction": run.public_id},
         )
-        rows = _rows_for(child.pk, result.messages, report.get("output_message_tokens"),
-                         result.summary_index, 0, now)
+        rows = _rows_for(
+            child.pk,
+            result.messages,
+            report.get("output_message_tokens"),
+            result.summary_index,
+            0,
+            now,
+        )
         # Messages that arrived while the engine ran: kept on the parent and carried over.
-        late = Message.objects.filter(session_id=parent.pk, active=True, position__gt=run.snapshot_position)
-        rows += [_copy_row(r, child.pk, len(rows) + i) for i, r in enumerate(late.order_by("position"))]
+        late = Message.objects.filter(
+            session_id=parent.pk, active=True, position__gt=run.snapshot_position
+        )
+        rows += [
+            _copy_row(r, child.pk, len(rows) + i) for i, r in enumerate(late.order_by("position"))
+        ]
         Message.objects.bulk_create(rows, batch_size=500)
         Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
         Compaction.objects.filter(pk=run.pk).update(
@@ -442,13 +549,24 @@ def _commit_in_place(run, session, result, report, outcome, holder) -> Compactio
         Message.objects.filter(
             session_id=locked.pk, active=True, position__lte=run.snapshot_position
         ).update(active=False, archived=True, archived_by=run)
-        rows = _rows_for(locked.pk, result.messages, report.get("output_message_tokens"),
-                         result.summary_index, top + 1, now)
+        rows = _rows_for(
+            locked.pk,
+            result.messages,
+            report.get("output_message_tokens"),
+            result.summary_index,
+            top + 1,
+            now,
+        )
         Message.objects.bulk_create(rows, batch_size=500)
         # Rows appended during the run move after the compacted list, in their order.
-        late = list(Message.objects.filter(
-            session_id=locked.pk, active=True, position__gt=run.snapshot_position, position__lte=top
-        ).order_by("position"))
+        late = list(
+            Message.objects.filter(
+                session_id=locked.pk,
+                active=True,
+                position__gt=run.snapshot_position,
+                position__lte=top,
+            ).order_by("position")
+        )
         next_position = top + 1 + len(rows)
         for offset, row in enumerate(late):
             row.position = next_position + offset
@@ -473,7 +591,11 @@ def _lost_lease(run: Compaction) -> Compaction:
 
 def lease_remaining(run: Compaction) -> int:
     """Seconds until the session's current lease expires (0 when free)."""
-    expires = SessionLock.objects.filter(session_id=run.session_id).values_list("expires_at", flat=True).first()
+    expires = (
+        SessionLock.objects.filter(session_id=run.session_id)
+        .values_list("expires_at", flat=True)
+        .first()
+    )
     if not expires:
         return 0
     return max(0, int((expires - timezone.now()).total_seconds()))

@@ -180,3 +180,15 @@ def test_sqlite_file_detection_does_not_need_an_extension(alice, tmp_path):
     db = build_state_db(tmp_path / "backup", FIXTURES / "hermes_export.jsonl")
     assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions").fetchone() == (3,)
     assert _ok(import_path(db, owner=alice)).format == "hermes-db"
+
+
+def test_import_token_counts_match_the_engine():
+    from compaction import CompactionConfig, count_messages_tokens, generate_conversation
+    from hermes_web.importers import count_tokens
+    from hermes_web.importers.base import ParsedMessage
+
+    conversation = generate_conversation(300, seed=5)
+    parsed = [ParsedMessage(role=m["role"], content=m.get("content"), tool_calls=m.get("tool_calls"),
+                            tool_call_id=m.get("tool_call_id") or "") for m in conversation]
+    engine = count_messages_tokens([p.as_openai() for p in parsed], CompactionConfig(model="gpt-4o"))
+    assert count_tokens(parsed, "gpt-4o") == engine
