@@ -214,6 +214,10 @@ def commit_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
     what_if = _compaction_for(request, public_id)
     if what_if.status != Compaction.Status.DRY_RUN:
         return HttpResponse("Only a finished dry run can be committed.", status=409)
+    if (what_if.report or {}).get("status") != "compacted":
+        return HttpResponse(
+            "This dry run compacted nothing, so there is nothing to commit.", status=409
+        )
     session = what_if.session
     if session.end_reason == "compression":
         return HttpResponse(

@@ -441,3 +441,22 @@ def test_read_only_pages_reject_post(alice, alice_client, committed):
         ("conversation_timeline", committed.session.public_id),
     ]:
         assert alice_client.post(url(name, arg)).status_code == 405, name
+
+
+def test_a_dry_run_that_compacts_nothing_says_so_and_cannot_be_committed(alice, alice_client):
+    session = seed_conversation(alice, n=120)
+    compact_now(session, alice, mode="in_place")
+    dry = compact_now(
+        session, alice, trigger="what_if", mode="in_place", overrides={"tail_token_budget": 1500}
+    )
+    assert dry.status == "dry_run"
+    assert dry.report["status"] == "skipped"
+    html = alice_client.get(url("compaction_detail", dry.public_id)).content.decode()
+    assert "the engine would not compact" in html
+    assert "Commit this" not in html
+    assert alice_client.post(url("commit_compaction", dry.public_id)).status_code == 409
+    assert (
+        not Compaction.objects.filter(session=session, trigger="manual")
+        .exclude(pk__lt=dry.pk)
+        .exists()
+    )
