@@ -4,7 +4,8 @@ from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import path, re_path
 
 from hermes_web.api import api
-from hermes_web.views import accounts, chat, conversations, inspector, placeholders
+from hermes_web.views import accounts, chat, conversations, imports, inspector
+from hermes_web.views import settings as settings_views
 
 
 def static_files(request, path):
@@ -42,7 +43,10 @@ urlpatterns = [
     path("chat/<str:public_id>/send/", chat.chat_send, name="chat_send"),
     path("chat/<str:public_id>/compress/", chat.chat_compress, name="chat_compress"),
     path("compare/", inspector.compare, name="compare"),
-    path("import/", placeholders.import_page, name="import_page"),
+    path("import/", imports.import_page, name="import_page"),
+    path("settings/api-keys/", settings_views.api_keys, name="api_keys"),
+    path("settings/api-keys/new/", settings_views.create_api_key, name="create_api_key"),
+    path("settings/api-keys/<str:key_id>/revoke/", settings_views.revoke_api_key, name="revoke_api_key"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     re_path(r"^static/(?P<path>.*)$", static_files),

@@ -1,0 +1,114 @@
+"""The Import page (works without JS; htmx gets the results partial) and the API keys page."""
+
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from hermes_web.models import ApiKey, Session
+
+pytestmark = pytest.mark.django_db
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def upload(name):
+    return SimpleUploadedFile(name, (FIXTURES / name).read_bytes())
+
+
+def test_import_page_requires_login(client):
+    assert client.get("/import/").status_code == 302
+
+
+def test_import_page_shows_the_form(alice_client):
+    html = alice_client.get("/import/").content.decode()
+    assert 'enctype="multipart/form-data"' in html
+    assert 'name="file"' in html
+    assert 'value="claude-code"' in html
+
+
+def test_upload_without_js_shows_per_file_results(alice_client):
+    response = alice_client.post("/import/", {"file": [upload("codex_rollout.jsonl"), upload("openai_list.json")],
+                                              "format": "auto"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<h1>Import conversations</h1>" in html  # the full page
+    assert "codex_rollout.jsonl" in html
+    assert "0199104c-5c2a-7d83-b4f1-7e3c1b2a9d40" in html
+    assert "openai_list.json" in html
+    assert Session.objects.count() == 2
+
+
+def test_htmx_upload_gets_only_the_results(alice_client):
+    response = alice_client.post("/import/", {"file": upload("claude_code_session.jsonl")}, HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section id="import-results"')
+    assert "Add pagination to the todo list endpoint" in html
+
+
+def test_errors_are_shown_with_file_and_line_and_escaped(alice_client):
+    good = (FIXTURES / "hermes_export.jsonl").read_bytes().splitlines(keepends=True)[0]
+    bad = SimpleUploadedFile("<i>x.jsonl", good + b'{"id": "<script>", "messages": [{"role": "evil"}]}\n')
+    response = alice_client.post("/import/", {"file": bad})
+    html = response.content.decode()
+    assert response.status_code == 200  # one session imported
+    assert "line 2: unknown role &#x27;evil&#x27;" in html
+    assert "<script>" not in html
+    assert "&lt;i&gt;x.jsonl" in html
+
+
+def test_nothing_importable_is_400(alice_client):
+    response = alice_client.post("/import/", {"file": SimpleUploadedFile("notes.txt", b"hello")})
+    assert response.status_code == 400
+    assert "not a recognized format" in response.content.decode()
+
+
+def test_no_file_is_400(alice_client):
+    response = alice_client.post("/import/", {"format": "auto"})
+    assert response.status_code == 400
+    assert "choose at least one file" in response.content.decode()
+
+
+def test_too_large_is_413(alice_client, settings):
+    settings.HERMES_MAX_UPLOAD_BYTES = 100
+    response = alice_client.post("/import/", {"file": upload("openai_list.json")})
+    assert response.status_code == 413
+    assert not Session.objects.exists()
+
+
+# --- API keys ----------------------------------------------------------------------------
+
+def test_create_key_shows_it_once_and_it_works(alice_client, alice):
+    response = alice_client.post("/settings/api-keys/new/", {"name": "backup"})
+    html = response.content.decode()
+    key = ApiKey.objects.get(owner=alice)
+    raw = html.split('<pre class="mono" id="raw-key">')[1].split("</pre>")[0]
+    assert ApiKey.hash(raw) == key.key_hash
+    assert raw not in alice_client.get("/settings/api-keys/").content.decode()
+    assert Client().get("/api/sessions", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+
+
+def test_key_needs_a_name(alice_client):
+    response = alice_client.post("/settings/api-keys/new/", {"name": " "})
+    assert response.status_code == 400
+    assert not ApiKey.objects.exists()
+
+
+def test_revoke_key(alice_client, alice):
+    key, raw = ApiKey.issue(owner=alice, name="old")
+    response = alice_client.post(f"/settings/api-keys/{key.key_hash[:24]}/revoke/")
+    assert response.status_code == 302
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert Client().get("/api/sessions", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
+
+
+def test_cannot_revoke_another_users_key(bob_client, alice):
+    key, _ = ApiKey.issue(owner=alice, name="mine")
+    assert bob_client.post(f"/settings/api-keys/{key.key_hash[:24]}/revoke/").status_code == 404
+    key.refresh_from_db()
+    assert key.revoked_at is None
+
+
+def test_nav_links_to_api_keys(alice_client):
+    assert b'href="/settings/api-keys/"' in alice_client.get("/import/").content
