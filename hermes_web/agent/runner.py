@@ -385,9 +385,16 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
         Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
         .order_by("-position").values_list("provider_prompt_tokens", flat=True)[:points]
     )[::-1]
-    scale = max([window, threshold, *values]) or 1
-    latest = values[-1] if values else None
+    estimate = None
+    if not values:
+        # Right after a compaction no model call has reported yet: show the counted size.
+        made = (Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+                .order_by("-finished_at").values_list("tokens_after", flat=True).first())
+        estimate = made
+    scale = max([window, threshold, *values, estimate or 0]) or 1
+    latest = values[-1] if values else estimate
     return {
+        "estimate": estimate is not None and not values,
         "window": window,
         "threshold": threshold,
         "latest": latest,
