@@ -100,7 +100,8 @@ def sqlite_database(path: Path) -> dict:
             "timeout": 30,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
-        "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
+        # One test database per test process, so two test runs never share (and corrupt) one.
+        "TEST": {"NAME": str(path.with_name(f"test_{os.getpid()}_{path.name}"))},
     }
 
 
@@ -198,6 +199,9 @@ STATIC_ROOT = DATA_DIR / "staticfiles"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
+# One imported message larger than this (characters of its content) fails its session:
+# it could never be sent to a model, and would only bloat every page that shows it.
+HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
 
 LOGGING = {
     "version": 1,
