@@ -18,7 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes_web.localservices import Postgres, Redis, ServiceError, free_port, postgres_bin_dir, redis_server_path  # noqa: E402
+from hermes_web.localservices import (  # noqa: E402
+    Postgres,
+    Redis,
+    ServiceError,
+    free_port,
+    postgres_bin_dir,
+    redis_server_path,
+)
 
 
 def main() -> int:

@@ -296,6 +296,10 @@ class TurnLoop:
                 kwargs["api_base"] = settings.HERMES_CHAT_API_BASE
             if settings.HERMES_CHAT_API_KEY:
                 kwargs["api_key"] = settings.HERMES_CHAT_API_KEY
+            elif settings.HERMES_CHAT_API_BASE:
+                # Local OpenAI-compatible servers rarely want a key, but the OpenAI client
+                # refuses to send a request without one.
+                kwargs["api_key"] = "no-key-needed"
         text, reasoning = "", ""
         calls: dict[int, dict] = {}
         usage: dict[str, Any] = {}

@@ -68,4 +68,5 @@ def test_static_htmx_is_served(client):
 def test_empty_conversation_list_points_to_chat_and_import(alice_client):
     html = alice_client.get("/conversations/").content.decode()
     assert "No conversations yet" in html
-    assert 'href="/chat/"' in html and 'href="/import/"' in html
+    assert 'href="/chat/"' in html
+    assert 'href="/import/"' in html
