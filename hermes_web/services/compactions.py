@@ -64,7 +64,9 @@ def compaction_config_for(session: Session, overrides: dict | None = None) -> Co
 
 def _is_llm_model(name: str) -> bool:
     # The offline demo chat model is not something litellm can summarize with.
-    return bool(name) and not name.lower().startswith("demo")
+    from hermes_web.agent import is_demo_model
+
+    return bool(name) and not is_demo_model(name) and not name.lower().startswith("demo")
 
 
 def build_summarizer(choice: str = "auto"):

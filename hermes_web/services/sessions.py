@@ -139,7 +139,16 @@ def append_message(
 
 def openai_messages(session: Session) -> list[dict]:
     """The active conversation, in order, as the engine and providers take it."""
-    return [m.to_openai() for m in Message.objects.filter(session_id=session.pk).active()]
+    # Plain tuples, not model instances: this runs before every model call of a chat turn.
+    rows = (
+        Message.objects.filter(session_id=session.pk, active=True)
+        .order_by("position")
+        .values_list("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+    )
+    return [
+        message_dict(role=role, content=content, tool_calls=calls, tool_call_id=call_id, tool_name=name, reasoning=reasoning)
+        for role, content, calls, call_id, name, reasoning in rows
+    ]
 
 
 def resolve_tip(session: Session) -> Session:
