@@ -249,6 +249,11 @@ CELERY_TASK_ROUTES = {
     "hermes_web.tasks.compact_session": {"queue": "compaction"},
     "hermes_web.tasks.run_agent_turn": {"queue": "chat"},
 }
+# Every minute, re-send compactions whose task was lost (killed worker, broker outage).
+CELERY_BEAT_SCHEDULE = {
+    "recover-stranded-runs": {"task": "hermes_web.tasks.recover_stranded_runs", "schedule": 60.0},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 HERMES_BROKER_POLL_SECONDS = float(env_str("HERMES_BROKER_POLL_SECONDS", "0.1"))
 
 # --- Models and compaction ---------------------------------------------------------------

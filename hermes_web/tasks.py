@@ -4,6 +4,7 @@ import socket
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
@@ -64,3 +65,21 @@ def run_agent_turn(self, turn_id: int) -> None:
     wait = run_turn(turn_id)
     if wait is not None:
         raise self.retry(countdown=wait, max_retries=None)
+
+
+@shared_task(name="hermes_web.tasks.recover_stranded_runs")
+def recover_stranded_runs() -> int:
+    """Re-send compactions whose task was lost (see services.compactions.stranded_runs)."""
+    from hermes_web.services.compactions import stranded_runs
+
+    ids = stranded_runs()
+    for compaction_id in ids:
+        compact_session.delay(compaction_id)
+    return len(ids)
+
+
+@worker_ready.connect
+def _recover_on_start(sender=None, **kwargs) -> None:
+    # A worker starting up is often a worker coming back after a crash: look for its
+    # stranded runs at once instead of waiting for the next beat.
+    recover_stranded_runs.apply_async(countdown=2)

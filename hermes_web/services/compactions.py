@@ -601,3 +601,23 @@ def lease_remaining(run: Compaction) -> int:
     if not expires:
         return 0
     return max(0, int((expires - timezone.now()).total_seconds()))
+
+
+def stranded_runs(*, queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
+    """Runs whose task was lost: queued for a while, or running without a live lease.
+
+    The embedded SQLite broker does not redeliver the task of a worker killed mid-run, and a
+    task can be lost between commit and publish when the broker is down. Re-sending such a
+    run is safe: ``run_compaction`` is idempotent and re-claims only a run nobody holds.
+    """
+    now = timezone.now()
+    queued = list(
+        Compaction.objects.filter(status=Status.QUEUED, queued_at__lt=now - queued_for)
+        .values_list("pk", flat=True)
+    )
+    running = [
+        run.pk
+        for run in Compaction.objects.filter(status=Status.RUNNING, started_at__lt=now - timedelta(seconds=5))
+        if not _live_lease_of(run)
+    ]
+    return queued + running
