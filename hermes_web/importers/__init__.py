@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from django.db import IntegrityError, connection, transaction
+from django.conf import settings
+from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -91,6 +92,8 @@ def detect_format(path: Path, file: str) -> str:
         record = json.loads(text)
     except json.JSONDecodeError:
         record = None  # a line longer than the sniff window, or a pretty-printed JSON document
+    except RecursionError:
+        raise ImportProblem(file, 1, "JSON nested too deeply to read") from None
     if isinstance(record, dict):
         return _kind_of(record, path, file)
     # Decide from the keys that appear early in the text.
@@ -185,8 +188,32 @@ def _public_id(parsed: ParsedSession, owner, file: str) -> str:
     return alternative
 
 
+def check_session(parsed: ParsedSession, file: str) -> None:
+    """Refuse what no provider would accept: a tool result answering no earlier call, a
+    tool result without an id, a message larger than HERMES_MAX_MESSAGE_BYTES."""
+    limit = settings.HERMES_MAX_MESSAGE_BYTES
+    calls: set[str] = set()
+    for number, message in enumerate(parsed.messages, 1):
+        content = message.content
+        size = len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
+        if size > limit:
+            raise ImportProblem(file, parsed.line, f"message {number} is {size // 2**20} MB; the limit per message "
+                                                   f"is {limit // 2**20} MB", parsed.public_id)
+        for call in message.tool_calls or ():
+            if isinstance(call, dict) and call.get("id"):
+                calls.add(str(call["id"]))
+        if message.role == "tool" and message.active:
+            if not message.tool_call_id:
+                raise ImportProblem(file, parsed.line, f"message {number}: a tool result without a tool_call_id",
+                                    parsed.public_id)
+            if message.tool_call_id not in calls:
+                raise ImportProblem(file, parsed.line, f"message {number}: tool result {message.tool_call_id!r} "
+                                                       "answers no earlier tool call", parsed.public_id)
+
+
 def store_session(parsed: ParsedSession, owner, file: str) -> Session:
     """One session, one transaction: the session row and all its messages, or nothing."""
+    check_session(parsed, file)
     public_id = _public_id(parsed, owner, file)
     model = parsed.model
     counts = parsed.token_counts or count_tokens(parsed.messages, model)
@@ -209,6 +236,12 @@ def store_session(parsed: ParsedSession, owner, file: str) -> Session:
             _insert_messages(session, parsed, counts)
     except IntegrityError as error:  # a concurrent import took the same id
         raise ImportProblem(file, parsed.line, f"could not store: {error}", parsed.public_id) from None
+    except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
+        detail = " ".join(str(error).split())
+        raise ImportProblem(file, parsed.line, f"the database refused the text: {detail}", parsed.public_id) from None
+    except UnicodeEncodeError as error:  # a lone surrogate such as \ud800: not encodable text
+        raise ImportProblem(file, parsed.line, f"text that is not valid Unicode ({error.reason}: "
+                                               f"{error.object[error.start:error.end]!r})", parsed.public_id) from None
     session.root = session
     session.message_total = len(parsed.messages)
     return session
@@ -301,7 +334,12 @@ def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | Impo
                 if stop.is_set():
                     return
                 if isinstance(item, ParsedSession):
-                    item.token_counts = count_tokens(item.messages, item.model)
+                    try:  # before counting tokens: a giant message costs seconds of tokenizing
+                        check_session(item, file)
+                    except ImportProblem as problem:
+                        item = problem
+                    else:
+                        item.token_counts = count_tokens(item.messages, item.model)
                 items.put(item)
         except BaseException as error:  # handed to the consumer, which re-raises it
             items.put(error)
@@ -347,6 +385,8 @@ def import_path(path: str | Path, *, owner, fmt: str = "auto", name: str | None 
                 report.errors.append(problem)
     except ImportProblem as problem:
         report.errors.append(problem)
+    except RecursionError:
+        report.errors.append(ImportProblem(file, 0, "JSON nested too deeply to read"))
     except OSError as error:
         report.errors.append(ImportProblem(file, 0, f"cannot read the file: {error.strerror or error}"))
     if report.format in ("hermes-jsonl", "hermes-db"):

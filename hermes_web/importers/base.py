@@ -132,6 +132,8 @@ def json_line(text: str, file: str, line: int) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise ImportProblem(file, line, f"broken JSON: {error.msg} at column {error.colno}") from None
+    except RecursionError:
+        raise ImportProblem(file, line, "JSON nested too deeply to read") from None
 
 
 def max_bytes() -> int:

@@ -59,6 +59,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         doc = json.loads(text)
     except json.JSONDecodeError as error:
         raise ImportProblem(file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}") from None
+    except RecursionError:
+        raise ImportProblem(file, 1, "JSON nested too deeply to read") from None
     title, model = "", ""
     if isinstance(doc, dict):
         if not isinstance(doc.get("messages"), list):
