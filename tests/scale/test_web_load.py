@@ -1,0 +1,121 @@
+"""Proof 8: 50 concurrent clients against gunicorn on loopback (bounded in requests and time).
+
+The clients (threads with http.client, one keep-alive connection each) hit the conversation
+list, a 1k-message conversation page, the compaction inspector of a 1k-message run and the
+JSON API's message list. Errors must be 0; latency percentiles are printed, with the p95
+target (500 ms) marked PASS or MISS rather than asserted: timing on a shared 2-core machine
+is a measurement, not a property of the code.
+"""
+
+import http.client
+import os
+import threading
+import time
+
+import pytest
+from django.test import Client
+
+from hermes_web.localservices import free_port
+from hermes_web.models import ApiKey
+from hermes_web.services.compactions import request_compaction
+from tests.scale.harness import build_session, percentile
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CLIENTS = int(os.environ.get("HERMES_LOAD_CLIENTS", "50"))
+REQUESTS_PER_CLIENT = int(os.environ.get("HERMES_LOAD_REQUESTS", "16"))
+TIME_LIMIT = 120.0
+P95_TARGET_MS = 500
+
+
+def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
+    sessions = [build_session(owner, 1000, seed=80 + i, title=f"load {i}") for i in range(8)]
+    runs = [request_compaction(session=s, trigger="manual", summarizer="deterministic", run_now=True)
+            for s in sessions[:2]]
+    assert all(r.status == "committed" for r in runs), [(r.status, r.error) for r in runs]
+    _, key = ApiKey.issue(owner=owner, name="load")
+    browser = Client()
+    browser.force_login(owner)  # a database-backed session the gunicorn workers can read
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    later = sessions[2]
+
+    targets = {
+        "conversation list": ("/conversations/", {"Cookie": cookie}),
+        "conversation 1k msgs": (f"/conversations/{later.public_id}/", {"Cookie": cookie}),
+        "compaction inspector": (f"/compactions/{runs[0].public_id}/", {"Cookie": cookie}),
+        "api messages": (f"/api/sessions/{later.public_id}/messages", {"Authorization": f"Bearer {key}"}),
+    }
+    server = spawn.web(free_port(), workers=4, threads=4)
+    baseline: dict[str, float] = {}
+    for name, (path, headers) in targets.items():  # check the routes, then time them one at a time
+        status, body = server.request("GET", path, headers=headers)
+        assert status == 200, (name, status, body[:300])
+        single = []
+        for _ in range(5):
+            started = time.perf_counter()
+            server.request("GET", path, headers=headers)
+            single.append(time.perf_counter() - started)
+        baseline[name] = percentile(single, 50)
+
+    names = list(targets)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    errors: list[str] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + TIME_LIMIT
+    barrier = threading.Barrier(CLIENTS)
+
+    def client(index: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        barrier.wait(30)
+        for i in range(REQUESTS_PER_CLIENT):
+            if time.monotonic() > deadline:
+                break
+            name = names[(index + i) % len(names)]
+            path, headers = targets[name]
+            started = time.perf_counter()
+            try:
+                conn.request("GET", path, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                status = response.status
+                if response.getheader("Connection", "").lower() == "close":
+                    conn.close()
+            except (OSError, http.client.HTTPException) as error:
+                conn.close()
+                status = f"{type(error).__name__}: {error}"
+            elapsed = time.perf_counter() - started
+            with lock:
+                if status == 200:
+                    samples[name].append(elapsed)
+                else:
+                    errors.append(f"{name}: {status}")
+        conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIME_LIMIT + 60)
+    wall = time.monotonic() - started
+    assert not any(t.is_alive() for t in threads)
+
+    total = sum(len(v) for v in samples.values())
+    every = [s for v in samples.values() for s in v]
+    p95 = percentile(every, 95) * 1000
+    print(f"\n[web load] {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests against gunicorn (4 processes x 4 threads) "
+          f"in {wall:.1f}s: {total} ok, {len(errors)} errors, {total / wall:.1f} req/s")
+    for name in names:
+        values = samples[name]
+        if values:
+            print(f"  {name:<22} n={len(values):4d}  p50 {percentile(values, 50) * 1000:6.0f} ms  "
+                  f"p95 {percentile(values, 95) * 1000:6.0f} ms  p99 {percentile(values, 99) * 1000:6.0f} ms  "
+                  f"(alone: {baseline[name] * 1000:.0f} ms)")
+    print(f"  {'all':<22} n={total:4d}  p50 {percentile(every, 50) * 1000:6.0f} ms  p95 {p95:6.0f} ms  "
+          f"p99 {percentile(every, 99) * 1000:6.0f} ms  -> p95 target {P95_TARGET_MS} ms: "
+          f"{'PASS' if p95 <= P95_TARGET_MS else 'MISS'}")
+    assert not errors, errors[:10]
+    assert total == CLIENTS * REQUESTS_PER_CLIENT  # the run was not cut short by the time limit
+    health = server.healthz()
+    assert health is not None
+    assert health["_status"] == 200
