@@ -100,7 +100,7 @@ class _Clock:
 
 def _validate(messages: Sequence[Message], token_counts: Sequence[int] | None) -> None:
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):
             raise InputError(f"expected a dict, got {type(message).__name__}", i)
         if not isinstance(message.get("role"), str):
             raise InputError("missing or non-string 'role'", i)
@@ -109,9 +109,11 @@ def _validate(messages: Sequence[Message], token_counts: Sequence[int] | None) -
             raise InputError(
                 f"token_counts has {len(token_counts)} entries for {len(messages)} messages"
             )
-        for i, value in enumerate(token_counts):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InputError(f"token count {value!r} is not a non-negative integer", i)
+        # type() is int excludes bool; the per-item loop runs only to name the bad entry.
+        if not all(type(value) is int and value >= 0 for value in token_counts):
+            for i, value in enumerate(token_counts):
+                if type(value) is not int or value < 0:
+                    raise InputError(f"token count {value!r} is not a non-negative integer", i)
 
 
 def _totals(actions: Sequence[SlimAction]) -> dict[str, dict[str, int]]:
@@ -245,7 +247,8 @@ def compact(
     if not middle:
         return unchanged("skipped", "nothing_to_compact", tokens=span_info)
 
-    call_index = build_call_index(msgs)
+    # Results in the middle answer calls in the head or the middle, never in the tail.
+    call_index = build_call_index(msgs[:t])
     slimmed, actions, folds = slim_middle(middle, indices, cfg, call_index)
     clock.lap("slimming")
     summarizer_input, truncations = serialize_middle(slimmed, h, cfg, indices=indices)

@@ -53,14 +53,16 @@ def _n(content: str) -> str:
 
 
 def _lines(content: str) -> int:
-    return content.count("\n") + 1 if content.strip() else 0
+    # isspace() stops at the first visible character; strip() would copy the whole result.
+    return content.count("\n") + 1 if content and not content.isspace() else 0
 
 
 def _fold_terminal(tool: str, args: Mapping[str, Any], content: str) -> str:
     command = str(args.get("command") or "")
     if len(command) > 80:
         command = command[:77] + "..."
-    match = _EXIT_RE.search(content)
+    # The exit code sits at the end of the usual JSON result: look there before scanning it all.
+    match = _EXIT_RE.search(content, max(0, len(content) - 400)) or _EXIT_RE.search(content)
     code = match.group(1) if match else "?"
     return f"[terminal] ran `{command}` -> exit {code}, {_lines(content)} lines output"
 
