@@ -24,21 +24,31 @@ TARGET_MEDIAN_MS = 50.0
 
 def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench_chat_"))
-    os.environ.update({
-        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
-        "SECRET_KEY": "bench",
-        "CELERY_BROKER_URL": "memory://",
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "HERMES_DATA_DIR": str(tmp),
-        "HERMES_WORKSPACE": str(tmp),
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
-    })
+    os.environ.update(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+            "SECRET_KEY": "bench",
+            "CELERY_BROKER_URL": "memory://",
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "HERMES_DATA_DIR": str(tmp),
+            "HERMES_WORKSPACE": str(tmp),
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+        }
+    )
     from tests.fake_openai import FakeOpenAIServer
 
-    server = FakeOpenAIServer(default_reply={"content": "An answer of a few words.", "prompt_tokens": 1_000}).start()
-    os.environ.update({"HERMES_CHAT_MODEL": "openai/fake-chat", "HERMES_CHAT_API_BASE": server.base_url,
-                       "HERMES_CHAT_API_KEY": "x", "HERMES_LLM_MAX_RETRIES": "0"})
+    server = FakeOpenAIServer(
+        default_reply={"content": "An answer of a few words.", "prompt_tokens": 1_000}
+    ).start()
+    os.environ.update(
+        {
+            "HERMES_CHAT_MODEL": "openai/fake-chat",
+            "HERMES_CHAT_API_BASE": server.base_url,
+            "HERMES_CHAT_API_KEY": "x",
+            "HERMES_LLM_MAX_RETRIES": "0",
+        }
+    )
     import django
 
     django.setup()
@@ -57,9 +67,16 @@ def main() -> int:
 
     def model_only(messages: list[dict]) -> float:
         started = time.perf_counter()
-        for _ in litellm.completion(model="openai/fake-chat", api_base=server.base_url, api_key="x",
-                                    messages=messages, stream=True, stream_options={"include_usage": True},
-                                    max_retries=0, num_retries=0):
+        for _ in litellm.completion(
+            model="openai/fake-chat",
+            api_base=server.base_url,
+            api_key="x",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            max_retries=0,
+            num_retries=0,
+        ):
             pass
         return time.perf_counter() - started
 
@@ -76,7 +93,9 @@ def main() -> int:
         started = time.perf_counter()
         # The on_commit enqueue is captured by the atomic block's end; no broker is involved.
         with transaction.atomic():
-            turn = send_message(session=session, text=f"question {i}: what does the ingest loop do?")
+            turn = send_message(
+                session=session, text=f"question {i}: what does the ingest loop do?"
+            )
         run_turn(turn.pk)
         total = time.perf_counter() - started
         model = model_only(openai_messages(session))
@@ -90,10 +109,16 @@ def main() -> int:
 
     median = statistics.median(overheads)
     print(f"chat turns: {TURNS} (conversation grew to {len(openai_messages(session))} messages)")
-    print(f"turn wall time      median {statistics.median(totals):7.1f} ms   p95 {p95(totals):7.1f} ms")
-    print(f"model call alone    median {statistics.median(models):7.1f} ms   p95 {p95(models):7.1f} ms")
-    print(f"app overhead/turn   median {median:7.1f} ms   p95 {p95(overheads):7.1f} ms   "
-          f"(target median <= {TARGET_MEDIAN_MS:.0f} ms)")
+    print(
+        f"turn wall time      median {statistics.median(totals):7.1f} ms   p95 {p95(totals):7.1f} ms"
+    )
+    print(
+        f"model call alone    median {statistics.median(models):7.1f} ms   p95 {p95(models):7.1f} ms"
+    )
+    print(
+        f"app overhead/turn   median {median:7.1f} ms   p95 {p95(overheads):7.1f} ms   "
+        f"(target median <= {TARGET_MEDIAN_MS:.0f} ms)"
+    )
     print("PASS" if median <= TARGET_MEDIAN_MS else "MISS")
     return 0
 

@@ -60,13 +60,17 @@ def main() -> None:
         rows.append((size, chars, sum(counts), elapsed, tik, peak, report))
         del messages, counts
 
-    print(f"{'messages':>9} {'MB text':>8} {'tokens':>11} {'total ms':>9} {'msg/s':>10} "
-          f"{'peak MB':>8} {'tiktoken ms':>12} {'ratio':>6}  status")
+    print(
+        f"{'messages':>9} {'MB text':>8} {'tokens':>11} {'total ms':>9} {'msg/s':>10} "
+        f"{'peak MB':>8} {'tiktoken ms':>12} {'ratio':>6}  status"
+    )
     for size, chars, tokens, elapsed, tik, peak, report in rows:
-        print(f"{size:>9,} {chars / 1e6:>8.1f} {tokens:>11,} {elapsed * 1000:>9.1f} "
-              f"{size / elapsed:>10,.0f} {peak / 1e6:>8.1f} {tik * 1000:>12.1f} "
-              f"{elapsed / tik:>6.3f}  {report.status} ({report.tokens['before']:,} → "
-              f"{report.tokens['after']:,} tokens)")
+        print(
+            f"{size:>9,} {chars / 1e6:>8.1f} {tokens:>11,} {elapsed * 1000:>9.1f} "
+            f"{size / elapsed:>10,.0f} {peak / 1e6:>8.1f} {tik * 1000:>12.1f} "
+            f"{elapsed / tik:>6.3f}  {report.status} ({report.tokens['before']:,} → "
+            f"{report.tokens['after']:,} tokens)"
+        )
     print()
     print(f"{'messages':>9} " + " ".join(f"{p:>10}" for p in PHASES))
     for size, *_, report in rows:

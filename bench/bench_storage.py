@@ -49,15 +49,31 @@ def write_export(path: Path, target_mb: int) -> tuple[int, int]:
             conversation = generate_conversation(2000, seed=sessions)
             started = 1_778_500_000.0 + sessions * 86_400
             rows = [
-                {"id": i + 1, "role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls"),
-                 "tool_call_id": m.get("tool_call_id"), "tool_name": m.get("name"), "timestamp": started + i,
-                 "_compressed_summary": 0, "active": 1, "compacted": 0}
+                {
+                    "id": i + 1,
+                    "role": m["role"],
+                    "content": m.get("content"),
+                    "tool_calls": m.get("tool_calls"),
+                    "tool_call_id": m.get("tool_call_id"),
+                    "tool_name": m.get("name"),
+                    "timestamp": started + i,
+                    "_compressed_summary": 0,
+                    "active": 1,
+                    "compacted": 0,
+                }
                 for i, m in enumerate(conversation)
             ]
-            session = {"id": f"20260511_{sessions:06d}_bench", "source": "cli", "model": "gpt-4o-mini",
-                       "parent_session_id": f"20260511_{sessions - 1:06d}_bench" if sessions else None,
-                       "started_at": started, "ended_at": None, "end_reason": None,
-                       "title": f"bench {sessions}", "messages": rows}
+            session = {
+                "id": f"20260511_{sessions:06d}_bench",
+                "source": "cli",
+                "model": "gpt-4o-mini",
+                "parent_session_id": f"20260511_{sessions - 1:06d}_bench" if sessions else None,
+                "started_at": started,
+                "ended_at": None,
+                "end_reason": None,
+                "title": f"bench {sessions}",
+                "messages": rows,
+            }
             out.write(json.dumps(session, ensure_ascii=False) + "\n")
             sessions += 1
             messages += len(rows)
@@ -80,8 +96,17 @@ def bench_import(path: Path) -> None:
         elapsed = time.perf_counter() - start
         if report.errors:
             raise SystemExit(f"import failed: {[str(e) for e in report.errors[:3]]}")
-        print(json.dumps({"seconds": elapsed, "peak_rss_mb": peak_rss_mb(), "rss_before_mb": baseline,
-                          "sessions": len(report.sessions), "messages": Message.objects.count()}))
+        print(
+            json.dumps(
+                {
+                    "seconds": elapsed,
+                    "peak_rss_mb": peak_rss_mb(),
+                    "rss_before_mb": baseline,
+                    "sessions": len(report.sessions),
+                    "messages": Message.objects.count(),
+                }
+            )
+        )
 
 
 def bench_compaction(n_messages: int) -> dict:
@@ -98,23 +123,34 @@ def bench_compaction(n_messages: int) -> dict:
         user = get_user_model().objects.create_user("bench")
         results = {}
         for mode in ("rotation", "in_place"):
-            parsed = ParsedSession(source=Session.Source.CHAT, title=f"bench {mode}", model="gpt-4o-mini")
+            parsed = ParsedSession(
+                source=Session.Source.CHAT, title=f"bench {mode}", model="gpt-4o-mini"
+            )
             parsed.messages = [
-                ParsedMessage(role=m["role"], content=m.get("content"), tool_calls=m.get("tool_calls"),
-                              tool_call_id=m.get("tool_call_id") or "", tool_name=m.get("name") or "")
+                ParsedMessage(
+                    role=m["role"],
+                    content=m.get("content"),
+                    tool_calls=m.get("tool_calls"),
+                    tool_call_id=m.get("tool_call_id") or "",
+                    tool_name=m.get("name") or "",
+                )
                 for m in generate_conversation(n_messages, seed=42)
             ]
             session = store_session(parsed, user, "bench")
             Session.objects.filter(pk=session.pk).update(context_length=1_000_000)
             session.refresh_from_db()
             start = time.perf_counter()
-            run = request_compaction(session=session, mode=mode, summarizer="deterministic", run_now=True)
+            run = request_compaction(
+                session=session, mode=mode, summarizer="deterministic", run_now=True
+            )
             elapsed = time.perf_counter() - start
             assert run.status == "committed", (run.status, run.reason, run.error)
             results[mode] = {
                 "seconds": elapsed,
                 "engine_ms": run.report["timings_ms"]["total"],
-                "messages_before": Message.objects.filter(session=session).count() if mode == "rotation" else n_messages,
+                "messages_before": Message.objects.filter(session=session).count()
+                if mode == "rotation"
+                else n_messages,
                 "messages_after": run.report["counts"]["messages_after"],
                 "tokens": f"{run.tokens_before} -> {run.tokens_after}",
             }
@@ -149,32 +185,46 @@ def main() -> int:
         bench_import(Path(args.import_only))
         return 0
 
-    print(f"tiktoken calibration: {tokenizer_calibration():.1f} MB/s single thread "
-          f"(about 12.8 MB/s on an idle machine; lower means other processes share the CPU)")
+    print(
+        f"tiktoken calibration: {tokenizer_calibration():.1f} MB/s single thread "
+        f"(about 12.8 MB/s on an idle machine; lower means other processes share the CPU)"
+    )
     with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp:
         export = Path(tmp) / "export.jsonl"
         start = time.perf_counter()
         sessions, messages = write_export(export, args.mb)
         size_mb = export.stat().st_size / 2**20
-        print(f"generated {size_mb:.1f} MB Hermes JSONL: {sessions} sessions, {messages} messages "
-              f"({time.perf_counter() - start:.1f} s)")
-        child = subprocess.run([sys.executable, __file__, "--import-only", str(export)],
-                               capture_output=True, text=True, cwd=ROOT)
+        print(
+            f"generated {size_mb:.1f} MB Hermes JSONL: {sessions} sessions, {messages} messages "
+            f"({time.perf_counter() - start:.1f} s)"
+        )
+        child = subprocess.run(
+            [sys.executable, __file__, "--import-only", str(export)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if child.returncode != 0:
             print(child.stdout, child.stderr)
             return 1
         figures = json.loads(child.stdout.strip().splitlines()[-1])
     seconds, rss = figures["seconds"], figures["peak_rss_mb"]
-    print(f"import: {figures['sessions']} sessions, {figures['messages']} messages in {seconds:.2f} s "
-          f"({size_mb / seconds:.1f} MB/s); peak RSS {rss:.0f} MB (process baseline {figures['rss_before_mb']:.0f} MB)")
+    print(
+        f"import: {figures['sessions']} sessions, {figures['messages']} messages in {seconds:.2f} s "
+        f"({size_mb / seconds:.1f} MB/s); peak RSS {rss:.0f} MB (process baseline {figures['rss_before_mb']:.0f} MB)"
+    )
     print(f"  {verdict(seconds <= 10)} import time {seconds:.2f} s (target <= 10 s)")
     print(f"  {verdict(rss <= 300)} import peak RSS {rss:.0f} MB (target <= 300 MB)")
 
     results = bench_compaction(args.messages)
     for mode, r in results.items():
-        print(f"compaction ({mode}) of {args.messages} messages: {r['seconds']:.2f} s end to end "
-              f"(engine {r['engine_ms']:.0f} ms), {r['messages_after']} messages after, tokens {r['tokens']}")
-        print(f"  {verdict(r['seconds'] <= 2)} compaction {mode} {r['seconds']:.2f} s (target <= 2 s)")
+        print(
+            f"compaction ({mode}) of {args.messages} messages: {r['seconds']:.2f} s end to end "
+            f"(engine {r['engine_ms']:.0f} ms), {r['messages_after']} messages after, tokens {r['tokens']}"
+        )
+        print(
+            f"  {verdict(r['seconds'] <= 2)} compaction {mode} {r['seconds']:.2f} s (target <= 2 s)"
+        )
     return 0
 
 

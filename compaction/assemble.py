@@ -189,6 +189,10 @@ def assemble(
     changed.update(offset + p for p in t_changed)
     changed.add(offset + merge_at)
     return Assembly(
-        messages, offset + merge_at, str(new_tail[merge_at].get("role")), True, sources,
+        messages,
+        offset + merge_at,
+        str(new_tail[merge_at].get("role")),
+        True,
+        sources,
         frozenset(changed),
     )

@@ -261,7 +261,9 @@ def compact(
     facts = SummaryFacts(
         middle=middle,
         fold_lines=folds,
-        first_user_text=content_text(first_user.get("content"), images=False) if first_user else None,
+        first_user_text=content_text(first_user.get("content"), images=False)
+        if first_user
+        else None,
         previous_summary=previous_body,
         focus=focus,
         now=day,
@@ -291,26 +293,37 @@ def compact(
             slimming_totals=_totals(actions),
         )
     if not outcome.body.strip():
-        empty = FallbackError(outcome.source, outcome.model or "", "empty_content", None,
-                              "the summarizer returned an empty body")
+        empty = FallbackError(
+            outcome.source,
+            outcome.model or "",
+            "empty_content",
+            None,
+            "the summarizer returned an empty body",
+        )
         outcome = SummaryOutcome(
-            deterministic_summary(facts), "deterministic", None, outcome.prompt,
+            deterministic_summary(facts),
+            "deterministic",
+            None,
+            outcome.prompt,
             (*outcome.fallbacks, empty),
         )
     body = outcome.body.strip()
     clock.lap("summarize")
 
-    assembly = assemble(
-        msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n)
-    )
+    assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
     stripped, image_changes = strip_historical_images(assembly.messages)
     changed = set(assembly.changed)
     for pos, before_text, after_text in image_changes:
         changed.add(pos)
         source = assembly.sources[pos]
         actions.append(
-            make_action(source if source is not None else -1, "image", stripped[pos],
-                        before_text, after_text)
+            make_action(
+                source if source is not None else -1,
+                "image",
+                stripped[pos],
+                before_text,
+                after_text,
+            )
         )
     counts_by_id: dict[int, int] = {}
     for pos, message in enumerate(stripped):

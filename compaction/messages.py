@@ -31,7 +31,9 @@ IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 def is_image_part(part: Any) -> bool:
     """True when a content part is an image (``image_url``, ``input_image`` or ``image``)."""
     # ``type(...) is dict`` first: the ABC check is slow and nearly every part is a dict.
-    return (type(part) is dict or isinstance(part, Mapping)) and part.get("type") in IMAGE_PART_TYPES
+    return (type(part) is dict or isinstance(part, Mapping)) and part.get(
+        "type"
+    ) in IMAGE_PART_TYPES
 
 
 def _image_url(part: Mapping[str, Any]) -> str:
@@ -136,7 +138,11 @@ def tool_call_name(call: Mapping[str, Any]) -> str:
 def parse_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
     """The call's arguments as a dict; ``{}`` when missing or not valid JSON."""
     fn = call.get("function")
-    raw = fn.get("arguments") if type(fn) is dict or isinstance(fn, Mapping) else call.get("arguments")
+    raw = (
+        fn.get("arguments")
+        if type(fn) is dict or isinstance(fn, Mapping)
+        else call.get("arguments")
+    )
     if isinstance(raw, Mapping):
         return dict(raw)
     if not isinstance(raw, str) or not raw:
@@ -151,7 +157,11 @@ def parse_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
 def raw_arguments(call: Mapping[str, Any]) -> str:
     """The call's arguments as the original string (JSON-encoded when given as a dict)."""
     fn = call.get("function")
-    raw = fn.get("arguments") if type(fn) is dict or isinstance(fn, Mapping) else call.get("arguments")
+    raw = (
+        fn.get("arguments")
+        if type(fn) is dict or isinstance(fn, Mapping)
+        else call.get("arguments")
+    )
     if raw is None:
         return ""
     if isinstance(raw, str):

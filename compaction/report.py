@@ -131,8 +131,13 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"- {e['kind']}: {e['from']} → {e['to']}" for e in r["alignment"]]
     totals = r.get("slimming_totals") or {}
     if totals:
-        lines += ["", "## Slimming", "", "| kind | count | chars before | chars after |",
-                  "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Slimming",
+            "",
+            "| kind | count | chars before | chars after |",
+            "|---|---|---|---|",
+        ]
         for kind, t in totals.items():
             lines.append(f"| {kind} | {t['count']} | {t['chars_before']} | {t['chars_after']} |")
         folds = [a for a in r.get("slimming") or [] if a.get("kind") == "fold"]
@@ -151,8 +156,12 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         lines += ["", "## Sanitization", ""]
         lines += [f"- {s['kind']} `{s['tool_call_id']}` at {s['index']}" for s in r["sanitization"]]
     if r.get("summary"):
-        lines += ["", f"## Summary ({r.get('summary_role')} message #{r.get('summary_index')})",
-                  "", _fence(str(r["summary"]))]
+        lines += [
+            "",
+            f"## Summary ({r.get('summary_role')} message #{r.get('summary_index')})",
+            "",
+            _fence(str(r["summary"])),
+        ]
     if r.get("summarizer_prompt"):
         lines += ["", "## Summarizer prompt", "", _fence(str(r["summarizer_prompt"]))]
     elif r.get("summarizer_input"):

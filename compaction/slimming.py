@@ -336,8 +336,13 @@ def slim_middle(
                 folds[pos] = line
                 actions.append(
                     make_action(
-                        indices[pos], "fold", message, text, line,
-                        tool_name=name, fold_line=line,
+                        indices[pos],
+                        "fold",
+                        message,
+                        text,
+                        line,
+                        tool_name=name,
+                        fold_line=line,
                     )
                 )
         slimmed.append(message)
@@ -360,8 +365,10 @@ def strip_historical_images(
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         content = m.get("content")
-        if m.get("role") == "user" and isinstance(content, list) and any(
-            is_image_part(p) for p in content
+        if (
+            m.get("role") == "user"
+            and isinstance(content, list)
+            and any(is_image_part(p) for p in content)
         ):
             anchor = i
             break

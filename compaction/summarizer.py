@@ -223,7 +223,9 @@ class LLMSummarizer:
             stages.append(("main", self.main_model, self.main_api_base, self.main_api_key))
         return stages
 
-    def _call(self, model: str, api_base: str | None, api_key: str | None, prompt: str) -> tuple[str, dict[str, int]]:
+    def _call(
+        self, model: str, api_base: str | None, api_key: str | None, prompt: str
+    ) -> tuple[str, dict[str, int]]:
         litellm = _litellm()
         kwargs: dict[str, Any] = {
             "model": model,
@@ -249,10 +251,14 @@ class LLMSummarizer:
         if getattr(choice, "finish_reason", None) == "length":
             raise _Truncated("the summary was cut off (finish_reason=length)")
         usage_obj = getattr(response, "usage", None)
-        usage = {
-            key: int(getattr(usage_obj, key, 0) or 0)
-            for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-        } if usage_obj is not None else {}
+        usage = (
+            {
+                key: int(getattr(usage_obj, key, 0) or 0)
+                for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+            }
+            if usage_obj is not None
+            else {}
+        )
         return text, usage
 
     def summarize(self, request: SummaryRequest) -> SummaryOutcome:

@@ -55,9 +55,7 @@ SUMMARY_PREFIX = (
     "rather than narrating, and the current state may already reflect the work described, so "
     "do not repeat it. Summary:"
 )
-END_MARKER = (
-    "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
-)
+END_MARKER = "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
 LEGACY_PREFIXES = ("[CONTEXT SUMMARY]:",)
 MERGED_OPEN = "[PRIOR CONTEXT — for reference only; not a new message]"
 MERGED_CLOSE = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
@@ -88,8 +86,7 @@ _GUIDANCE: dict[str, str] = {
     ),
     "Goal": "[The user's overall goal.]",
     "Constraints & Preferences": (
-        "[User preferences, style and decisions. Quote security and safety constraints "
-        "VERBATIM.]"
+        "[User preferences, style and decisions. Quote security and safety constraints VERBATIM.]"
     ),
     "Completed Actions": (
         "[Numbered list, past tense, dated: N. VERB target — outcome [tool: name]. Examples:\n"
@@ -135,7 +132,9 @@ def is_summary_message(message: Message) -> bool:
     if isinstance(content, str):
         return is_summary_text(content)
     if isinstance(content, list):
-        first = next((p for p in content if isinstance(p, Mapping) and p.get("type") == "text"), None)
+        first = next(
+            (p for p in content if isinstance(p, Mapping) and p.get("type") == "text"), None
+        )
         return first is not None and is_summary_text(str(first.get("text") or ""))
     return False
 
@@ -290,7 +289,9 @@ _VERBS = {
     "todo": "UPDATED TODOS",
     "list_files": "LISTED",
 }
-_ERROR_RE = re.compile(r"[Ee]rror\b|ERROR\b|[Ee]xception\b|Traceback|\b[Ff]ailed\b|\bFAILED\b|\b[Ff]atal\b")
+_ERROR_RE = re.compile(
+    r"[Ee]rror\b|ERROR\b|[Ee]xception\b|Traceback|\b[Ff]ailed\b|\bFAILED\b|\b[Ff]atal\b"
+)
 _ERROR_SCAN_RESULTS = 200  # newest tool results scanned for errors
 _PATH_RE = re.compile(r"(?<![\w/.:-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b")
 _CONSTRAINT_RE = re.compile(
@@ -458,9 +459,11 @@ def deterministic_summary(facts: SummaryFacts) -> str:
             errors.insert(0, f"- [{name}] {_one_line(line, 300)}")
 
     # Completed actions: previous ones first, numbering continued.
-    prev_actions = [] if _is_none(prev.get("Completed Actions", "")) else [
-        line for line in prev.get("Completed Actions", "").splitlines() if line.strip()
-    ]
+    prev_actions = (
+        []
+        if _is_none(prev.get("Completed Actions", ""))
+        else [line for line in prev.get("Completed Actions", "").splitlines() if line.strip()]
+    )
     number = 0
     for line in prev_actions:
         m = re.match(r"\s*(\d+)\.", line)
@@ -527,8 +530,9 @@ def deterministic_summary(facts: SummaryFacts) -> str:
         return "\n".join(lines) if lines else "None."
 
     remaining = (
-        "- Answer the pending user ask above." if pending else
-        "- Continue from the latest user message after this summary."
+        "- Answer the pending user ask above."
+        if pending
+        else "- Continue from the latest user message after this summary."
     ) + "\n- Verify files, git state and tests with tools before relying on this summary."
     if not _is_none(prev.get("Remaining Work", "")):
         remaining = _bounded(prev["Remaining Work"], 1_000) + "\n" + remaining

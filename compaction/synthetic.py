@@ -25,9 +25,18 @@ SYSTEM_PROMPT = (
     "tested changes and explain what you did."
 )
 _FILES = [
-    "src/app/models.py", "src/app/views.py", "src/app/parser.py", "src/app/cli.py",
-    "src/app/storage/sqlite.py", "tests/test_parser.py", "tests/test_views.py", "README.md",
-    "pyproject.toml", "docs/usage.md", "src/app/utils/dates.py", "config/settings.yaml",
+    "src/app/models.py",
+    "src/app/views.py",
+    "src/app/parser.py",
+    "src/app/cli.py",
+    "src/app/storage/sqlite.py",
+    "tests/test_parser.py",
+    "tests/test_views.py",
+    "README.md",
+    "pyproject.toml",
+    "docs/usage.md",
+    "src/app/utils/dates.py",
+    "config/settings.yaml",
 ]
 _ASKS = [
     "The parser crashes on empty input. Can you find out why and fix it?",
@@ -54,9 +63,15 @@ _REPLIES = [
     "Three tests still fail, all in tests/test_views.py; they need the new fixture.",
 ]
 _COMMANDS = [
-    "pytest -q tests/", "git status --short", "python -m app.cli --help", "ls -la src/app",
-    "git diff --stat", "ruff check src", "python -m pytest tests/test_parser.py -x",
-    "grep -rn 'TODO' src/", "git log --oneline -5",
+    "pytest -q tests/",
+    "git status --short",
+    "python -m app.cli --help",
+    "ls -la src/app",
+    "git diff --stat",
+    "ruff check src",
+    "python -m pytest tests/test_parser.py -x",
+    "grep -rn 'TODO' src/",
+    "git log --oneline -5",
 ]
 
 
@@ -113,8 +128,15 @@ def png_data_url(width: int, height: int, seed: int = 0) -> str:
 def _tool_call(rng: random.Random, call_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """One tool call and its result message."""
     tool = rng.choices(
-        ["terminal", "read_file", "search_files", "patch", "write_file", "web_extract",
-         "list_files"],
+        [
+            "terminal",
+            "read_file",
+            "search_files",
+            "patch",
+            "write_file",
+            "web_extract",
+            "list_files",
+        ],
         weights=[30, 14, 14, 12, 8, 8, 4],
     )[0]
     path = rng.choice(_FILES)
@@ -124,7 +146,7 @@ def _tool_call(rng: random.Random, call_id: str) -> tuple[dict[str, Any], dict[s
         args = {"command": command, "workdir": "/srv/app"}
         if rng.random() < 0.2:
             output = (
-                "Traceback (most recent call last):\n  File \"/srv/app/src/app/parser.py\", "
+                'Traceback (most recent call last):\n  File "/srv/app/src/app/parser.py", '
                 f"line {rng.randint(10, 400)}, in parse\n    return tokens[0]\n"
                 "IndexError: list index out of range\n" + _body(rng, rng.randint(100, 1_500))
             )
@@ -147,8 +169,10 @@ def _tool_call(rng: random.Random, call_id: str) -> tuple[dict[str, Any], dict[s
         result = json.dumps({"total_count": count, "matches": matches})
     elif tool == "patch":
         args = {
-            "path": path, "mode": "replace",
-            "old_string": "return tokens[0]", "new_string": "return tokens[0] if tokens else None",
+            "path": path,
+            "mode": "replace",
+            "old_string": "return tokens[0]",
+            "new_string": "return tokens[0] if tokens else None",
         }
         result = json.dumps({"success": True, "diff": _body(rng, rng.randint(150, 900))})
     elif tool == "write_file":
@@ -187,13 +211,15 @@ def generate_conversation(n_messages: int, seed: int = 0) -> list[dict[str, Any]
         ask = rng.choice(_ASKS)
         if rng.random() < 0.15:
             url = png_data_url(rng.choice([64, 96, 128]), rng.choice([48, 72]), rng.randrange(4))
-            messages.append({
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": f"(turn {turn}) {ask}"},
-                    {"type": "image_url", "image_url": {"url": url}},
-                ],
-            })
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": f"(turn {turn}) {ask}"},
+                        {"type": "image_url", "image_url": {"url": url}},
+                    ],
+                }
+            )
         else:
             messages.append({"role": "user", "content": f"(turn {turn}) {ask}"})
         for _ in range(rng.randint(1, 5)):
@@ -206,17 +232,21 @@ def generate_conversation(n_messages: int, seed: int = 0) -> list[dict[str, Any]
                 f"(private reasoning) Turn {turn}: I should inspect {rng.choice(_FILES)} "
                 "before changing anything."
             )
-            messages.append({
-                "role": "assistant",
-                "content": rng.choice(["", "", "Let me check that.", "Looking into it."]),
-                "reasoning_content": thought,
-                "tool_calls": [call for call, _ in pairs],
-            })
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": rng.choice(["", "", "Let me check that.", "Looking into it."]),
+                    "reasoning_content": thought,
+                    "tool_calls": [call for call, _ in pairs],
+                }
+            )
             messages.extend(result for _, result in pairs)
         if len(messages) < n_messages:
-            messages.append({
-                "role": "assistant",
-                "content": f"(turn {turn}) {rng.choice(_REPLIES)}",
-                "reasoning": "(private reasoning) summarize the outcome for the user.",
-            })
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": f"(turn {turn}) {rng.choice(_REPLIES)}",
+                    "reasoning": "(private reasoning) summarize the outcome for the user.",
+                }
+            )
     return messages

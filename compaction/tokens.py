@@ -128,7 +128,9 @@ def count_messages_tokens(
     encoding = get_encoding(config.model)
     pairs = [message_token_text(m) for m in messages]
     texts = [t for t, _ in pairs]
-    encoded: list[Any] = encoding.encode_ordinary_batch(texts, num_threads=min(2, os.cpu_count() or 1))
+    encoded: list[Any] = encoding.encode_ordinary_batch(
+        texts, num_threads=min(2, os.cpu_count() or 1)
+    )
     overhead = config.per_message_overhead
     return [
         len(tokens) + overhead + images * config.image_tokens

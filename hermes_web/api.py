@@ -8,7 +8,9 @@ from hermes_web.api_sessions import router as sessions_router
 from hermes_web.schemas import ErrorOut
 
 # A bearer API key (scripts) or the browser's session cookie, which also requires CSRF.
-api = NinjaAPI(title="hermes-web", version="1", urls_namespace="api", auth=[ApiKeyAuth(), django_auth])
+api = NinjaAPI(
+    title="hermes-web", version="1", urls_namespace="api", auth=[ApiKeyAuth(), django_auth]
+)
 api.add_router("/", sessions_router)
 
 __all__ = ["ErrorOut", "api"]

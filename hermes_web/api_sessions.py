@@ -55,8 +55,10 @@ class ApiKeyAuth(HttpBearer):
 
     def authenticate(self, request, token: str):
         key = (
-            ApiKey.objects.usable().select_related("owner")
-            .filter(key_hash=ApiKey.hash(token), owner__is_active=True).first()
+            ApiKey.objects.usable()
+            .select_related("owner")
+            .filter(key_hash=ApiKey.hash(token), owner__is_active=True)
+            .first()
         )
         if key is None:
             return None
@@ -66,13 +68,15 @@ class ApiKeyAuth(HttpBearer):
 
 
 def _session(request, public_id: str) -> Session:
-    return get_object_or_404(Session.objects.for_user(request.user).select_related("parent", "root"),
-                             public_id=public_id)
+    return get_object_or_404(
+        Session.objects.for_user(request.user).select_related("parent", "root"), public_id=public_id
+    )
 
 
 def _compaction(request, public_id: str) -> Compaction:
     return get_object_or_404(
-        Compaction.objects.for_user(request.user).select_related("session", "result_session"), public_id=public_id
+        Compaction.objects.for_user(request.user).select_related("session", "result_session"),
+        public_id=public_id,
     )
 
 
@@ -87,29 +91,41 @@ def _page(query: PageQuery) -> tuple[int, int]:
 
 # --- sessions --------------------------------------------------------------------------
 
+
 @router.get("/sessions", response={200: SessionPage, 401: ErrorOut}, tags=["sessions"])
 def list_sessions(request, page: Query[PageQuery]):
     """Your sessions, most recently updated first."""
     offset, limit = _page(page)
     sessions = (
-        Session.objects.for_user(request.user).select_related("parent", "root")
+        Session.objects.for_user(request.user)
+        .select_related("parent", "root")
         .annotate(active_count=Count("messages", filter=Q(messages__active=True)))
     )
-    items = [SessionOut.from_session(s, s.active_count) for s in sessions[offset:offset + limit]]
+    items = [SessionOut.from_session(s, s.active_count) for s in sessions[offset : offset + limit]]
     return {"count": sessions.count(), "items": items}
 
 
-@router.post("/sessions", response={201: SessionOut, 401: ErrorOut, 422: ErrorOut}, tags=["sessions"])
+@router.post(
+    "/sessions", response={201: SessionOut, 401: ErrorOut, 422: ErrorOut}, tags=["sessions"]
+)
 def create(request, data: SessionIn):
     """Start an empty session."""
-    session = create_session(owner=request.user, title=data.title, model=data.model,
-                             context_length=data.context_length, compaction_mode=data.compaction_mode)
+    session = create_session(
+        owner=request.user,
+        title=data.title,
+        model=data.model,
+        context_length=data.context_length,
+        compaction_mode=data.compaction_mode,
+    )
     return Status(201, SessionOut.from_session(session, 0))
 
 
 def _detail(session: Session) -> dict:
-    return {**SessionOut.from_session(session), "tip": resolve_tip(session).public_id,
-            "previous_summary": session.previous_summary}
+    return {
+        **SessionOut.from_session(session),
+        "tip": resolve_tip(session).public_id,
+        "previous_summary": session.previous_summary,
+    }
 
 
 @router.get("/sessions/{session_id}", response={200: SessionDetailOut, **ERRORS}, tags=["sessions"])
@@ -125,7 +141,9 @@ def delete_session(request, session_id: str):
     return Status(204, None)
 
 
-@router.get("/sessions/{session_id}/tree", response={200: list[SessionOut], **ERRORS}, tags=["sessions"])
+@router.get(
+    "/sessions/{session_id}/tree", response={200: list[SessionOut], **ERRORS}, tags=["sessions"]
+)
 def tree(request, session_id: str):
     """Every session of the rotation chain, oldest first."""
     return [SessionOut.from_session(s) for s in session_tree(_session(request, session_id))]
@@ -133,11 +151,14 @@ def tree(request, session_id: str):
 
 # --- messages --------------------------------------------------------------------------
 
+
 class MessageQuery(PageQuery):
     include_archived: bool = False
 
 
-@router.get("/sessions/{session_id}/messages", response={200: MessagePage, **ERRORS}, tags=["messages"])
+@router.get(
+    "/sessions/{session_id}/messages", response={200: MessagePage, **ERRORS}, tags=["messages"]
+)
 def list_messages(request, session_id: str, page: Query[MessageQuery]):
     """Messages in order: the active conversation, or the full history with include_archived."""
     session = _session(request, session_id)
@@ -145,33 +166,64 @@ def list_messages(request, session_id: str, page: Query[MessageQuery]):
     rows = Message.objects.filter(session=session).order_by("position")
     if not page.include_archived:
         rows = rows.filter(active=True)
-    return {"count": rows.count(), "items": [MessageOut.from_message(m) for m in rows[offset:offset + limit]]}
+    return {
+        "count": rows.count(),
+        "items": [MessageOut.from_message(m) for m in rows[offset : offset + limit]],
+    }
 
 
-@router.post("/sessions/{session_id}/messages",
-             response={201: MessageOut, 409: ErrorOut, 422: ErrorOut, **ERRORS}, tags=["messages"])
+@router.post(
+    "/sessions/{session_id}/messages",
+    response={201: MessageOut, 409: ErrorOut, 422: ErrorOut, **ERRORS},
+    tags=["messages"],
+)
 def post_message(request, session_id: str, data: MessageIn):
     """Append a message (no model call; use the chat endpoints for a reply)."""
     session = _session(request, session_id)
     if session.end_reason == "compression":
         tip = resolve_tip(session)
-        return Status(409, {"detail": f"session {session.public_id} was compacted by rotation; "
-                                      f"append to {tip.public_id}"})
+        return Status(
+            409,
+            {
+                "detail": f"session {session.public_id} was compacted by rotation; "
+                f"append to {tip.public_id}"
+            },
+        )
     if data.role == "tool" and not data.tool_call_id:
         return Status(422, {"detail": "a tool message needs tool_call_id"})
-    message = append_message(session, role=data.role, content=data.content, tool_calls=data.tool_calls,
-                             tool_call_id=data.tool_call_id, tool_name=data.name, reasoning=data.reasoning)
+    message = append_message(
+        session,
+        role=data.role,
+        content=data.content,
+        tool_calls=data.tool_calls,
+        tool_call_id=data.tool_call_id,
+        tool_name=data.name,
+        reasoning=data.reasoning,
+    )
     return Status(201, MessageOut.from_message(message))
 
 
 # --- compactions -----------------------------------------------------------------------
 
+
 def _start(request, session: Session, data: CompactionIn, trigger: str):
     if trigger != Compaction.Trigger.WHAT_IF and (running := in_progress(session)) is not None:
-        return Status(409, {"detail": f"compaction {running.public_id} is already {running.status} for this session"})
+        return Status(
+            409,
+            {
+                "detail": f"compaction {running.public_id} is already {running.status} for this session"
+            },
+        )
     try:
-        run = request_compaction(session=session, requested_by=request.user, trigger=trigger, mode=data.mode,
-                                 focus=data.focus, config_overrides=data.config, summarizer=data.summarizer)
+        run = request_compaction(
+            session=session,
+            requested_by=request.user,
+            trigger=trigger,
+            mode=data.mode,
+            focus=data.focus,
+            config_overrides=data.config,
+            summarizer=data.summarizer,
+        )
     except ConfigError as error:
         return Status(422, {"detail": f"config: {error}"})
     except CompactionRefused as error:
@@ -196,16 +248,25 @@ def what_if(request, session_id: str, data: CompactionIn):
     return _start(request, _session(request, session_id), data, Compaction.Trigger.WHAT_IF)
 
 
-@router.get("/sessions/{session_id}/compactions", response={200: list[CompactionOut], **ERRORS},
-            tags=["compactions"])
+@router.get(
+    "/sessions/{session_id}/compactions",
+    response={200: list[CompactionOut], **ERRORS},
+    tags=["compactions"],
+)
 def session_compactions(request, session_id: str):
     """This session's compaction runs, newest first."""
     session = _session(request, session_id)
-    rows = Compaction.objects.filter(session=session).select_related("session", "result_session")[:200]
+    rows = Compaction.objects.filter(session=session).select_related("session", "result_session")[
+        :200
+    ]
     return [CompactionOut.from_compaction(c) for c in rows]
 
 
-@router.get("/compactions/{compaction_id}", response={200: CompactionDetailOut, **ERRORS}, tags=["compactions"])
+@router.get(
+    "/compactions/{compaction_id}",
+    response={200: CompactionDetailOut, **ERRORS},
+    tags=["compactions"],
+)
 def compaction_detail(request, compaction_id: str):
     """Status, tokens, and the engine's full report once finished."""
     c = _compaction(request, compaction_id)
@@ -217,9 +278,16 @@ def commit(request, compaction_id: str):
     """Run a finished dry run for real (same config, mode and focus)."""
     dry = _compaction(request, compaction_id)
     if dry.status != Compaction.Status.DRY_RUN:
-        return Status(409, {"detail": f"only a finished dry run can be committed; this one is {dry.status}"})
+        return Status(
+            409, {"detail": f"only a finished dry run can be committed; this one is {dry.status}"}
+        )
     if (running := in_progress(dry.session)) is not None:
-        return Status(409, {"detail": f"compaction {running.public_id} is already {running.status} for this session"})
+        return Status(
+            409,
+            {
+                "detail": f"compaction {running.public_id} is already {running.status} for this session"
+            },
+        )
     try:
         run = commit_what_if(dry, requested_by=request.user)
     except CompactionRefused as error:
@@ -229,8 +297,12 @@ def commit(request, compaction_id: str):
 
 # --- import / export -------------------------------------------------------------------
 
-@router.post("/import", response={200: ImportOut, 400: ImportFailedOut, 401: ErrorOut, 413: ErrorOut,
-                                  422: ErrorOut}, tags=["import/export"])
+
+@router.post(
+    "/import",
+    response={200: ImportOut, 400: ImportFailedOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut},
+    tags=["import/export"],
+)
 def import_file(request, file: File[UploadedFile], format: Form[str] = "auto"):
     """Upload a Hermes JSONL export or state.db, OpenAI JSON, Claude Code or Codex transcript."""
     if format != "auto" and format not in IMPORT_FORMATS:
@@ -250,20 +322,31 @@ def _download(text: str, fmt: str, stem: str) -> HttpResponse:
     return response
 
 
-@router.get("/sessions/{session_id}/export", response={200: None, 422: ErrorOut, **ERRORS}, tags=["import/export"])
+@router.get(
+    "/sessions/{session_id}/export",
+    response={200: None, 422: ErrorOut, **ERRORS},
+    tags=["import/export"],
+)
 def export_session(request, session_id: str, format: str = "openai"):
     """``openai``: the active messages as a JSON list; ``hermes-jsonl``: one Hermes session line."""
     session = _session(request, session_id)
     if format not in exporters.SESSION_FORMATS:
-        return Status(422, {"detail": f"format must be one of {', '.join(exporters.SESSION_FORMATS)}"})
+        return Status(
+            422, {"detail": f"format must be one of {', '.join(exporters.SESSION_FORMATS)}"}
+        )
     return _download(exporters.export_session_text(session, format), format, session.public_id)
 
 
-@router.get("/compactions/{compaction_id}/export", response={200: None, 422: ErrorOut, **ERRORS},
-            tags=["import/export"])
+@router.get(
+    "/compactions/{compaction_id}/export",
+    response={200: None, 422: ErrorOut, **ERRORS},
+    tags=["import/export"],
+)
 def export_report(request, compaction_id: str, format: str = "report-json"):
     """The compaction report as JSON or Markdown."""
     c = _compaction(request, compaction_id)
     if format not in exporters.REPORT_FORMATS:
-        return Status(422, {"detail": f"format must be one of {', '.join(exporters.REPORT_FORMATS)}"})
+        return Status(
+            422, {"detail": f"format must be one of {', '.join(exporters.REPORT_FORMATS)}"}
+        )
     return _download(exporters.export_report_text(c, format), format, f"compaction-{c.public_id}")

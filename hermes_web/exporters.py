@@ -1,7 +1,7 @@
 """Exports: the active conversation as OpenAI messages, a Hermes-compatible JSONL line, reports.
 
-    text = export_session_text(session, "openai")      # or "hermes-jsonl"
-    text = export_report_text(compaction, "report-md")  # or "report-json"
+text = export_session_text(session, "openai")      # or "hermes-jsonl"
+text = export_report_text(compaction, "report-md")  # or "report-json"
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ def export_session_text(session: Session, fmt: str) -> str:
         return json.dumps(openai_messages(session), ensure_ascii=False, indent=2) + "\n"
     if fmt == "hermes-jsonl":
         return "".join(iter_hermes_jsonl([session]))
-    raise ValueError(f"unknown session export format {fmt!r} (expected {', '.join(SESSION_FORMATS)})")
+    raise ValueError(
+        f"unknown session export format {fmt!r} (expected {', '.join(SESSION_FORMATS)})"
+    )
 
 
 def report_document(compaction: Compaction) -> dict:
@@ -86,7 +88,9 @@ def report_document(compaction: Compaction) -> dict:
         "compaction": {
             "id": compaction.public_id,
             "session": compaction.session.public_id,
-            "result_session": compaction.result_session.public_id if compaction.result_session_id else None,
+            "result_session": compaction.result_session.public_id
+            if compaction.result_session_id
+            else None,
             "status": compaction.status,
             "reason": compaction.reason,
             "mode": compaction.mode,
@@ -115,5 +119,6 @@ def latest_report(session: Session) -> Compaction | None:
     """The newest compaction of this session that produced a report."""
     return (
         Compaction.objects.filter(session=session, report__isnull=False)
-        .order_by("-queued_at", "-pk").first()
+        .order_by("-queued_at", "-pk")
+        .first()
     )

@@ -55,7 +55,9 @@ def _run(cmd: list[str], what: str, timeout: float = 120) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ServiceError(f"{what}: {exc}") from exc
     if result.returncode != 0:
-        raise ServiceError(f"{what} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
+        raise ServiceError(
+            f"{what} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
+        )
     return result.stdout
 
 
@@ -105,7 +107,16 @@ class Postgres:
         if not (self.data_dir / "PG_VERSION").exists():
             _run(
                 _as_postgres_user(
-                    [self._bin("initdb"), "-D", str(self.data_dir), "-U", PG_USER, "--auth=trust", "-E", "UTF8"]
+                    [
+                        self._bin("initdb"),
+                        "-D",
+                        str(self.data_dir),
+                        "-U",
+                        PG_USER,
+                        "--auth=trust",
+                        "-E",
+                        "UTF8",
+                    ]
                 ),
                 "initdb",
             )
@@ -115,26 +126,72 @@ class Postgres:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         _run(
             _as_postgres_user(
-                [self._bin("pg_ctl"), "-D", str(self.data_dir), "-o", options, "-l",
-                 str(self.data_dir / "server.log"), "-w", "-t", "60", "start"]
+                [
+                    self._bin("pg_ctl"),
+                    "-D",
+                    str(self.data_dir),
+                    "-o",
+                    options,
+                    "-l",
+                    str(self.data_dir / "server.log"),
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ]
             ),
             "pg_ctl start",
         )
         _wait_port(self.port, 30)
         exists = _run(
-            [self._bin("psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", PG_USER, "-d", "postgres",
-             "-tAc", f"SELECT 1 FROM pg_database WHERE datname='{PG_DATABASE}'"],
+            [
+                self._bin("psql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                PG_USER,
+                "-d",
+                "postgres",
+                "-tAc",
+                f"SELECT 1 FROM pg_database WHERE datname='{PG_DATABASE}'",
+            ],
             "psql",
         )
         if exists.strip() != "1":
-            _run([self._bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", PG_USER, PG_DATABASE], "createdb")
+            _run(
+                [
+                    self._bin("createdb"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    PG_USER,
+                    PG_DATABASE,
+                ],
+                "createdb",
+            )
         return self.url
 
     def stop(self, mode: str = "fast") -> None:
         if not (self.data_dir / "postmaster.pid").exists():
             return
         _run(
-            _as_postgres_user([self._bin("pg_ctl"), "-D", str(self.data_dir), "-m", mode, "-w", "-t", "60", "stop"]),
+            _as_postgres_user(
+                [
+                    self._bin("pg_ctl"),
+                    "-D",
+                    str(self.data_dir),
+                    "-m",
+                    mode,
+                    "-w",
+                    "-t",
+                    "60",
+                    "stop",
+                ]
+            ),
             "pg_ctl stop",
         )
 
@@ -164,9 +221,29 @@ class Redis:
             raise ServiceError("Redis is not installed (Debian package `redis-server`)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         _run(
-            [server, "--port", str(self.port), "--bind", "127.0.0.1", "--daemonize", "yes",
-             "--dir", str(self.data_dir), "--pidfile", str(self.pidfile), "--logfile", str(self.data_dir / "redis.log"),
-             "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "yes"],
+            [
+                server,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--daemonize",
+                "yes",
+                "--dir",
+                str(self.data_dir),
+                "--pidfile",
+                str(self.pidfile),
+                "--logfile",
+                str(self.data_dir / "redis.log"),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--protected-mode",
+                "yes",
+            ],
             "redis-server",
         )
         _wait_port(self.port, 20)
@@ -204,9 +281,13 @@ def _ports_file(data: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_web.localservices", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_web.localservices", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("action", choices=["start", "stop"])
-    parser.add_argument("--data", type=Path, default=Path("var/services"), help="folder for both servers' data")
+    parser.add_argument(
+        "--data", type=Path, default=Path("var/services"), help="folder for both servers' data"
+    )
     parser.add_argument("--pg-port", type=int, default=5433)
     parser.add_argument("--redis-port", type=int, default=6380)
     args = parser.parse_args(argv)

@@ -38,15 +38,21 @@ class Session(models.Model):
         IN_PLACE = "in_place", "in-place"
 
     public_id = models.CharField(max_length=128, unique=True, default=new_public_id, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hermes_sessions")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hermes_sessions"
+    )
     title = models.CharField(max_length=200, blank=True)
     source = models.CharField(max_length=32, choices=Source.choices, default=Source.CHAT)
     model = models.CharField(max_length=200, blank=True)
     context_length = models.PositiveIntegerField(default=200_000)
     compaction_mode = models.CharField(max_length=16, choices=Mode.choices, blank=True)
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
     # The first session of a rotation chain (itself for a root), so a whole tree is one query.
-    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="lineage")
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="lineage"
+    )
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=32, blank=True)
     compression_count = models.PositiveIntegerField(default=0)
@@ -100,7 +106,11 @@ class Message(models.Model):
     active = models.BooleanField(default=True)
     archived = models.BooleanField(default=False)
     archived_by = models.ForeignKey(
-        "Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="archived_messages"
+        "Compaction",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="archived_messages",
     )
     is_summary = models.BooleanField(default=False)
     extra = models.JSONField(default=dict, blank=True)
@@ -110,7 +120,9 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["position"]
-        constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")
+        ]
         indexes = [models.Index(fields=["session", "active", "position"])]
 
     def __str__(self) -> str:
@@ -163,7 +175,9 @@ class Compaction(models.Model):
     result_session = models.ForeignKey(
         Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="produced_by"
     )
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.ROTATION)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
     focus = models.TextField(blank=True)
@@ -207,7 +221,9 @@ class Compaction(models.Model):
 class SessionLock(models.Model):
     """A lease on a session: at most one compaction holds it; it expires if a worker dies."""
 
-    session = models.OneToOneField(Session, on_delete=models.CASCADE, primary_key=True, related_name="lock")
+    session = models.OneToOneField(
+        Session, on_delete=models.CASCADE, primary_key=True, related_name="lock"
+    )
     holder = models.CharField(max_length=64, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
 
@@ -231,7 +247,9 @@ class AgentTurn(models.Model):
 
     public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
-    user_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     model = models.CharField(max_length=200, blank=True)
     partial_content = models.TextField(blank=True)  # the reply streamed so far
@@ -261,7 +279,9 @@ class ApiKey(models.Model):
 
     PREFIX = "hk_"
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
+    )
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16)
     key_hash = models.CharField(max_length=64, unique=True)

@@ -50,7 +50,9 @@ class SessionOut(Schema):
             "ended_at": session.ended_at,
             "end_reason": session.end_reason,
             "compression_count": session.compression_count,
-            "message_count": message_count if message_count is not None else session.messages.filter(active=True).count(),
+            "message_count": message_count
+            if message_count is not None
+            else session.messages.filter(active=True).count(),
             "created_at": session.created_at,
             "updated_at": session.updated_at,
         }
@@ -93,10 +95,19 @@ class MessageOut(Schema):
     @staticmethod
     def from_message(m) -> dict:
         return {
-            "position": m.position, "role": m.role, "content": m.content, "tool_calls": m.tool_calls,
-            "tool_call_id": m.tool_call_id, "name": m.tool_name, "reasoning": m.reasoning,
-            "token_count": m.token_count, "provider_prompt_tokens": m.provider_prompt_tokens,
-            "active": m.active, "archived": m.archived, "is_summary": m.is_summary, "created_at": m.created_at,
+            "position": m.position,
+            "role": m.role,
+            "content": m.content,
+            "tool_calls": m.tool_calls,
+            "tool_call_id": m.tool_call_id,
+            "name": m.tool_name,
+            "reasoning": m.reasoning,
+            "token_count": m.token_count,
+            "provider_prompt_tokens": m.provider_prompt_tokens,
+            "active": m.active,
+            "archived": m.archived,
+            "is_summary": m.is_summary,
+            "created_at": m.created_at,
         }
 
 
@@ -134,12 +145,23 @@ class CompactionOut(Schema):
     @staticmethod
     def from_compaction(c) -> dict:
         return {
-            "id": c.public_id, "session": c.session.public_id,
+            "id": c.public_id,
+            "session": c.session.public_id,
             "result_session": c.result_session.public_id if c.result_session_id else None,
-            "status": c.status, "reason": c.reason, "mode": c.mode, "trigger": c.trigger, "focus": c.focus,
-            "tokens_before": c.tokens_before, "tokens_after": c.tokens_after, "summarizer": c.summarizer,
-            "summarizer_model": c.summarizer_model, "error": c.error, "attempts": c.attempts,
-            "queued_at": c.queued_at, "started_at": c.started_at, "finished_at": c.finished_at,
+            "status": c.status,
+            "reason": c.reason,
+            "mode": c.mode,
+            "trigger": c.trigger,
+            "focus": c.focus,
+            "tokens_before": c.tokens_before,
+            "tokens_after": c.tokens_after,
+            "summarizer": c.summarizer,
+            "summarizer_model": c.summarizer_model,
+            "error": c.error,
+            "attempts": c.attempts,
+            "queued_at": c.queued_at,
+            "started_at": c.started_at,
+            "finished_at": c.finished_at,
         }
 
 

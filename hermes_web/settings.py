@@ -86,7 +86,9 @@ def database_from_url(url: str) -> dict:
             "CONN_HEALTH_CHECKS": True,
             "OPTIONS": options,
         }
-    raise ImproperlyConfigured(f"DATABASE_URL scheme {parsed.scheme!r} is not supported (use sqlite or postgres)")
+    raise ImproperlyConfigured(
+        f"DATABASE_URL scheme {parsed.scheme!r} is not supported (use sqlite or postgres)"
+    )
 
 
 def sqlite_database(path: Path) -> dict:
@@ -173,7 +175,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": database_from_url(DATABASE_URL) if DATABASE_URL else sqlite_database(DATA_DIR / "hermes.sqlite3")
+    "default": database_from_url(DATABASE_URL)
+    if DATABASE_URL
+    else sqlite_database(DATA_DIR / "hermes.sqlite3")
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -229,7 +233,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("HERMES_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("HERMES_TASK_TIME_LIMIT", 660)
 # Redis redelivers unacknowledged tasks after the visibility timeout: keep it above the hard limit
 # (a lower value re-runs jobs that are still running; the lease lock makes that harmless but wasteful).
-HERMES_BROKER_VISIBILITY_TIMEOUT = env_int("HERMES_BROKER_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 300)
+HERMES_BROKER_VISIBILITY_TIMEOUT = env_int(
+    "HERMES_BROKER_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 300
+)
 # Workers sweep for jobs whose worker died (un-acked past the visibility timeout) every this many
 # seconds; kombu's own default sweeps only every 100 s.
 HERMES_BROKER_RESTORE_INTERVAL = env_int("HERMES_BROKER_RESTORE_INTERVAL", 10)

@@ -44,7 +44,10 @@ def compact_session(self, compaction_id: int) -> str | None:
     except _DB_ERRORS as error:
         close_old_connections()
         if self.request.retries >= self.max_retries:
-            mark_failed(compaction_id, f"database error, gave up after {self.request.retries} retries: {error}")
+            mark_failed(
+                compaction_id,
+                f"database error, gave up after {self.request.retries} retries: {error}",
+            )
             raise
         raise self.retry(exc=error, countdown=min(60, 2 ** (self.request.retries + 1))) from error
     except SoftTimeLimitExceeded:

@@ -21,24 +21,48 @@ urlpatterns = [
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("conversations/", conversations.conversation_list, name="conversation_list"),
-    path("conversations/<str:public_id>/", conversations.conversation_detail, name="conversation_detail"),
+    path(
+        "conversations/<str:public_id>/",
+        conversations.conversation_detail,
+        name="conversation_detail",
+    ),
     path(
         "conversations/<str:public_id>/messages/<int:position>/",
         conversations.message_detail,
         name="message_detail",
     ),
     path("conversations/<str:public_id>/what-if/", inspector.what_if, name="what_if"),
-    path("conversations/<str:public_id>/tree/", inspector.conversation_tree, name="conversation_tree"),
-    path("conversations/<str:public_id>/timeline/", inspector.conversation_timeline, name="conversation_timeline"),
+    path(
+        "conversations/<str:public_id>/tree/", inspector.conversation_tree, name="conversation_tree"
+    ),
+    path(
+        "conversations/<str:public_id>/timeline/",
+        inspector.conversation_timeline,
+        name="conversation_timeline",
+    ),
     path("compactions/<str:public_id>/", inspector.compaction_detail, name="compaction_detail"),
     path("compactions/<str:public_id>/audit/", inspector.compaction_audit, name="compaction_audit"),
-    path("compactions/<str:public_id>/report.json", inspector.compaction_report_json, name="compaction_report_json"),
-    path("compactions/<str:public_id>/report.md", inspector.compaction_report_md, name="compaction_report_md"),
-    path("compactions/<str:public_id>/commit/", inspector.commit_compaction, name="commit_compaction"),
+    path(
+        "compactions/<str:public_id>/report.json",
+        inspector.compaction_report_json,
+        name="compaction_report_json",
+    ),
+    path(
+        "compactions/<str:public_id>/report.md",
+        inspector.compaction_report_md,
+        name="compaction_report_md",
+    ),
+    path(
+        "compactions/<str:public_id>/commit/", inspector.commit_compaction, name="commit_compaction"
+    ),
     path("chat/", chat.chat, name="chat"),
     path("chat/new/", chat.chat_new, name="chat_new"),
     path("chat/turns/<str:public_id>/", chat.chat_turn_status, name="chat_turn_status"),
-    path("chat/compactions/<str:public_id>/", chat.chat_compaction_status, name="chat_compaction_status"),
+    path(
+        "chat/compactions/<str:public_id>/",
+        chat.chat_compaction_status,
+        name="chat_compaction_status",
+    ),
     path("chat/<str:public_id>/", chat.chat_detail, name="chat_detail"),
     path("chat/<str:public_id>/send/", chat.chat_send, name="chat_send"),
     path("chat/<str:public_id>/compress/", chat.chat_compress, name="chat_compress"),
@@ -46,7 +70,11 @@ urlpatterns = [
     path("import/", imports.import_page, name="import_page"),
     path("settings/api-keys/", settings_views.api_keys, name="api_keys"),
     path("settings/api-keys/new/", settings_views.create_api_key, name="create_api_key"),
-    path("settings/api-keys/<str:key_id>/revoke/", settings_views.revoke_api_key, name="revoke_api_key"),
+    path(
+        "settings/api-keys/<str:key_id>/revoke/",
+        settings_views.revoke_api_key,
+        name="revoke_api_key",
+    ),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     re_path(r"^static/(?P<path>.*)$", static_files),

@@ -58,7 +58,13 @@ def database_url_for(settings_dict: dict) -> str:
 class WorkerProcess:
     """A `celery worker` subprocess on its own broker, sharing this test's database."""
 
-    def __init__(self, broker_url: str, log_path: Path, extra_env: dict | None = None, queues: str = "default,chat,compaction"):
+    def __init__(
+        self,
+        broker_url: str,
+        log_path: Path,
+        extra_env: dict | None = None,
+        queues: str = "default,chat,compaction",
+    ):
         from django.conf import settings
         from django.db import connection
 
@@ -76,12 +82,28 @@ class WorkerProcess:
         self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "hermes_web", "worker",
-                "--pool=threads", "--concurrency=2", "-Q", queues,
-                "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "-l", "info",
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "hermes_web",
+                "worker",
+                "--pool=threads",
+                "--concurrency=2",
+                "-Q",
+                queues,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"test-{uuid.uuid4().hex[:8]}@%h",
+                "-l",
+                "info",
             ],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
 
     def stop(self) -> None:
@@ -116,7 +138,9 @@ def point_app_at_broker(broker_url: str) -> None:
     Transport.polling_interval = 0.05
 
 
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message="condition", worker=None):
+def wait_for(
+    predicate, timeout: float = 30.0, interval: float = 0.1, message="condition", worker=None
+):
     """Poll predicate until truthy; message may be a callable, evaluated only on failure.
 
     With worker given, fail at once (with its log) if that worker process has died.
@@ -124,12 +148,16 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message="c
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if worker is not None and not worker.alive():
-            raise AssertionError(f"worker exited with {worker.proc.returncode}; log:\n{worker.log()}")
+            raise AssertionError(
+                f"worker exited with {worker.proc.returncode}; log:\n{worker.log()}"
+            )
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message() if callable(message) else message}")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {message() if callable(message) else message}"
+    )
 
 
 @pytest.fixture

@@ -111,7 +111,9 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                self._send_json(
+                    200, {"object": "list", "data": [{"id": "fake", "object": "model"}]}
+                )
             else:
                 self._send_json(404, {"error": {"message": "not found"}})
 
@@ -133,8 +135,9 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             status = int(reply.get("status") or 200)
             if status >= 400:
                 message = reply.get("error") or f"fake error {status}"
-                self._send_json(status, {"error": {"message": message, "type": "fake_error",
-                                                   "code": status}})
+                self._send_json(
+                    status, {"error": {"message": message, "type": "fake_error", "code": status}}
+                )
                 return
             if body.get("stream"):
                 self._stream(body, reply)
@@ -157,7 +160,9 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
             def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
                 return {
-                    "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": created,
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": created,
                     "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
                 }
@@ -170,12 +175,22 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if reply.get("tool_calls"):
                 calls = [{**c, "index": i} for i, c in enumerate(reply["tool_calls"])]
                 send(chunk({"tool_calls": calls}))
-            finish = reply.get("finish_reason") or ("tool_calls" if reply.get("tool_calls") else "stop")
+            finish = reply.get("finish_reason") or (
+                "tool_calls" if reply.get("tool_calls") else "stop"
+            )
             send(chunk({}, finish))
             if (body.get("stream_options") or {}).get("include_usage"):
                 usage = _usage(body, reply)
-                send({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": created,
-                      "model": model, "choices": [], "usage": usage})
+                send(
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
             send("[DONE]")
             self.close_connection = True
 
@@ -185,9 +200,14 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 def _usage(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, int]:
     prompt_chars = sum(len(json.dumps(m.get("content"))) for m in body.get("messages", []))
     prompt = int(reply.get("prompt_tokens") or max(1, prompt_chars // 4))
-    completion = int(reply.get("completion_tokens") or max(1, len(str(reply.get("content") or "")) // 4))
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    completion = int(
+        reply.get("completion_tokens") or max(1, len(str(reply.get("content") or "")) // 4)
+    )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:

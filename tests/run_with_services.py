@@ -30,8 +30,12 @@ from hermes_web.localservices import (  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--redis", action="store_true", help="also start Redis and use it as the broker")
-    parser.add_argument("--require", action="store_true", help="fail instead of skipping when a server is missing")
+    parser.add_argument(
+        "--redis", action="store_true", help="also start Redis and use it as the broker"
+    )
+    parser.add_argument(
+        "--require", action="store_true", help="fail instead of skipping when a server is missing"
+    )
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     pytest_args = [a for a in args.pytest_args if a != "--"]
@@ -42,7 +46,9 @@ def main() -> int:
     if args.redis and redis_server_path() is None:
         missing.append("redis-server")
     if missing:
-        print(f"SKIPPED: {', '.join(missing)} not installed; install with apt-get (make system-deps)")
+        print(
+            f"SKIPPED: {', '.join(missing)} not installed; install with apt-get (make system-deps)"
+        )
         return 1 if args.require else 0
 
     (ROOT / "var").mkdir(exist_ok=True)
@@ -59,8 +65,14 @@ def main() -> int:
             env["HERMES_TEST_REDIS_DATA"] = str(redis.data_dir)
             env["HERMES_TEST_REDIS_PORT"] = str(redis.port)
         env.setdefault("SECRET_KEY", "test-only-secret-key-for-the-postgres-run-0123456789abcdef")
-        print(f"PostgreSQL at {env['DATABASE_URL']}" + (f", Redis at {env['CELERY_BROKER_URL']}" if redis else ""), flush=True)
-        return subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT, env=env).returncode
+        print(
+            f"PostgreSQL at {env['DATABASE_URL']}"
+            + (f", Redis at {env['CELERY_BROKER_URL']}" if redis else ""),
+            flush=True,
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT, env=env
+        ).returncode
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

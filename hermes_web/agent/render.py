@@ -20,9 +20,45 @@ from compaction.slimming import fold_tool_result
 from hermes_web.models import Message
 
 ALLOWED_TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
-    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre", "s", "span",
-    "strong", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "dd",
+    "del",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "kbd",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "s",
+    "span",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "th",
+    "thead",
+    "tr",
+    "ul",
 }
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "th": {"align"}, "td": {"align"}}
 DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
@@ -31,10 +67,15 @@ OUTPUT_PREVIEW_CHARS = 20_000
 
 def render_markdown(text: str) -> str:
     """Safe HTML for a model's Markdown (the only string a template may mark safe)."""
-    html = markdown_lib.markdown(text, extensions=["fenced_code", "tables", "sane_lists"], output_format="html")
+    html = markdown_lib.markdown(
+        text, extensions=["fenced_code", "tables", "sane_lists"], output_format="html"
+    )
     return nh3.clean(
-        html, tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES,
-        url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow",
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
     )
 
 
@@ -42,7 +83,11 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text", None))
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("text", "input_text", None)
+        )
     return "" if content is None else json.dumps(content)
 
 
@@ -50,7 +95,11 @@ def content_images(content: Any) -> list[dict[str, str]]:
     images = []
     if isinstance(content, list):
         for part in content:
-            if not isinstance(part, dict) or part.get("type") not in ("image_url", "input_image", "image"):
+            if not isinstance(part, dict) or part.get("type") not in (
+                "image_url",
+                "input_image",
+                "image",
+            ):
                 continue
             url = part.get("image_url")
             url = url.get("url") if isinstance(url, dict) else url
@@ -91,7 +140,9 @@ def _pretty_output(text: str) -> str:
 
 def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
     """Display items: each assistant message carries its calls with their results inlined."""
-    results = {row.tool_call_id: row for row in rows if row.role == Message.Role.TOOL and row.tool_call_id}
+    results = {
+        row.tool_call_id: row for row in rows if row.role == Message.Role.TOOL and row.tool_call_id
+    }
     paired: set[int] = set()
     items = []
     for row in rows:
@@ -99,7 +150,10 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
             continue
         text = content_text(row.content)
         item: dict[str, Any] = {
-            "row": row, "role": row.role, "text": text, "images": content_images(row.content),
+            "row": row,
+            "role": row.role,
+            "text": text,
+            "images": content_images(row.content),
             "reasoning": content_text(row.reasoning) if row.reasoning else "",
             "html": render_markdown(text) if row.role == Message.Role.ASSISTANT and text else "",
             "calls": [],
@@ -109,8 +163,15 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
             name = str(function.get("name") or "?")
             args, pretty = _pretty_arguments(function.get("arguments"))
             result = results.get(call.get("id") or "")
-            entry: dict[str, Any] = {"id": call.get("id") or "", "name": name, "arguments": pretty,
-                                     "one_line": "", "output": "", "output_chars": 0, "pending": result is None}
+            entry: dict[str, Any] = {
+                "id": call.get("id") or "",
+                "name": name,
+                "arguments": pretty,
+                "one_line": "",
+                "output": "",
+                "output_chars": 0,
+                "pending": result is None,
+            }
             if result is not None:
                 paired.add(result.pk)
                 output = content_text(result.content)

@@ -56,6 +56,7 @@ class ChatBusy(Exception):
 
 # -- models -------------------------------------------------------------------------------------
 
+
 def chat_model() -> str:
     """The configured litellm model, or the offline demo model when none is configured."""
     return settings.HERMES_CHAT_MODEL or DEMO_MODEL
@@ -93,11 +94,15 @@ def context_length_for(model: str) -> int:
 
 # -- starting chats and turns -------------------------------------------------------------------
 
+
 def start_chat(*, owner, title: str = "") -> Session:
     """A new chat session with the system prompt, on the model configured now."""
     model = chat_model()
     session = create_session(
-        owner=owner, title=title, source=Session.Source.CHAT, model=model,
+        owner=owner,
+        title=title,
+        source=Session.Source.CHAT,
+        model=model,
         context_length=context_length_for(model),
     )
     append_message(session, role="system", content=SYSTEM_PROMPT)
@@ -108,7 +113,11 @@ def active_turn(session: Session) -> AgentTurn | None:
     """The queued or running turn of this session (or of the one it rotated from)."""
     ids = [session.pk] + ([session.parent_id] if session.parent_id else [])
     reap_stale_turns(ids)
-    return AgentTurn.objects.filter(session_id__in=ids, status__in=ACTIVE).order_by("created_at").first()
+    return (
+        AgentTurn.objects.filter(session_id__in=ids, status__in=ACTIVE)
+        .order_by("created_at")
+        .first()
+    )
 
 
 def send_message(*, session: Session, text: str) -> AgentTurn:
@@ -128,7 +137,9 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
             tip = Session.objects.select_for_update().get(pk=child.pk)
         waiting = active_turn(tip)
         if waiting is not None and waiting.status == AgentTurn.Status.RUNNING:
-            raise ChatBusy("the agent is still answering your previous message; send this once it has replied")
+            raise ChatBusy(
+                "the agent is still answering your previous message; send this once it has replied"
+            )
         message = append_message(tip, role="user", content=text)
         if not tip.title:
             title = " ".join(text.split())[:80]
@@ -150,18 +161,28 @@ def stale_after() -> timedelta:
 
 def reap_stale_turns(session_ids: list[int]) -> None:
     AgentTurn.objects.filter(
-        session_id__in=session_ids, status=AgentTurn.Status.RUNNING,
+        session_id__in=session_ids,
+        status=AgentTurn.Status.RUNNING,
         started_at__lt=timezone.now() - stale_after(),
-    ).update(status=AgentTurn.Status.FAILED, error_kind="other", finished_at=timezone.now(),
-             error="The worker running this reply stopped before it finished. Your message is kept; send it again.")
+    ).update(
+        status=AgentTurn.Status.FAILED,
+        error_kind="other",
+        finished_at=timezone.now(),
+        error="The worker running this reply stopped before it finished. Your message is kept; send it again.",
+    )
 
 
 # -- running a turn -----------------------------------------------------------------------------
 
+
 def _blocking_compaction(session_ids: list[int]) -> Compaction | None:
     return (
-        Compaction.objects.filter(session_id__in=session_ids, status__in=(Compaction.Status.QUEUED, Compaction.Status.RUNNING))
-        .exclude(trigger=Compaction.Trigger.WHAT_IF).first()
+        Compaction.objects.filter(
+            session_id__in=session_ids,
+            status__in=(Compaction.Status.QUEUED, Compaction.Status.RUNNING),
+        )
+        .exclude(trigger=Compaction.Trigger.WHAT_IF)
+        .first()
     )
 
 
@@ -186,9 +207,18 @@ def run_turn(turn_id: int) -> float | None:
         # Compactions run in their own tasks; a turn started now would be snapshotted half-done.
         if _blocking_compaction(ids) is not None:
             return 1.0
-        if AgentTurn.objects.filter(session_id__in=ids, status=AgentTurn.Status.RUNNING).exclude(pk=turn.pk).exists():
+        if (
+            AgentTurn.objects.filter(session_id__in=ids, status=AgentTurn.Status.RUNNING)
+            .exclude(pk=turn.pk)
+            .exists()
+        ):
             return 1.0
-    claim = {"status": AgentTurn.Status.RUNNING, "started_at": timezone.now(), "session": session, "model": chat_model()}
+    claim = {
+        "status": AgentTurn.Status.RUNNING,
+        "started_at": timezone.now(),
+        "session": session,
+        "model": chat_model(),
+    }
     if not AgentTurn.objects.filter(pk=turn.pk, status=AgentTurn.Status.QUEUED).update(**claim):
         return None
     for field, value in claim.items():
@@ -199,13 +229,20 @@ def run_turn(turn_id: int) -> float | None:
         _fail(turn, failure.kind, failure.message)
     except Exception as exc:  # never leave a turn "running" behind a crash; the page shows why
         log.exception("agent turn %s crashed", turn.public_id)
-        _fail(turn, "other", f"The agent stopped on an internal error ({type(exc).__name__}). Your message is kept.")
+        _fail(
+            turn,
+            "other",
+            f"The agent stopped on an internal error ({type(exc).__name__}). Your message is kept.",
+        )
     return None
 
 
 def _fail(turn: AgentTurn, kind: str, message: str) -> None:
     AgentTurn.objects.filter(pk=turn.pk).update(
-        status=AgentTurn.Status.FAILED, error_kind=kind, error=message[:1000], partial_content="",
+        status=AgentTurn.Status.FAILED,
+        error_kind=kind,
+        error=message[:1000],
+        partial_content="",
         finished_at=timezone.now(),
     )
 
@@ -225,22 +262,31 @@ class TurnLoop:
         self.session = session
         self.model = turn.model or chat_model()
         self.usage: dict[str, Any] = {
-            "prompt_tokens": None, "completion_tokens": 0, "rounds": 0, "tool_calls": 0, "message_ids": [],
+            "prompt_tokens": None,
+            "completion_tokens": 0,
+            "rounds": 0,
+            "tool_calls": 0,
+            "message_ids": [],
         }
 
     def run(self) -> None:
         tools = tool_schemas()
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             final = round_number == MAX_TOOL_ROUNDS
-            text, calls, reasoning, usage = self.call_model(openai_messages(self.session), tools, final=final)
+            text, calls, reasoning, usage = self.call_model(
+                openai_messages(self.session), tools, final=final
+            )
             self.usage["rounds"] += 1
             prompt_tokens = usage.get("prompt_tokens")
             if prompt_tokens is not None:
                 self.usage["prompt_tokens"] = prompt_tokens
             self.usage["completion_tokens"] += usage.get("completion_tokens") or 0
             assistant = append_message(
-                self.session, role="assistant", content=text if (text or not calls) else None,
-                tool_calls=calls or None, reasoning=reasoning or None,
+                self.session,
+                role="assistant",
+                content=text if (text or not calls) else None,
+                tool_calls=calls or None,
+                reasoning=reasoning or None,
                 provider_prompt_tokens=prompt_tokens,
                 extra={"model": self.model, "turn": self.turn.public_id},
             )
@@ -253,7 +299,11 @@ class TurnLoop:
                 result = run_tool(name, call["function"]["arguments"])
                 self.usage["tool_calls"] += 1
                 message = append_message(
-                    self.session, role="tool", content=result, tool_call_id=call["id"], tool_name=name,
+                    self.session,
+                    role="tool",
+                    content=result,
+                    tool_call_id=call["id"],
+                    tool_name=name,
                 )
                 self.record(message, activity="")
         # Queue a compaction (if due) before the turn is marked done, so a message sent right
@@ -261,10 +311,15 @@ class TurnLoop:
         self.usage.pop("activity", None)
         maybe_auto_compact(Session.objects.get(pk=self.session.pk))
         AgentTurn.objects.filter(pk=self.turn.pk).update(
-            status=AgentTurn.Status.DONE, usage=self.usage, partial_content="", finished_at=timezone.now(),
+            status=AgentTurn.Status.DONE,
+            usage=self.usage,
+            partial_content="",
+            finished_at=timezone.now(),
         )
 
-    def record(self, message: Message | None, *, partial: str | None = None, activity: str | None = None) -> None:
+    def record(
+        self, message: Message | None, *, partial: str | None = None, activity: str | None = None
+    ) -> None:
         if message is not None:
             self.usage["message_ids"].append(message.pk)
         if activity is not None:
@@ -274,14 +329,20 @@ class TurnLoop:
             fields["partial_content"] = partial
         AgentTurn.objects.filter(pk=self.turn.pk).update(**fields)
 
-    def call_model(self, messages: list[dict], tools: list[dict], *, final: bool) -> tuple[str, list[dict], str, dict]:
+    def call_model(
+        self, messages: list[dict], tools: list[dict], *, final: bool
+    ) -> tuple[str, list[dict], str, dict]:
         import litellm
 
         litellm.suppress_debug_info = True
         kwargs: dict[str, Any] = {
-            "model": self.model, "messages": messages, "stream": True,
-            "stream_options": {"include_usage": True}, "timeout": settings.HERMES_LLM_TIMEOUT,
-            "max_retries": settings.HERMES_LLM_MAX_RETRIES, "num_retries": 0,
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": settings.HERMES_LLM_TIMEOUT,
+            "max_retries": settings.HERMES_LLM_MAX_RETRIES,
+            "num_retries": 0,
         }
         if tools:
             kwargs["tools"] = tools
@@ -309,8 +370,10 @@ class TurnLoop:
             for chunk in litellm.completion(**kwargs):
                 chunk_usage = getattr(chunk, "usage", None)
                 if chunk_usage:
-                    usage = {"prompt_tokens": getattr(chunk_usage, "prompt_tokens", None),
-                             "completion_tokens": getattr(chunk_usage, "completion_tokens", None)}
+                    usage = {
+                        "prompt_tokens": getattr(chunk_usage, "prompt_tokens", None),
+                        "completion_tokens": getattr(chunk_usage, "completion_tokens", None),
+                    }
                 if not chunk.choices:
                     continue
                 delta = chunk.choices[0].delta
@@ -340,7 +403,9 @@ class TurnLoop:
 
 def _merge_call(calls: dict[int, dict], piece: Any) -> None:
     index = getattr(piece, "index", None) or 0
-    slot = calls.setdefault(index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+    slot = calls.setdefault(
+        index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+    )
     if getattr(piece, "id", None):
         slot["id"] = piece.id
     function = getattr(piece, "function", None)
@@ -357,17 +422,32 @@ def classify_error(exc: Exception, model: str) -> tuple[str | None, str]:
 
     where = settings.HERMES_CHAT_API_BASE or "the provider"
     if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
-        return "auth", (f"The model provider refused the credentials for {model} "
-                        f"({getattr(exc, 'status_code', 401)}). Check HERMES_CHAT_API_KEY.")
+        return "auth", (
+            f"The model provider refused the credentials for {model} "
+            f"({getattr(exc, 'status_code', 401)}). Check HERMES_CHAT_API_KEY."
+        )
     if isinstance(exc, litellm.RateLimitError):
-        return "rate_limit", f"The model provider is rate limiting {model} (429). Wait a moment and send again."
+        return (
+            "rate_limit",
+            f"The model provider is rate limiting {model} (429). Wait a moment and send again.",
+        )
     if isinstance(exc, litellm.Timeout):
-        return "timeout", f"{model} did not answer within {settings.HERMES_LLM_TIMEOUT} s (HERMES_LLM_TIMEOUT)."
+        return (
+            "timeout",
+            f"{model} did not answer within {settings.HERMES_LLM_TIMEOUT} s (HERMES_LLM_TIMEOUT).",
+        )
     if isinstance(exc, litellm.APIConnectionError) or "connection error" in str(exc).lower():
         return "connection", f"Could not reach {model} at {where}. Is the server running?"
-    if isinstance(exc, litellm.BadRequestError | litellm.NotFoundError | litellm.UnprocessableEntityError):
-        return "bad_request", f"{model} rejected the request ({getattr(exc, 'status_code', 400)}): {_short(exc)}"
-    if isinstance(exc, litellm.APIError | litellm.InternalServerError | litellm.ServiceUnavailableError):
+    if isinstance(
+        exc, litellm.BadRequestError | litellm.NotFoundError | litellm.UnprocessableEntityError
+    ):
+        return (
+            "bad_request",
+            f"{model} rejected the request ({getattr(exc, 'status_code', 400)}): {_short(exc)}",
+        )
+    if isinstance(
+        exc, litellm.APIError | litellm.InternalServerError | litellm.ServiceUnavailableError
+    ):
         return "other", f"{model} failed ({getattr(exc, 'status_code', '?')}): {_short(exc)}"
     if type(exc).__module__.startswith(("litellm", "openai", "httpx")):
         return "other", f"The call to {model} failed: {_short(exc)}"
@@ -381,19 +461,25 @@ def _short(exc: Exception) -> str:
 
 # -- the context meter --------------------------------------------------------------------------
 
+
 def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
     """Provider prompt tokens per model call vs the trigger threshold vs the window."""
     window = session.context_length
     threshold = compaction_config_for(session).threshold_tokens
     values = list(
         Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
-        .order_by("-position").values_list("provider_prompt_tokens", flat=True)[:points]
+        .order_by("-position")
+        .values_list("provider_prompt_tokens", flat=True)[:points]
     )[::-1]
     estimate = None
     if not values:
         # Right after a compaction no model call has reported yet: show the counted size.
-        made = (Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
-                .order_by("-finished_at").values_list("tokens_after", flat=True).first())
+        made = (
+            Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+            .order_by("-finished_at")
+            .values_list("tokens_after", flat=True)
+            .first()
+        )
         estimate = made
     scale = max([window, threshold, *values, estimate or 0]) or 1
     latest = values[-1] if values else estimate
@@ -406,11 +492,14 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
         "threshold_pct": round(100 * threshold / scale, 1),
         "window_pct": round(100 * window / scale, 1),
         "over": latest is not None and latest >= threshold,
-        "bars": [{"tokens": v, "pct": round(100 * v / scale, 1), "over": v >= threshold} for v in values],
+        "bars": [
+            {"tokens": v, "pct": round(100 * v / scale, 1), "over": v >= threshold} for v in values
+        ],
     }
 
 
 # -- compactions seen from the chat -------------------------------------------------------------
+
 
 def latest_compaction(session: Session) -> Compaction | None:
     """The newest compaction of this session, or the one that produced it (rotation child)."""
@@ -420,7 +509,8 @@ def latest_compaction(session: Session) -> Compaction | None:
         Compaction.objects.filter(Q(session=session) | Q(result_session=session))
         .exclude(trigger=Compaction.Trigger.WHAT_IF)
         .select_related("session", "result_session")
-        .order_by("-queued_at", "-pk").first()
+        .order_by("-queued_at", "-pk")
+        .first()
     )
 
 
@@ -438,7 +528,9 @@ def compress(*, session: Session, user, focus: str = "") -> Compaction:
     running = in_progress(tip)
     if running is not None:
         return running
-    return request_compaction(session=tip, requested_by=user, trigger=Compaction.Trigger.MANUAL, focus=focus.strip())
+    return request_compaction(
+        session=tip, requested_by=user, trigger=Compaction.Trigger.MANUAL, focus=focus.strip()
+    )
 
 
 def set_mode(*, session: Session, mode: str) -> str:

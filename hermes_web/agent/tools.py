@@ -69,7 +69,9 @@ def _iter_files(start: Path, root: Path) -> Iterator[Path]:
     if start.is_file():
         yield start
         return
-    for dirpath, dirnames, filenames in os.walk(start):  # followlinks=False: linked dirs not entered
+    for dirpath, dirnames, filenames in os.walk(
+        start
+    ):  # followlinks=False: linked dirs not entered
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
@@ -83,6 +85,7 @@ def _ok(payload: dict[str, Any]) -> str:
 
 
 # -- tools ------------------------------------------------------------------------------------
+
 
 def read_file(root: Path, path: str = "", offset: int = 1, limit: int = READ_DEFAULT_LIMIT) -> str:
     target = resolve_in_workspace(path, root)
@@ -107,18 +110,24 @@ def read_file(root: Path, path: str = "", offset: int = 1, limit: int = READ_DEF
             truncated = True
             break
         numbered.append(entry)
-    return _ok({
-        "path": _relative(target, root),
-        "content": "\n".join(numbered),
-        "total_lines": len(lines),
-        "file_size": len(raw),
-        "truncated": truncated,
-    })
+    return _ok(
+        {
+            "path": _relative(target, root),
+            "content": "\n".join(numbered),
+            "total_lines": len(lines),
+            "file_size": len(raw),
+            "truncated": truncated,
+        }
+    )
 
 
 def search_files(
-    root: Path, pattern: str = "", path: str = ".", target: str = "content",
-    file_glob: str = "", limit: int = 50,
+    root: Path,
+    pattern: str = "",
+    path: str = ".",
+    target: str = "content",
+    file_glob: str = "",
+    limit: int = 50,
 ) -> str:
     if not pattern:
         raise ToolError("pattern is required")
@@ -128,10 +137,13 @@ def search_files(
     limit = max(1, min(int(limit or 50), SEARCH_MAX_MATCHES))
     if target == "files":
         names = [
-            _relative(f, root) for f in _iter_files(start, root)
+            _relative(f, root)
+            for f in _iter_files(start, root)
             if fnmatch.fnmatch(f.name, pattern) or fnmatch.fnmatch(_relative(f, root), pattern)
         ]
-        return _ok({"total_count": len(names), "files": names[:limit], "truncated": len(names) > limit})
+        return _ok(
+            {"total_count": len(names), "files": names[:limit], "truncated": len(names) > limit}
+        )
     if target != "content":
         raise ToolError("target must be 'content' or 'files'")
     try:
@@ -152,7 +164,9 @@ def search_files(
             if regex.search(line[:2_000]):
                 total += 1
                 if len(matches) < limit:
-                    matches.append({"path": _relative(file, root), "line": number, "content": line[:300]})
+                    matches.append(
+                        {"path": _relative(file, root), "line": number, "content": line[:300]}
+                    )
     return _ok({"total_count": total, "matches": matches, "truncated": total > len(matches)})
 
 
@@ -179,13 +193,21 @@ def list_files(root: Path, path: str = ".", depth: int = 3) -> str:
             if not file.resolve().is_relative_to(root):
                 entries.append({"path": _relative(file, root), "type": "link outside workspace"})
                 continue
-            entries.append({"path": _relative(file, root), "type": "file", "size": file.stat().st_size})
+            entries.append(
+                {"path": _relative(file, root), "type": "file", "size": file.stat().st_size}
+            )
         if len(entries) > LIST_MAX_ENTRIES:
             truncated = True
             break
     entries.sort(key=lambda e: e["path"])
-    return _ok({"path": _relative(start, root), "entries": entries[:LIST_MAX_ENTRIES],
-                "total_count": len(entries), "truncated": truncated})
+    return _ok(
+        {
+            "path": _relative(start, root),
+            "entries": entries[:LIST_MAX_ENTRIES],
+            "total_count": len(entries),
+            "truncated": truncated,
+        }
+    )
 
 
 def write_file(root: Path, path: str = "", content: str = "") -> str:
@@ -201,13 +223,22 @@ def write_file(root: Path, path: str = "", content: str = "") -> str:
         raise ToolError(f"{path} is a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
-    return _ok({"path": _relative(target, root), "bytes_written": len(data),
-                "lines": content.count("\n") + (1 if content and not content.endswith("\n") else 0)})
+    return _ok(
+        {
+            "path": _relative(target, root),
+            "bytes_written": len(data),
+            "lines": content.count("\n") + (1 if content and not content.endswith("\n") else 0),
+        }
+    )
 
 
 def patch(
-    root: Path, path: str = "", old_string: str = "", new_string: str = "",
-    replace_all: bool = False, mode: str = "replace",
+    root: Path,
+    path: str = "",
+    old_string: str = "",
+    new_string: str = "",
+    replace_all: bool = False,
+    mode: str = "replace",
 ) -> str:
     if mode != "replace":
         raise ToolError("only mode 'replace' is supported")
@@ -221,14 +252,27 @@ def patch(
     if count == 0:
         raise ToolError(f"old_string not found in {path}")
     if count > 1 and not replace_all:
-        raise ToolError(f"old_string occurs {count} times in {path}; make it unique or set replace_all")
-    after = before.replace(old_string, new_string) if replace_all else before.replace(old_string, new_string, 1)
+        raise ToolError(
+            f"old_string occurs {count} times in {path}; make it unique or set replace_all"
+        )
+    after = (
+        before.replace(old_string, new_string)
+        if replace_all
+        else before.replace(old_string, new_string, 1)
+    )
     target.write_text(after)
     rel = _relative(target, root)
-    diff = "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{rel}", f"b/{rel}"
-    ))
-    return _ok({"success": True, "path": rel, "replacements": count if replace_all else 1, "diff": diff})
+    diff = "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            f"a/{rel}",
+            f"b/{rel}",
+        )
+    )
+    return _ok(
+        {"success": True, "path": rel, "replacements": count if replace_all else 1, "diff": diff}
+    )
 
 
 def _cap_output(text: str) -> str:
@@ -247,8 +291,13 @@ def terminal(root: Path, command: str = "", timeout: int | None = None) -> str:
     seconds = max(1, min(int(timeout or TERMINAL_DEFAULT_TIMEOUT), TERMINAL_MAX_TIMEOUT))
     # Its own process group, so a timeout kills the command's children too, not just the shell.
     proc = subprocess.Popen(
-        command, shell=True, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        command,
+        shell=True,
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         out, _ = proc.communicate(timeout=seconds)
@@ -259,7 +308,10 @@ def terminal(root: Path, command: str = "", timeout: int | None = None) -> str:
         out, _ = proc.communicate()
         error = f"command timed out after {seconds} s and was killed"
         code = 124
-    payload: dict[str, Any] = {"output": _cap_output(out.decode("utf-8", errors="replace")), "exit_code": code}
+    payload: dict[str, Any] = {
+        "output": _cap_output(out.decode("utf-8", errors="replace")),
+        "exit_code": code,
+    }
     if error:
         payload["error"] = error
     return _ok(payload)
@@ -276,47 +328,106 @@ TOOLS: dict[str, Callable[..., str]] = {
 
 
 def _schema(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required},
-    }}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 _SCHEMAS = [
-    _schema("read_file", "Read a text file of the workspace; lines come back numbered as 'N|text'.", {
-        "path": {"type": "string", "description": "Path relative to the workspace."},
-        "offset": {"type": "integer", "description": "First line to read (1-based).", "default": 1},
-        "limit": {"type": "integer", "description": "How many lines to read.", "default": READ_DEFAULT_LIMIT},
-    }, ["path"]),
-    _schema("search_files", "Search file contents with a regular expression (target 'content'), "
-            "or file names with a glob (target 'files').", {
-        "pattern": {"type": "string"},
-        "path": {"type": "string", "description": "Folder to search, relative to the workspace.", "default": "."},
-        "target": {"type": "string", "enum": ["content", "files"], "default": "content"},
-        "file_glob": {"type": "string", "description": "Only search files whose name matches, e.g. '*.py'."},
-        "limit": {"type": "integer", "default": 50},
-    }, ["pattern"]),
-    _schema("list_files", "List files and folders of the workspace with their sizes.", {
-        "path": {"type": "string", "default": "."},
-        "depth": {"type": "integer", "default": 3},
-    }, []),
-    _schema("write_file", "Create or overwrite a text file in the workspace.", {
-        "path": {"type": "string"}, "content": {"type": "string"},
-    }, ["path", "content"]),
-    _schema("patch", "Replace an exact string in a workspace file (unique unless replace_all).", {
-        "path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"},
-        "replace_all": {"type": "boolean", "default": False},
-    }, ["path", "old_string", "new_string"]),
-    _schema("terminal", "Run a shell command with the workspace as the working directory.", {
-        "command": {"type": "string"},
-        "timeout": {"type": "integer", "description": f"Seconds, at most {TERMINAL_MAX_TIMEOUT}."},
-    }, ["command"]),
+    _schema(
+        "read_file",
+        "Read a text file of the workspace; lines come back numbered as 'N|text'.",
+        {
+            "path": {"type": "string", "description": "Path relative to the workspace."},
+            "offset": {
+                "type": "integer",
+                "description": "First line to read (1-based).",
+                "default": 1,
+            },
+            "limit": {
+                "type": "integer",
+                "description": "How many lines to read.",
+                "default": READ_DEFAULT_LIMIT,
+            },
+        },
+        ["path"],
+    ),
+    _schema(
+        "search_files",
+        "Search file contents with a regular expression (target 'content'), "
+        "or file names with a glob (target 'files').",
+        {
+            "pattern": {"type": "string"},
+            "path": {
+                "type": "string",
+                "description": "Folder to search, relative to the workspace.",
+                "default": ".",
+            },
+            "target": {"type": "string", "enum": ["content", "files"], "default": "content"},
+            "file_glob": {
+                "type": "string",
+                "description": "Only search files whose name matches, e.g. '*.py'.",
+            },
+            "limit": {"type": "integer", "default": 50},
+        },
+        ["pattern"],
+    ),
+    _schema(
+        "list_files",
+        "List files and folders of the workspace with their sizes.",
+        {
+            "path": {"type": "string", "default": "."},
+            "depth": {"type": "integer", "default": 3},
+        },
+        [],
+    ),
+    _schema(
+        "write_file",
+        "Create or overwrite a text file in the workspace.",
+        {
+            "path": {"type": "string"},
+            "content": {"type": "string"},
+        },
+        ["path", "content"],
+    ),
+    _schema(
+        "patch",
+        "Replace an exact string in a workspace file (unique unless replace_all).",
+        {
+            "path": {"type": "string"},
+            "old_string": {"type": "string"},
+            "new_string": {"type": "string"},
+            "replace_all": {"type": "boolean", "default": False},
+        },
+        ["path", "old_string", "new_string"],
+    ),
+    _schema(
+        "terminal",
+        "Run a shell command with the workspace as the working directory.",
+        {
+            "command": {"type": "string"},
+            "timeout": {
+                "type": "integer",
+                "description": f"Seconds, at most {TERMINAL_MAX_TIMEOUT}.",
+            },
+        },
+        ["command"],
+    ),
 ]
 
 
 def tool_schemas() -> list[dict]:
     """OpenAI tool schemas for the tools enabled now (terminal only when allowed)."""
-    return [s for s in _SCHEMAS if s["function"]["name"] != "terminal" or settings.HERMES_ENABLE_TERMINAL]
+    return [
+        s
+        for s in _SCHEMAS
+        if s["function"]["name"] != "terminal" or settings.HERMES_ENABLE_TERMINAL
+    ]
 
 
 def parse_arguments(arguments: str | dict | None) -> dict[str, Any]:

@@ -37,7 +37,14 @@ from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, t
 from hermes_web.models import Message, Session
 from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL, default_context_length
 
-__all__ = ["FORMATS", "ImportProblem", "ImportReport", "detect_format", "import_path", "import_upload"]
+__all__ = [
+    "FORMATS",
+    "ImportProblem",
+    "ImportReport",
+    "detect_format",
+    "import_path",
+    "import_upload",
+]
 
 FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -64,14 +71,17 @@ class ImportReport:
         return {
             "file": self.file,
             "format": self.format,
-            "imported": [{"id": s.public_id, "title": s.title, "messages": getattr(s, "message_total", None)}
-                         for s in self.sessions],
+            "imported": [
+                {"id": s.public_id, "title": s.title, "messages": getattr(s, "message_total", None)}
+                for s in self.sessions
+            ],
             "skipped": self.skipped,
             "errors": [e.to_dict() for e in self.errors],
         }
 
 
 # --- detection -------------------------------------------------------------------------
+
 
 def detect_format(path: Path, file: str) -> str:
     """By first bytes and record keys (the extension only breaks ties)."""
@@ -87,7 +97,9 @@ def detect_format(path: Path, file: str) -> str:
     if text.startswith("["):
         return "openai"
     if not text.startswith("{"):
-        raise ImportProblem(file, 1, "not a recognized format: expected JSON, JSONL or a Hermes state.db")
+        raise ImportProblem(
+            file, 1, "not a recognized format: expected JSON, JSONL or a Hermes state.db"
+        )
     try:
         record = json.loads(text)
     except json.JSONDecodeError:
@@ -117,20 +129,33 @@ def _kind_of(record: dict, path: Path, file: str) -> str:
         "instructions" in record and "id" in record
     ):
         return "codex"
-    if "sessionId" in record or "parentUuid" in record or record.get("type") in ("summary", "user", "assistant"):
+    if (
+        "sessionId" in record
+        or "parentUuid" in record
+        or record.get("type") in ("summary", "user", "assistant")
+    ):
         return "claude-code"
-    raise ImportProblem(file, 1, "not a recognized format: the first record is neither a session, "
-                                 "a Claude Code record, a Codex item nor a list of messages")
+    raise ImportProblem(
+        file,
+        1,
+        "not a recognized format: the first record is neither a session, "
+        "a Claude Code record, a Codex item nor a list of messages",
+    )
 
 
 # --- parsing and storing ---------------------------------------------------------------
+
 
 def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     if fmt == "hermes-db":
         yield from hermes.parse_db(path, file)
         return
-    parser = {"hermes-jsonl": hermes.parse_jsonl, "openai": openai.parse,
-              "claude-code": claude_code.parse, "codex": codex.parse}[fmt]
+    parser = {
+        "hermes-jsonl": hermes.parse_jsonl,
+        "openai": openai.parse,
+        "claude-code": claude_code.parse,
+        "codex": codex.parse,
+    }[fmt]
     with open(path, "rb") as stream:
         try:
             yield from parser(stream, file)
@@ -162,7 +187,10 @@ def count_tokens(messages: list, model: str) -> list[int]:
         with ThreadPoolExecutor(_TOKEN_THREADS) as pool:
             first, second = pool.map(count, [pairs[:half], pairs[half:]])
         raw = first + second
-    return [n + config.per_message_overhead + images * config.image_tokens for n, (_, images) in zip(raw, pairs, strict=True)]
+    return [
+        n + config.per_message_overhead + images * config.image_tokens
+        for n, (_, images) in zip(raw, pairs, strict=True)
+    ]
 
 
 def _previous_summary(parsed: ParsedSession) -> str:
@@ -177,7 +205,11 @@ def _previous_summary(parsed: ParsedSession) -> str:
 def _public_id(parsed: ParsedSession, owner, file: str) -> str:
     if not parsed.public_id:
         return ""
-    taken = Session.objects.filter(public_id=parsed.public_id).values_list("owner_id", flat=True).first()
+    taken = (
+        Session.objects.filter(public_id=parsed.public_id)
+        .values_list("owner_id", flat=True)
+        .first()
+    )
     if taken is None:
         return parsed.public_id
     if taken == owner.pk:
@@ -195,20 +227,36 @@ def check_session(parsed: ParsedSession, file: str) -> None:
     calls: set[str] = set()
     for number, message in enumerate(parsed.messages, 1):
         content = message.content
-        size = len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
+        size = (
+            len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
+        )
         if size > limit:
-            raise ImportProblem(file, parsed.line, f"message {number} is {size // 2**20} MB; the limit per message "
-                                                   f"is {limit // 2**20} MB", parsed.public_id)
+            raise ImportProblem(
+                file,
+                parsed.line,
+                f"message {number} is {size // 2**20} MB; the limit per message "
+                f"is {limit // 2**20} MB",
+                parsed.public_id,
+            )
         for call in message.tool_calls or ():
             if isinstance(call, dict) and call.get("id"):
                 calls.add(str(call["id"]))
         if message.role == "tool" and message.active:
             if not message.tool_call_id:
-                raise ImportProblem(file, parsed.line, f"message {number}: a tool result without a tool_call_id",
-                                    parsed.public_id)
+                raise ImportProblem(
+                    file,
+                    parsed.line,
+                    f"message {number}: a tool result without a tool_call_id",
+                    parsed.public_id,
+                )
             if message.tool_call_id not in calls:
-                raise ImportProblem(file, parsed.line, f"message {number}: tool result {message.tool_call_id!r} "
-                                                       "answers no earlier tool call", parsed.public_id)
+                raise ImportProblem(
+                    file,
+                    parsed.line,
+                    f"message {number}: tool result {message.tool_call_id!r} "
+                    "answers no earlier tool call",
+                    parsed.public_id,
+                )
 
 
 def store_session(parsed: ParsedSession, owner, file: str) -> Session:
@@ -220,35 +268,67 @@ def store_session(parsed: ParsedSession, owner, file: str) -> Session:
     now = timezone.now()
     extra = dict(parsed.extra)
     if parsed.public_id:
-        extra["hermes_id" if parsed.source == Session.Source.IMPORT_HERMES else "source_id"] = parsed.public_id
+        extra["hermes_id" if parsed.source == Session.Source.IMPORT_HERMES else "source_id"] = (
+            parsed.public_id
+        )
     if parsed.parent_id:
         extra["hermes_parent_id"] = parsed.parent_id
     fields = {"public_id": public_id} if public_id else {}
     try:
         with transaction.atomic():
             session = Session.objects.create(
-                owner=owner, title=parsed.title[:200], source=parsed.source, model=model[:200],
-                context_length=default_context_length(model), created_at=parsed.created_at or now,
-                ended_at=parsed.ended_at, end_reason=parsed.end_reason, previous_summary=_previous_summary(parsed),
-                extra=extra, **fields,
+                owner=owner,
+                title=parsed.title[:200],
+                source=parsed.source,
+                model=model[:200],
+                context_length=default_context_length(model),
+                created_at=parsed.created_at or now,
+                ended_at=parsed.ended_at,
+                end_reason=parsed.end_reason,
+                previous_summary=_previous_summary(parsed),
+                extra=extra,
+                **fields,
             )
             Session.objects.filter(pk=session.pk).update(root=session)
             _insert_messages(session, parsed, counts)
     except IntegrityError as error:  # a concurrent import took the same id
-        raise ImportProblem(file, parsed.line, f"could not store: {error}", parsed.public_id) from None
+        raise ImportProblem(
+            file, parsed.line, f"could not store: {error}", parsed.public_id
+        ) from None
     except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
         detail = " ".join(str(error).split())
-        raise ImportProblem(file, parsed.line, f"the database refused the text: {detail}", parsed.public_id) from None
+        raise ImportProblem(
+            file, parsed.line, f"the database refused the text: {detail}", parsed.public_id
+        ) from None
     except UnicodeEncodeError as error:  # a lone surrogate such as \ud800: not encodable text
-        raise ImportProblem(file, parsed.line, f"text that is not valid Unicode ({error.reason}: "
-                                               f"{error.object[error.start:error.end]!r})", parsed.public_id) from None
+        raise ImportProblem(
+            file,
+            parsed.line,
+            f"text that is not valid Unicode ({error.reason}: "
+            f"{error.object[error.start : error.end]!r})",
+            parsed.public_id,
+        ) from None
     session.root = session
     session.message_total = len(parsed.messages)
     return session
 
 
-_INSERT_FIELDS = ("session", "position", "role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning",
-                  "token_count", "active", "archived", "is_summary", "extra", "created_at")
+_INSERT_FIELDS = (
+    "session",
+    "position",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "reasoning",
+    "token_count",
+    "active",
+    "archived",
+    "is_summary",
+    "extra",
+    "created_at",
+)
 _BATCH = 500
 
 
@@ -268,9 +348,22 @@ def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int])
     batch: list[list] = []
     with connection.cursor() as cursor:
         for i, m in enumerate(parsed.messages):
-            row = [session.pk, i, m.role, m.content, m.tool_calls, m.tool_call_id[:200], m.tool_name[:200],
-                   m.reasoning, counts[i], m.active, m.archived, m.is_summary, m.extra,
-                   created_field.get_db_prep_save(m.created_at or session.created_at, connection)]
+            row = [
+                session.pk,
+                i,
+                m.role,
+                m.content,
+                m.tool_calls,
+                m.tool_call_id[:200],
+                m.tool_name[:200],
+                m.reasoning,
+                counts[i],
+                m.active,
+                m.archived,
+                m.is_summary,
+                m.extra,
+                created_field.get_db_prep_save(m.created_at or session.created_at, connection),
+            ]
             for index, field in json_fields:
                 row[index] = field.get_db_prep_save(row[index], connection)
             batch.append(row)
@@ -295,8 +388,11 @@ def link_chains(sessions: list[Session], owner) -> None:
             parent_id = session.extra.get("hermes_parent_id")
             if not parent_id or session.parent_id:
                 continue
-            parent = mine.filter(Q(public_id=parent_id) | Q(extra__hermes_id=parent_id)).exclude(
-                pk=session.pk).first()
+            parent = (
+                mine.filter(Q(public_id=parent_id) | Q(extra__hermes_id=parent_id))
+                .exclude(pk=session.pk)
+                .first()
+            )
             if parent is not None:
                 session.parent = parent
                 Session.objects.filter(pk=session.pk).update(parent=parent)
@@ -361,7 +457,9 @@ def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | Impo
         worker.join()
 
 
-def import_path(path: str | Path, *, owner, fmt: str = "auto", name: str | None = None) -> ImportReport:
+def import_path(
+    path: str | Path, *, owner, fmt: str = "auto", name: str | None = None
+) -> ImportReport:
     """Import every session in a file; problems are collected per session, never raised."""
     path = Path(path)
     file = name or path.name
@@ -369,10 +467,14 @@ def import_path(path: str | Path, *, owner, fmt: str = "auto", name: str | None 
     try:
         size = path.stat().st_size
         if size > max_bytes():
-            raise ImportProblem(file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB")
+            raise ImportProblem(
+                file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
+            )
         report.format = detect_format(path, file) if fmt == "auto" else fmt
         if report.format not in FORMATS:
-            raise ImportProblem(file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})")
+            raise ImportProblem(
+                file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})"
+            )
         for item in _pipelined(report.format, path, file):
             if isinstance(item, ImportProblem):
                 report.errors.append(item)
@@ -388,7 +490,9 @@ def import_path(path: str | Path, *, owner, fmt: str = "auto", name: str | None 
     except RecursionError:
         report.errors.append(ImportProblem(file, 0, "JSON nested too deeply to read"))
     except OSError as error:
-        report.errors.append(ImportProblem(file, 0, f"cannot read the file: {error.strerror or error}"))
+        report.errors.append(
+            ImportProblem(file, 0, f"cannot read the file: {error.strerror or error}")
+        )
     if report.format in ("hermes-jsonl", "hermes-db"):
         link_chains(report.sessions, owner)
         for session in report.sessions:
@@ -401,8 +505,13 @@ def import_upload(upload, *, owner, fmt: str = "auto") -> ImportReport:
     name = Path(upload.name or "upload").name
     if upload.size is not None and upload.size > max_bytes():
         report = ImportReport(file=name)
-        report.errors.append(ImportProblem(name, 0, f"file is {upload.size // 2**20} MB; "
-                                                    f"the limit is {max_bytes() // 2**20} MB"))
+        report.errors.append(
+            ImportProblem(
+                name,
+                0,
+                f"file is {upload.size // 2**20} MB; the limit is {max_bytes() // 2**20} MB",
+            )
+        )
         return report
     if hasattr(upload, "temporary_file_path"):
         return import_path(upload.temporary_file_path(), owner=owner, fmt=fmt, name=name)

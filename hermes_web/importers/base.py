@@ -34,8 +34,13 @@ class ImportProblem(Exception):
         return f"{where}: {self.problem}" + (f" (session {self.session})" if self.session else "")
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "problem": self.problem, "session": self.session,
-                "message": str(self)}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "problem": self.problem,
+            "session": self.session,
+            "message": str(self),
+        }
 
 
 @dataclass
@@ -79,7 +84,9 @@ class ParsedSession:
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:
     if role not in ROLES:
-        raise ImportProblem(file, line, f"unknown role {role!r} (expected system, user, assistant or tool)", session)
+        raise ImportProblem(
+            file, line, f"unknown role {role!r} (expected system, user, assistant or tool)", session
+        )
     return role
 
 
@@ -131,7 +138,9 @@ def json_line(text: str, file: str, line: int) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ImportProblem(file, line, f"broken JSON: {error.msg} at column {error.colno}") from None
+        raise ImportProblem(
+            file, line, f"broken JSON: {error.msg} at column {error.colno}"
+        ) from None
     except RecursionError:
         raise ImportProblem(file, line, "JSON nested too deeply to read") from None
 
@@ -144,5 +153,9 @@ def text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        return "\n".join(p.get("text", "") for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "\n".join(
+            p.get("text", "")
+            for p in value
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""

@@ -37,7 +37,11 @@ def _result_content(value: Any) -> Any:
                 parts.append({"type": "text", "text": block.get("text", "")})
             elif isinstance(block, dict) and block.get("type") == "image":
                 parts.append(block)
-        return parts if any(p.get("type") != "text" for p in parts) else "\n".join(p["text"] for p in parts)
+        return (
+            parts
+            if any(p.get("type") != "text" for p in parts)
+            else "\n".join(p["text"] for p in parts)
+        )
     return "" if value is None else value
 
 
@@ -52,14 +56,18 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
             raise text
         record = json_line(text, file, number)
         if not isinstance(record, dict):
-            raise ImportProblem(file, number, f"expected a record object, got a JSON {type(record).__name__}")
+            raise ImportProblem(
+                file, number, f"expected a record object, got a JSON {type(record).__name__}"
+            )
         kind = record.get("type")
         if kind == "summary" and isinstance(record.get("summary"), str):
             title = title or record["summary"]
             continue
         if kind not in MESSAGE_TYPES:
             if not isinstance(kind, str):
-                raise ImportProblem(file, number, "record has no 'type': not a Claude Code transcript")
+                raise ImportProblem(
+                    file, number, "record has no 'type': not a Claude Code transcript"
+                )
             continue
         message = record.get("message")
         if not isinstance(message, dict):
@@ -70,14 +78,20 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         session_id = session_id or str(record.get("sessionId") or "")
         when = epoch(record.get("timestamp"))
         first_time = first_time or when
-        extra = {k: record[k] for k in ("uuid", "parentUuid", "timestamp", "cwd", "gitBranch") if record.get(k)}
+        extra = {
+            k: record[k]
+            for k in ("uuid", "parentUuid", "timestamp", "cwd", "gitBranch")
+            if record.get(k)
+        }
         content = message.get("content")
         if kind == "assistant":
             model = model or str(message.get("model") or "")
             texts, calls, thinking = [], [], []
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
             if not isinstance(blocks, list):
-                raise ImportProblem(file, number, "assistant content is neither text nor a list of blocks")
+                raise ImportProblem(
+                    file, number, "assistant content is neither text nor a list of blocks"
+                )
             for block in blocks:
                 if not isinstance(block, dict):
                     raise ImportProblem(file, number, "a content block is not an object")
@@ -89,27 +103,51 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
                 elif btype == "tool_use":
                     call_id = str(block.get("id") or "")
                     tool_names[call_id] = str(block.get("name") or "")
-                    calls.append({"id": call_id, "type": "function", "function": {
-                        "name": tool_names[call_id],
-                        "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
-            same = message.get("id") and message.get("id") == last_message_id and messages and messages[-1].role == "assistant"
+                    calls.append(
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": tool_names[call_id],
+                                "arguments": json.dumps(
+                                    block.get("input") or {}, ensure_ascii=False
+                                ),
+                            },
+                        }
+                    )
+            same = (
+                message.get("id")
+                and message.get("id") == last_message_id
+                and messages
+                and messages[-1].role == "assistant"
+            )
             if same:
                 previous = messages[-1]
                 joined = "\n".join(t for t in (previous.content or "", *texts) if t)
                 previous.content = joined or None
                 previous.tool_calls = (previous.tool_calls or []) + calls or None
                 if thinking:
-                    previous.reasoning = "\n".join(t for t in (previous.reasoning or "", *thinking) if t)
+                    previous.reasoning = "\n".join(
+                        t for t in (previous.reasoning or "", *thinking) if t
+                    )
             else:
-                messages.append(ParsedMessage(
-                    role="assistant", content="\n".join(t for t in texts if t) or None,
-                    tool_calls=calls or None, reasoning="\n".join(thinking) or None,
-                    extra=extra, created_at=when))
+                messages.append(
+                    ParsedMessage(
+                        role="assistant",
+                        content="\n".join(t for t in texts if t) or None,
+                        tool_calls=calls or None,
+                        reasoning="\n".join(thinking) or None,
+                        extra=extra,
+                        created_at=when,
+                    )
+                )
             last_message_id = message.get("id")
             continue
         last_message_id = None
         if isinstance(content, str):
-            messages.append(ParsedMessage(role="user", content=content, extra=extra, created_at=when))
+            messages.append(
+                ParsedMessage(role="user", content=content, extra=extra, created_at=when)
+            )
             title = title or content
             continue
         if not isinstance(content, list):
@@ -120,10 +158,16 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
                 raise ImportProblem(file, number, "a content block is not an object")
             if block.get("type") == "tool_result":
                 call_id = str(block.get("tool_use_id") or "")
-                messages.append(ParsedMessage(
-                    role="tool", content=_result_content(block.get("content")), tool_call_id=call_id,
-                    tool_name=tool_names.get(call_id, ""),
-                    extra={**extra, **({"is_error": True} if block.get("is_error") else {})}, created_at=when))
+                messages.append(
+                    ParsedMessage(
+                        role="tool",
+                        content=_result_content(block.get("content")),
+                        tool_call_id=call_id,
+                        tool_name=tool_names.get(call_id, ""),
+                        extra={**extra, **({"is_error": True} if block.get("is_error") else {})},
+                        created_at=when,
+                    )
+                )
             elif block.get("type") == "text":
                 user_parts.append({"type": "text", "text": block.get("text") or ""})
             elif block.get("type") == "image":
@@ -136,6 +180,11 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     if not messages:
         raise ImportProblem(file, 0, "no user or assistant records: not a Claude Code transcript")
     yield ParsedSession(
-        source=SOURCE, public_id=session_id, title=" ".join(title.split())[:80], model=model,
-        messages=messages, created_at=first_time, line=1,
+        source=SOURCE,
+        public_id=session_id,
+        title=" ".join(title.split())[:80],
+        model=model,
+        messages=messages,
+        created_at=first_time,
+        line=1,
     )

@@ -53,9 +53,13 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
             raise text
         record = json_line(text, file, number)
         if not isinstance(record, dict):
-            raise ImportProblem(file, number, f"expected a record object, got a JSON {type(record).__name__}")
+            raise ImportProblem(
+                file, number, f"expected a record object, got a JSON {type(record).__name__}"
+            )
         kind, item = record.get("type"), record.get("payload")
-        if kind == "session_meta" or (number == 1 and "payload" not in record and "instructions" in record):
+        if kind == "session_meta" or (
+            number == 1 and "payload" not in record and "instructions" in record
+        ):
             meta = item if isinstance(item, dict) else record
             session_id = str(meta.get("id") or "")
             created = epoch(meta.get("timestamp"))
@@ -89,23 +93,47 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False)
             tool_names[call_id] = name
-            call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":
                 last.tool_calls = (last.tool_calls or []) + [call]
             else:
-                message = ParsedMessage(role="assistant", content=None, tool_calls=[call], created_at=when)
+                message = ParsedMessage(
+                    role="assistant", content=None, tool_calls=[call], created_at=when
+                )
                 if reasoning:
                     message.reasoning, reasoning = "\n".join(reasoning), []
                 messages.append(message)
-        elif itype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+        elif itype in (
+            "function_call_output",
+            "custom_tool_call_output",
+            "local_shell_call_output",
+        ):
             call_id = str(item.get("call_id") or "")
-            messages.append(ParsedMessage(role="tool", content=_output(item.get("output")), tool_call_id=call_id,
-                                          tool_name=tool_names.get(call_id, ""), created_at=when))
+            messages.append(
+                ParsedMessage(
+                    role="tool",
+                    content=_output(item.get("output")),
+                    tool_call_id=call_id,
+                    tool_name=tool_names.get(call_id, ""),
+                    created_at=when,
+                )
+            )
         elif itype == "reasoning":
             summary = item.get("summary") or []
             reasoning.extend(p.get("text", "") for p in summary if isinstance(p, dict))
     if not messages:
         raise ImportProblem(file, 0, "no response items: not a Codex rollout")
-    yield ParsedSession(source=SOURCE, public_id=session_id, title=" ".join(title.split())[:80], model=model,
-                        messages=messages, created_at=created, line=1)
+    yield ParsedSession(
+        source=SOURCE,
+        public_id=session_id,
+        title=" ".join(title.split())[:80],
+        model=model,
+        messages=messages,
+        created_at=created,
+        line=1,
+    )

@@ -30,8 +30,20 @@ SOURCE = Session.Source.IMPORT_HERMES
 JSON_PREFIXES = ("\x00json:", "\x01json:")
 SUMMARY_OPENINGS = ("[CONTEXT COMPACTION", PREFIX_OPENING, "[CONTEXT SUMMARY]:")
 # Message keys that become Message fields; everything else is kept in Message.extra.
-_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning", "active", "compacted",
-           "_compressed_summary", "id", "session_id", "timestamp"}
+_FIELDS = {
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "reasoning",
+    "active",
+    "compacted",
+    "_compressed_summary",
+    "id",
+    "session_id",
+    "timestamp",
+}
 
 
 def decode_content(value: Any) -> Any:
@@ -40,7 +52,7 @@ def decode_content(value: Any) -> Any:
         for prefix in JSON_PREFIXES:
             if value.startswith(prefix):
                 try:
-                    return json.loads(value[len(prefix):])
+                    return json.loads(value[len(prefix) :])
                 except json.JSONDecodeError:
                     return value
     return value
@@ -70,7 +82,9 @@ def _flag(value: Any, default: bool) -> bool:
 
 def parse_message(row: dict, file: str, line: int, session_id: str) -> ParsedMessage:
     if not isinstance(row, dict):
-        raise ImportProblem(file, line, f"a message is {type(row).__name__}, not an object", session_id)
+        raise ImportProblem(
+            file, line, f"a message is {type(row).__name__}, not an object", session_id
+        )
     role = check_role(row.get("role"), file, line, session_id)
     content = decode_content(row.get("content"))
     tool_calls = _json_field(row.get("tool_calls"))
@@ -104,7 +118,15 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
     messages = obj.get("messages")
     if not isinstance(messages, list):
         raise ImportProblem(file, line, "session object has no 'messages' list", session_id)
-    keep = ("cwd", "git_branch", "profile_name", "model_config", "input_tokens", "output_tokens", "message_count")
+    keep = (
+        "cwd",
+        "git_branch",
+        "profile_name",
+        "model_config",
+        "input_tokens",
+        "output_tokens",
+        "message_count",
+    )
     return ParsedSession(
         source=SOURCE,
         public_id=session_id.strip()[:100],
@@ -115,7 +137,10 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
         ended_at=epoch(obj.get("ended_at")),
         end_reason=str(obj.get("end_reason") or "")[:32],
         parent_id=str(obj.get("parent_session_id") or ""),
-        extra={"hermes": {k: obj[k] for k in keep if obj.get(k) not in (None, "")}, "hermes_source": obj.get("source")},
+        extra={
+            "hermes": {k: obj[k] for k in keep if obj.get(k) not in (None, "")},
+            "hermes_source": obj.get("source"),
+        },
         line=line,
     )
 
@@ -129,7 +154,9 @@ def parse_jsonl(stream: IO[bytes], file: str) -> Iterator[ParsedSession | Import
         try:
             obj = json_line(text, file, number)
             if not isinstance(obj, dict):
-                raise ImportProblem(file, number, f"expected a session object, got a JSON {type(obj).__name__}")
+                raise ImportProblem(
+                    file, number, f"expected a session object, got a JSON {type(obj).__name__}"
+                )
             yield _session(obj, file, number)
         except ImportProblem as problem:
             yield problem
@@ -161,7 +188,11 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
             raise ImportProblem(file, 0, f"not a Hermes state.db: it has no '{table}' table")
         if missing := needed - columns[table]:
             db.close()
-            raise ImportProblem(file, 0, f"not a Hermes state.db: table '{table}' lacks {', '.join(sorted(missing))}")
+            raise ImportProblem(
+                file,
+                0,
+                f"not a Hermes state.db: table '{table}' lacks {', '.join(sorted(missing))}",
+            )
     return db, columns
 
 
@@ -169,11 +200,15 @@ def parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     db, columns = open_state_db(path, file)
     try:
         order = "started_at, id"
-        for number, row in enumerate(db.execute(f"SELECT * FROM sessions ORDER BY {order}"), start=1):  # noqa: S608
+        for number, row in enumerate(
+            db.execute(f"SELECT * FROM sessions ORDER BY {order}"), start=1
+        ):  # noqa: S608
             obj = dict(row)
             where = f"session {obj.get('id')}"
             try:
-                cursor = db.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY id", (obj["id"],))
+                cursor = db.execute(
+                    "SELECT * FROM messages WHERE session_id = ? ORDER BY id", (obj["id"],)
+                )
                 obj["messages"] = [dict(m) for m in cursor]
                 yield _session(obj, file, number)
             except ImportProblem as problem:

@@ -21,7 +21,15 @@ from hermes_web.importers.base import (
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_OPENAI
-_FIELDS = {"role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "reasoning_content"}
+_FIELDS = {
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "reasoning",
+    "reasoning_content",
+}
 
 
 def parse_message(item: Any, index: int, file: str) -> ParsedMessage:
@@ -58,17 +66,23 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ImportProblem(file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}") from None
+        raise ImportProblem(
+            file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}"
+        ) from None
     except RecursionError:
         raise ImportProblem(file, 1, "JSON nested too deeply to read") from None
     title, model = "", ""
     if isinstance(doc, dict):
         if not isinstance(doc.get("messages"), list):
-            raise ImportProblem(file, 1, "expected a list of messages or an object with a 'messages' list")
+            raise ImportProblem(
+                file, 1, "expected a list of messages or an object with a 'messages' list"
+            )
         title, model = str(doc.get("title") or ""), str(doc.get("model") or "")
         doc = doc["messages"]
     if not isinstance(doc, list):
-        raise ImportProblem(file, 1, "expected a list of messages or an object with a 'messages' list")
+        raise ImportProblem(
+            file, 1, "expected a list of messages or an object with a 'messages' list"
+        )
     if not doc:
         raise ImportProblem(file, 1, "the conversation has no messages")
     messages = [parse_message(item, i, file) for i, item in enumerate(doc)]

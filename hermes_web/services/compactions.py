@@ -612,12 +612,15 @@ def stranded_runs(*, queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
     """
     now = timezone.now()
     queued = list(
-        Compaction.objects.filter(status=Status.QUEUED, queued_at__lt=now - queued_for)
-        .values_list("pk", flat=True)
+        Compaction.objects.filter(status=Status.QUEUED, queued_at__lt=now - queued_for).values_list(
+            "pk", flat=True
+        )
     )
     running = [
         run.pk
-        for run in Compaction.objects.filter(status=Status.RUNNING, started_at__lt=now - timedelta(seconds=5))
+        for run in Compaction.objects.filter(
+            status=Status.RUNNING, started_at__lt=now - timedelta(seconds=5)
+        )
         if not _live_lease_of(run)
     ]
     return queued + running

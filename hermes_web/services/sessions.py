@@ -57,7 +57,13 @@ def normalize_mode(mode: str) -> str:
 
 
 def message_dict(
-    *, role: str, content: Any, tool_calls=None, tool_call_id: str = "", tool_name: str = "", reasoning=None
+    *,
+    role: str,
+    content: Any,
+    tool_calls=None,
+    tool_call_id: str = "",
+    tool_name: str = "",
+    reasoning=None,
 ) -> dict:
     """The OpenAI-format dict the engine sees for these fields (same shape as Message.to_openai)."""
     message: dict = {"role": role, "content": content}
@@ -96,8 +102,12 @@ def append_message(
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
     as_dict = message_dict(
-        role=role, content=content, tool_calls=tool_calls, tool_call_id=tool_call_id,
-        tool_name=tool_name, reasoning=reasoning,
+        role=role,
+        content=content,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        reasoning=reasoning,
     )
     # Counted outside the transaction: tokenizing a long tool output must not hold the lock.
     tokens = count_message_tokens(as_dict, CompactionConfig(model=token_model(session)))
@@ -105,12 +115,20 @@ def append_message(
         target_id = session.pk
         seen = {target_id}
         while True:
-            end_reason = (Session.objects.select_for_update().filter(pk=target_id)
-                          .values_list("end_reason", flat=True).first())
+            end_reason = (
+                Session.objects.select_for_update()
+                .filter(pk=target_id)
+                .values_list("end_reason", flat=True)
+                .first()
+            )
             if end_reason != "compression":
                 break
-            child_id = (Session.objects.filter(parent_id=target_id).order_by("-created_at", "-pk")
-                        .values_list("pk", flat=True).first())
+            child_id = (
+                Session.objects.filter(parent_id=target_id)
+                .order_by("-created_at", "-pk")
+                .values_list("pk", flat=True)
+                .first()
+            )
             if child_id is None or child_id in seen:
                 break
             seen.add(child_id)
@@ -146,7 +164,14 @@ def openai_messages(session: Session) -> list[dict]:
         .values_list("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
     )
     return [
-        message_dict(role=role, content=content, tool_calls=calls, tool_call_id=call_id, tool_name=name, reasoning=reasoning)
+        message_dict(
+            role=role,
+            content=content,
+            tool_calls=calls,
+            tool_call_id=call_id,
+            tool_name=name,
+            reasoning=reasoning,
+        )
         for role, content, calls, call_id, name, reasoning in rows
     ]
 
@@ -171,8 +196,9 @@ def session_tree(root_session: Session) -> list[Session]:
     """Every session of the chain that ``root_session`` belongs to, oldest first."""
     root = lineage_root(root_session)
     return list(
-        Session.objects.filter(Q(pk=root.pk) | Q(root_id=root.pk), owner_id=root.owner_id)
-        .order_by("created_at", "pk")
+        Session.objects.filter(Q(pk=root.pk) | Q(root_id=root.pk), owner_id=root.owner_id).order_by(
+            "created_at", "pk"
+        )
     )
 
 

@@ -49,8 +49,10 @@ def _session_for(request: HttpRequest, public_id: str) -> Session:
 
 def _sidebar(request: HttpRequest) -> list[Session]:
     return list(
-        Session.objects.for_user(request.user).filter(source=Session.Source.CHAT)
-        .exclude(end_reason="compression").order_by("-updated_at")[:50]
+        Session.objects.for_user(request.user)
+        .filter(source=Session.Source.CHAT)
+        .exclude(end_reason="compression")
+        .order_by("-updated_at")[:50]
     )
 
 
@@ -59,8 +61,11 @@ def _marker_for(rows: list[Message], session: Session) -> dict[int, Compaction]:
     summaries = [r for r in rows if r.is_summary]
     if not summaries:
         return {}
-    made = list(Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
-                .order_by("-finished_at"))
+    made = list(
+        Compaction.objects.filter(
+            result_session=session, status=Compaction.Status.COMMITTED
+        ).order_by("-finished_at")
+    )
     by_time = {c.finished_at: c for c in made}
     return {r.pk: by_time.get(r.created_at) or made[0] for r in summaries if made}
 
@@ -70,11 +75,21 @@ def _turn_context(turn: AgentTurn) -> dict:
     rows = list(Message.objects.filter(pk__in=ids).order_by("position")) if ids else []
     blocked = None
     if turn.status == AgentTurn.Status.QUEUED:
-        blocked = (Compaction.objects.filter(session_id=turn.session_id, status__in=(
-            Compaction.Status.QUEUED, Compaction.Status.RUNNING)).exclude(trigger=Compaction.Trigger.WHAT_IF).first())
-    return {"turn": turn, "turn_items": chat_items(rows), "turn_blocked_by": blocked,
-            "turn_active": turn.status in (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING),
-            "turn_model_label": model_label(turn.model)}
+        blocked = (
+            Compaction.objects.filter(
+                session_id=turn.session_id,
+                status__in=(Compaction.Status.QUEUED, Compaction.Status.RUNNING),
+            )
+            .exclude(trigger=Compaction.Trigger.WHAT_IF)
+            .first()
+        )
+    return {
+        "turn": turn,
+        "turn_items": chat_items(rows),
+        "turn_blocked_by": blocked,
+        "turn_active": turn.status in (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING),
+        "turn_model_label": model_label(turn.model),
+    }
 
 
 def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
@@ -91,9 +106,15 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
     for item in items:
         item["compaction"] = markers.get(item["row"].pk)
     context = {
-        "nav": "chat", "session": session, "sessions": _sidebar(request), "items": items,
-        "earlier": earlier, "meter": context_meter(session), "compaction": latest_compaction(session),
-        "model_label": model_label(session.model), "draft": "",
+        "nav": "chat",
+        "session": session,
+        "sessions": _sidebar(request),
+        "items": items,
+        "earlier": earlier,
+        "meter": context_meter(session),
+        "compaction": latest_compaction(session),
+        "model_label": model_label(session.model),
+        "draft": "",
     }
     if turn is not None:
         context.update(_turn_context(turn))
@@ -104,7 +125,9 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
 @require_GET
 @login_required
 def chat(request: HttpRequest) -> HttpResponse:
-    return render(request, TEMPLATE, {"nav": "chat", "session": None, "sessions": _sidebar(request)})
+    return render(
+        request, TEMPLATE, {"nav": "chat", "session": None, "sessions": _sidebar(request)}
+    )
 
 
 @require_POST
@@ -128,11 +151,18 @@ def chat_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     return render(request, TEMPLATE, _page_context(request, session))
 
 
-def _refuse(request: HttpRequest, session: Session, message: str, status: int, draft: str = "") -> HttpResponse:
+def _refuse(
+    request: HttpRequest, session: Session, message: str, status: int, draft: str = ""
+) -> HttpResponse:
     if request.htmx:
         response = render(request, TEMPLATE + "#composer-error", {"error": message}, status=status)
         return reswap(retarget(response, "#composer-error"), "outerHTML")
-    return render(request, TEMPLATE, _page_context(request, session, error=message, draft=draft), status=status)
+    return render(
+        request,
+        TEMPLATE,
+        _page_context(request, session, error=message, draft=draft),
+        status=status,
+    )
 
 
 def _command(request: HttpRequest, session: Session, text: str) -> HttpResponse:
@@ -141,12 +171,20 @@ def _command(request: HttpRequest, session: Session, text: str) -> HttpResponse:
     try:
         if name == "compress":
             run = compress(session=session, user=request.user, focus=argument)
-            note = f"Compaction {run.get_status_display()}" + (f" with focus “{run.focus}”." if run.focus else ".")
+            note = f"Compaction {run.get_status_display()}" + (
+                f" with focus “{run.focus}”." if run.focus else "."
+            )
         elif name == "mode":
             value = set_mode(session=resolve_tip(session), mode=argument or "")
             note = f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}."
         else:
-            return _refuse(request, session, f"Unknown command /{name}. Commands: /compress [focus], /mode rotation|in-place.", 400, text)
+            return _refuse(
+                request,
+                session,
+                f"Unknown command /{name}. Commands: /compress [focus], /mode rotation|in-place.",
+                400,
+                text,
+            )
     except ChatBusy as busy:
         return _refuse(request, session, str(busy).capitalize() + ".", 409, text)
     except CompactionRefused as refused:
@@ -167,7 +205,12 @@ def chat_send(request: HttpRequest, public_id: str) -> HttpResponse:
     if not text:
         return _refuse(request, session, "Type a message first (the message field was empty).", 400)
     if len(text) > MAX_MESSAGE_CHARS:
-        return _refuse(request, session, f"The message is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}.", 400)
+        return _refuse(
+            request,
+            session,
+            f"The message is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}.",
+            400,
+        )
     if text.startswith("/"):
         return _command(request, session, text)
     try:
@@ -177,10 +220,18 @@ def chat_send(request: HttpRequest, public_id: str) -> HttpResponse:
     if not request.htmx:
         return redirect("chat_detail", public_id=turn.session.public_id)
     turn.refresh_from_db()
-    user_row = Message.objects.filter(session_id=turn.session_id, role=Message.Role.USER).order_by("-position").first()
-    context = {"sent_items": chat_items([user_row]) if user_row else [], "session": turn.session,
-               "meter": context_meter(turn.session), "compaction": latest_compaction(turn.session),
-               **_turn_context(turn)}
+    user_row = (
+        Message.objects.filter(session_id=turn.session_id, role=Message.Role.USER)
+        .order_by("-position")
+        .first()
+    )
+    context = {
+        "sent_items": chat_items([user_row]) if user_row else [],
+        "session": turn.session,
+        "meter": context_meter(turn.session),
+        "compaction": latest_compaction(turn.session),
+        **_turn_context(turn),
+    }
     return render(request, TEMPLATE + "#sent", context)
 
 
@@ -195,7 +246,9 @@ def chat_compress(request: HttpRequest, public_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
-    turn = get_object_or_404(AgentTurn.objects.for_user(request.user).select_related("session"), public_id=public_id)
+    turn = get_object_or_404(
+        AgentTurn.objects.for_user(request.user).select_related("session"), public_id=public_id
+    )
     if turn.status in (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING):
         active_turn(turn.session)  # reaps it if its worker died
         turn.refresh_from_db()
@@ -205,22 +258,37 @@ def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
     if context["turn_active"]:
         return render(request, TEMPLATE + "#turn-status", context)
     session = Session.objects.get(pk=turn.session_id)
-    context.update({"session": session, "meter": context_meter(session), "compaction": latest_compaction(session),
-                    "oob": True})
+    context.update(
+        {
+            "session": session,
+            "meter": context_meter(session),
+            "compaction": latest_compaction(session),
+            "oob": True,
+        }
+    )
     return render(request, TEMPLATE + "#turn-final", context, status=HTMX_STOP_POLLING)
 
 
 @require_GET
 @login_required
 def chat_compaction_status(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = get_object_or_404(Compaction.objects.for_user(request.user).select_related("session", "result_session"),
-                            public_id=public_id)
+    run = get_object_or_404(
+        Compaction.objects.for_user(request.user).select_related("session", "result_session"),
+        public_id=public_id,
+    )
     if not request.htmx:
         return redirect("chat_detail", public_id=run.session.public_id)
     if run.is_finished and run.status == Compaction.Status.COMMITTED:
         if run.result_session_id and run.result_session_id != run.session_id:
             # Rotation: the chat continues in the child session, and the URL follows.
-            return HttpResponseClientRedirect(reverse("chat_detail", args=[run.result_session.public_id]))
+            return HttpResponseClientRedirect(
+                reverse("chat_detail", args=[run.result_session.public_id])
+            )
         return HttpResponseClientRefresh()  # in place: same URL, the transcript is now compacted
     status = HTMX_STOP_POLLING if run.is_finished else 200
-    return render(request, TEMPLATE + "#compaction-status", {"compaction": run, "session": run.session}, status=status)
+    return render(
+        request,
+        TEMPLATE + "#compaction-status",
+        {"compaction": run, "session": run.session},
+        status=status,
+    )

@@ -20,9 +20,19 @@ FORMAT_CHOICES = [
 
 
 def _context(request, **extra) -> dict:
-    recent = Session.objects.for_user(request.user).filter(source__startswith="import:").order_by("-created_at")[:10]
-    return {"nav": "import", "formats": FORMAT_CHOICES, "max_mb": max_upload_bytes() // 2**20,
-            "recent": recent, "selected_format": "auto", **extra}
+    recent = (
+        Session.objects.for_user(request.user)
+        .filter(source__startswith="import:")
+        .order_by("-created_at")[:10]
+    )
+    return {
+        "nav": "import",
+        "formats": FORMAT_CHOICES,
+        "max_mb": max_upload_bytes() // 2**20,
+        "recent": recent,
+        "selected_format": "auto",
+        **extra,
+    }
 
 
 @require_http_methods(["GET", "POST"])
@@ -44,7 +54,9 @@ def import_page(request: HttpRequest) -> HttpResponse:
     else:
         for upload in files:
             if upload.size > max_upload_bytes():
-                reports.append(_failed(upload.name, f"file is larger than {max_upload_bytes() // 2**20} MB"))
+                reports.append(
+                    _failed(upload.name, f"file is larger than {max_upload_bytes() // 2**20} MB")
+                )
                 status = 413
                 continue
             reports.append(import_upload(upload, owner=request.user, fmt=fmt))

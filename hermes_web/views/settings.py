@@ -25,18 +25,31 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 def create_api_key(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "").strip()
     if not name or len(name) > 100:
-        return render(request, "hermes_web/api_keys.html",
-                      {"keys": _keys(request), "name_error": "Give the key a name (up to 100 characters).",
-                       "name": name[:100]}, status=400)
+        return render(
+            request,
+            "hermes_web/api_keys.html",
+            {
+                "keys": _keys(request),
+                "name_error": "Give the key a name (up to 100 characters).",
+                "name": name[:100],
+            },
+            status=400,
+        )
     key, raw = ApiKey.issue(owner=request.user, name=name)
     # Rendered, not redirected: the raw key exists only in this response.
-    return render(request, "hermes_web/api_keys.html", {"keys": _keys(request), "new_key": key, "raw_key": raw})
+    return render(
+        request,
+        "hermes_web/api_keys.html",
+        {"keys": _keys(request), "new_key": key, "raw_key": raw},
+    )
 
 
 @require_POST
 @login_required
 def revoke_api_key(request: HttpRequest, key_id: str) -> HttpResponse:
-    key = get_object_or_404(ApiKey.objects.filter(owner=request.user), key_hash__startswith=key_id[:64])
+    key = get_object_or_404(
+        ApiKey.objects.filter(owner=request.user), key_hash__startswith=key_id[:64]
+    )
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])

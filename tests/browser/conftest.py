@@ -10,15 +10,23 @@ from tests.conftest import OUTPUT_DIR
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 SCREENSHOTS = OUTPUT_DIR / "screenshots"
 
 
 def pytest_collection_modifyitems(config, items):
     if not Path(CHROMIUM).exists():
-        skip = pytest.mark.skip(reason=f"Chromium not found at {CHROMIUM}: run `make test` as root to install it")
+        skip = pytest.mark.skip(
+            reason=f"Chromium not found at {CHROMIUM}: run `make test` as root to install it"
+        )
         for item in items:
             if "tests/browser" in str(item.fspath):
                 item.add_marker(skip)

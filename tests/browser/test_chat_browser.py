@@ -21,7 +21,11 @@ def demo_worker(tmp_path, settings):
     original = app.conf.broker_url
     broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
     point_app_at_broker(broker)
-    worker = WorkerProcess(broker, tmp_path / "worker.log", extra_env={"HERMES_CHAT_MODEL": "", "HERMES_SUMMARY_MODEL": ""})
+    worker = WorkerProcess(
+        broker,
+        tmp_path / "worker.log",
+        extra_env={"HERMES_CHAT_MODEL": "", "HERMES_SUMMARY_MODEL": ""},
+    )
     try:
         yield worker
     finally:
@@ -29,7 +33,9 @@ def demo_worker(tmp_path, settings):
         point_app_at_broker(original)
 
 
-def test_chat_with_the_demo_model_then_compress(live_server, page, screenshot, django_user_model, demo_worker):
+def test_chat_with_the_demo_model_then_compress(
+    live_server, page, screenshot, django_user_model, demo_worker
+):
     django_user_model.objects.create_user("alice", password="alice-pass-123")
     page.goto(live_server.url + "/accounts/login/")
     page.get_by_label("Username").fill("alice")
@@ -52,10 +58,16 @@ def test_chat_with_the_demo_model_then_compress(live_server, page, screenshot, d
 
     page.locator("#message").fill("Why did ingest fail on March 14?")
     page.get_by_role("button", name="Send").click()
-    expect(page.locator(".user-bubble").filter(has_text="Why did ingest fail on March 14?")).to_be_visible()
+    expect(
+        page.locator(".user-bubble").filter(has_text="Why did ingest fail on March 14?")
+    ).to_be_visible()
     expect(page.locator("#message")).to_have_value("")
-    expect(page.locator(".toolcall").filter(has_text="ingest-2025-03-14.log").first).to_be_visible(timeout=60_000)
-    expect(page.locator(".assistant-bubble").filter(has_text="ERROR").first).to_be_visible(timeout=60_000)
+    expect(page.locator(".toolcall").filter(has_text="ingest-2025-03-14.log").first).to_be_visible(
+        timeout=60_000
+    )
+    expect(page.locator(".assistant-bubble").filter(has_text="ERROR").first).to_be_visible(
+        timeout=60_000
+    )
     expect(page.locator(".turn.turn-done")).to_have_count(2, timeout=60_000)
     expect(page.locator("#chat-meter")).to_contain_text("prompt tokens (provider)")
     screenshot("chat-tools-and-meter")

@@ -24,7 +24,10 @@ def assistant(text: str | None = None, *calls: dict[str, Any], **extra: Any) -> 
 
 
 def call(call_id: str | None, name: str = "terminal", **args: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    out: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
     if call_id is not None:
         out["id"] = call_id
     return out

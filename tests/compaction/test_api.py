@@ -12,7 +12,8 @@ PACKAGE = Path(compaction.__file__).parent
 def test_all_is_sorted_and_complete():
     assert compaction.__all__ == sorted(compaction.__all__)
     public = {
-        name for name, value in vars(compaction).items()
+        name
+        for name, value in vars(compaction).items()
         if not name.startswith("_") and not isinstance(value, type(compaction))
     }
     assert set(compaction.__all__) == public
@@ -48,7 +49,9 @@ def test_litellm_is_imported_only_by_the_summarizer_module():
             tree = ast.parse(path.read_text())
             imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
             for node in imports:
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                names = (
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                )
                 assert "litellm" not in names, path
 
 
@@ -60,7 +63,11 @@ def test_importing_the_engine_does_not_import_litellm():
 
 def test_contract_example_runs_and_report_is_json():
     messages = compaction.generate_conversation(120, seed=3)
-    result = compaction.compact(messages, config=compaction.CompactionConfig(context_length=200_000),
-                                summarizer=None, now=None)
+    result = compaction.compact(
+        messages,
+        config=compaction.CompactionConfig(context_length=200_000),
+        summarizer=None,
+        now=None,
+    )
     assert isinstance(result.messages, list)
     json.dumps(result.report.to_dict())

@@ -11,15 +11,18 @@ S = "[CONTEXT COMPACTION — REFERENCE ONLY] x:\nbody"
 @pytest.mark.parametrize(
     ("head", "tail", "expected"),
     [
-        ([system(), user("u")], [user("latest")], ("assistant", None, False)),   # head ends user
+        ([system(), user("u")], [user("latest")], ("assistant", None, False)),  # head ends user
         ([system(), user("u"), assistant("a")], [user("latest")], ("user", 0, False)),
         ([system(), user("u"), assistant("a")], [assistant("x"), user("l")], ("user", None, False)),
-        ([system()], [assistant("a"), user("l")], ("user", None, True)),         # forced user-leading
-        ([system()], [user("l")], ("user", 0, True)),                             # forced + collision → merge
+        ([system()], [assistant("a"), user("l")], ("user", None, True)),  # forced user-leading
+        ([system()], [user("l")], ("user", 0, True)),  # forced + collision → merge
         ([], [user("l")], ("user", 0, True)),
-        ([system(), user("u")], [assistant("a")], ("assistant", 0, False)),        # double collision
-        ([system(), user("u"), assistant(None, call("c")), result("c")], [user("l")],
-         ("assistant", None, False)),                                             # exempt rows skipped
+        ([system(), user("u")], [assistant("a")], ("assistant", 0, False)),  # double collision
+        (
+            [system(), user("u"), assistant(None, call("c")), result("c")],
+            [user("l")],
+            ("assistant", None, False),
+        ),  # exempt rows skipped
     ],
 )
 def test_summary_role_choice(head, tail, expected):

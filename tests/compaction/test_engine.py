@@ -21,11 +21,31 @@ from .builders import WORDS, assistant, call, image_part, long_conversation, res
 CONFIG = CompactionConfig(tail_token_budget=300)
 DAY = date(2026, 5, 1)
 REPORT_KEYS = {
-    "status", "reason", "config", "focus", "now", "counts", "boundaries", "alignment",
-    "message_tokens", "tokens", "slimming", "slimming_totals", "summarizer_input",
-    "summarizer_prompt", "summary", "summary_body", "summary_role", "summary_index", "summarizer",
-    "summarizer_model", "fallbacks", "previous_summary_used", "sanitization",
-    "output_message_tokens", "timings_ms",
+    "status",
+    "reason",
+    "config",
+    "focus",
+    "now",
+    "counts",
+    "boundaries",
+    "alignment",
+    "message_tokens",
+    "tokens",
+    "slimming",
+    "slimming_totals",
+    "summarizer_input",
+    "summarizer_prompt",
+    "summary",
+    "summary_body",
+    "summary_role",
+    "summary_index",
+    "summarizer",
+    "summarizer_model",
+    "fallbacks",
+    "previous_summary_used",
+    "sanitization",
+    "output_message_tokens",
+    "timings_ms",
 }
 
 
@@ -47,15 +67,36 @@ def test_report_has_every_key_and_is_json():
     json.loads(json.dumps(report))
     assert report["status"] == "compacted"
     assert report["now"] == "2026-05-01"
-    assert set(report["tokens"]) >= {"before", "after", "head", "middle", "tail", "summary", "saved",
-                                      "ratio", "threshold", "provider_prompt_tokens"}
+    assert set(report["tokens"]) >= {
+        "before",
+        "after",
+        "head",
+        "middle",
+        "tail",
+        "summary",
+        "saved",
+        "ratio",
+        "threshold",
+        "provider_prompt_tokens",
+    }
     assert report["tokens"]["provider_prompt_tokens"] == 4242
     assert report["tokens"]["before"] == sum(report["message_tokens"])
     assert report["tokens"]["after"] == sum(report["output_message_tokens"])
     assert report["tokens"]["saved"] == report["tokens"]["before"] - report["tokens"]["after"]
-    assert report["counts"] == {"messages_before": len(messages), "messages_after": len(result.messages)}
-    assert set(report["timings_ms"]) == {"tokens", "boundary", "slimming", "serialize", "summarize",
-                                         "assemble", "sanitize", "total"}
+    assert report["counts"] == {
+        "messages_before": len(messages),
+        "messages_after": len(result.messages),
+    }
+    assert set(report["timings_ms"]) == {
+        "tokens",
+        "boundary",
+        "slimming",
+        "serialize",
+        "summarize",
+        "assemble",
+        "sanitize",
+        "total",
+    }
     assert set(report["slimming_totals"]) == {"fold", "truncate", "image"}
     assert report["summarizer"] == "deterministic"
     assert report["summarizer_prompt"] is None
@@ -74,7 +115,7 @@ def test_head_summary_tail_layout():
     assert result.summary_index == head_end
     assert out[head_end]["content"].startswith("[CONTEXT COMPACTION — REFERENCE ONLY]")
     assert out[head_end]["content"].endswith(END_MARKER)
-    assert out[head_end + 1:] == messages[tail_start:]
+    assert out[head_end + 1 :] == messages[tail_start:]
     assert b["middle"] == [head_end, tail_start]
 
 
@@ -97,7 +138,15 @@ def test_nothing_to_compact_is_skipped_unchanged():
 
 
 def test_summary_larger_than_the_middle_is_skipped():
-    messages = [system(), user("a"), assistant("b"), user("c"), assistant("d"), user("e"), assistant("f")]
+    messages = [
+        system(),
+        user("a"),
+        assistant("b"),
+        user("c"),
+        assistant("d"),
+        user("e"),
+        assistant("f"),
+    ]
     result = compact(messages, config=CompactionConfig(tail_token_budget=0), now=DAY)
     assert (result.report.status, result.report.reason) == ("skipped", "summary_not_smaller")
     assert result.messages == messages
@@ -159,7 +208,9 @@ def test_repeated_compaction_carries_the_summary_and_does_not_duplicate():
 
 def test_legacy_summary_is_recognized_as_previous():
     messages = long_conversation()
-    messages.insert(5, {"role": "user", "content": "[CONTEXT SUMMARY]: the database runs on port 5433"})
+    messages.insert(
+        5, {"role": "user", "content": "[CONTEXT SUMMARY]: the database runs on port 5433"}
+    )
     result = compact(messages, config=CONFIG, now=DAY)
     assert result.report.previous_summary_used
     assert "port 5433" in result.report.summary_body
@@ -168,7 +219,9 @@ def test_legacy_summary_is_recognized_as_previous():
 
 def test_explicit_previous_summary_and_decay_head():
     config = CompactionConfig(tail_token_budget=300, decay_head_after_first=True)
-    result = compact(long_conversation(), config=config, previous_summary="## Goal\nkeep me", now=DAY)
+    result = compact(
+        long_conversation(), config=config, previous_summary="## Goal\nkeep me", now=DAY
+    )
     assert result.report.boundaries["head"] == [0, 1]
     assert "keep me" in result.report.summary_body
 
@@ -190,20 +243,27 @@ def test_orphan_result_at_the_start_of_the_tail_is_dropped():
     messages = long_conversation()
     messages.insert(-2, result("ghost", "stray"))
     result_ = compact(messages, config=CONFIG, now=DAY)
-    assert {"kind": "dropped_orphan_result", "tool_call_id": "ghost"}.items() <= result_.report.sanitization[0].items()
+    assert {
+        "kind": "dropped_orphan_result",
+        "tool_call_id": "ghost",
+    }.items() <= result_.report.sanitization[0].items()
     assert validate_tool_pairs(result_.messages) == []
 
 
 @pytest.mark.parametrize("mode", ["stub", "strip"])
 def test_sanitize_mode_is_honoured(mode):
     messages = long_conversation() + [user("go"), assistant(None, call("open1"))]
-    result = compact(messages, config=CompactionConfig(tail_token_budget=300, sanitize_mode=mode), now=DAY)
+    result = compact(
+        messages, config=CompactionConfig(tail_token_budget=300, sanitize_mode=mode), now=DAY
+    )
     kinds = {s["kind"] for s in result.report.sanitization}
     assert kinds == {"inserted_stub" if mode == "stub" else "stripped_call"}
     assert validate_tool_pairs(result.messages) == []
 
 
-@pytest.mark.parametrize("content", [None, "", [{"type": "text", "text": "ü ünïcödé 😀"}, image_part()]])
+@pytest.mark.parametrize(
+    "content", [None, "", [{"type": "text", "text": "ü ünïcödé 😀"}, image_part()]]
+)
 def test_odd_contents_do_not_crash(content):
     messages = long_conversation()
     messages[6] = {"role": "user", "content": content}

@@ -37,20 +37,27 @@ def test_aux_model_writes_the_summary(fake_openai):
     assert report.fallbacks == ()
 
 
-@pytest.mark.parametrize(("reply", "kind", "status"), [
-    ({"status": 429}, "rate_limit", 429),
-    ({"status": 500}, "server_error", 500),
-    ({"status": 503}, "server_error", 503),
-    ({"content": ""}, "empty_content", None),
-    ({"content": "partial", "finish_reason": "length"}, "truncated", None),
-])
+@pytest.mark.parametrize(
+    ("reply", "kind", "status"),
+    [
+        ({"status": 429}, "rate_limit", 429),
+        ({"status": 500}, "server_error", 500),
+        ({"status": 503}, "server_error", 503),
+        ({"content": ""}, "empty_content", None),
+        ({"content": "partial", "finish_reason": "length"}, "truncated", None),
+    ],
+)
 def test_aux_failure_falls_through_to_main(fake_openai, reply, kind, status):
     fake_openai.enqueue(reply, {"content": "MAIN SUMMARY"})
     _, result = run(fake_openai)
     assert result.report.summarizer == "main"
     assert result.report.summarizer_model == "openai/fake-main"
     (fallback,) = result.report.fallbacks
-    assert (fallback["stage"], fallback["model"], fallback["kind"]) == ("aux", "openai/fake-aux", kind)
+    assert (fallback["stage"], fallback["model"], fallback["kind"]) == (
+        "aux",
+        "openai/fake-aux",
+        kind,
+    )
     assert fallback["status_code"] == status
     assert [r["model"] for r in fake_openai.requests] == ["fake-aux", "fake-main"]
 
@@ -69,7 +76,10 @@ def test_both_failing_falls_back_to_deterministic_with_errors(fake_openai):
     assert report.status == "compacted"
     assert report.summarizer == "deterministic"
     assert report.summarizer_model is None
-    assert [(f["stage"], f["kind"]) for f in report.fallbacks] == [("aux", "server_error"), ("main", "rate_limit")]
+    assert [(f["stage"], f["kind"]) for f in report.fallbacks] == [
+        ("aux", "server_error"),
+        ("main", "rate_limit"),
+    ]
     assert report.summarizer_prompt  # the LLM was tried
     assert "## Completed Actions" in report.summary_body
 
@@ -97,8 +107,9 @@ def test_abort_on_summary_failure_aborts_instead_of_deterministic(fake_openai):
 
 
 def test_connection_refused_falls_through():
-    summarizer = LLMSummarizer("openai/fake-aux", api_base="http://127.0.0.1:9/v1", api_key="x",
-                               timeout=2, max_retries=0)
+    summarizer = LLMSummarizer(
+        "openai/fake-aux", api_base="http://127.0.0.1:9/v1", api_key="x", timeout=2, max_retries=0
+    )
     result = compact(long_conversation(), config=CONFIG, summarizer=summarizer, now=DAY)
     assert result.report.summarizer == "deterministic"
     assert result.report.fallbacks[0]["kind"] in {"connection", "server_error"}
@@ -108,7 +119,9 @@ def test_iterative_update_sends_the_previous_summary(fake_openai):
     fake_openai.enqueue({"content": "## Active Task\nFIRST"}, {"content": "## Active Task\nSECOND"})
     _, first = run(fake_openai)
     more = first.messages + long_conversation(6)[1:]
-    second = compact(more, config=CONFIG, summarizer=chain(fake_openai), now=DAY, focus="exit codes")
+    second = compact(
+        more, config=CONFIG, summarizer=chain(fake_openai), now=DAY, focus="exit codes"
+    )
     prompt = fake_openai.requests[1]["messages"][0]["content"]
     assert "PREVIOUS SUMMARY:\n## Active Task\nFIRST" in prompt
     assert "NEW TURNS TO INCORPORATE:" in prompt
@@ -120,10 +133,18 @@ def test_iterative_update_sends_the_previous_summary(fake_openai):
 def test_fake_server_streams_with_usage(fake_openai):
     import litellm
 
-    fake_openai.enqueue({"content": "hello streaming world", "prompt_tokens": 7, "completion_tokens": 3})
-    stream = litellm.completion(model="openai/fake", api_base=fake_openai.base_url, api_key="x",
-                                messages=[{"role": "user", "content": "hi"}], stream=True,
-                                stream_options={"include_usage": True}, max_retries=0)
+    fake_openai.enqueue(
+        {"content": "hello streaming world", "prompt_tokens": 7, "completion_tokens": 3}
+    )
+    stream = litellm.completion(
+        model="openai/fake",
+        api_base=fake_openai.base_url,
+        api_key="x",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        max_retries=0,
+    )
     pieces, usage = [], None
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:

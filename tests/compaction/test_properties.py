@@ -16,9 +16,14 @@ CONFIG = CompactionConfig(tail_token_budget=120, fold_min_chars=40, protect_firs
 REASONING = "PRIVATE-REASONING-MARKER"
 TOOLS = ["terminal", "read_file", "search_files", "write_file", "patch", "web_extract", "mystery"]
 
-text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40)
-words = st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "päth/ü.py", "error", "😀"]),
-                 min_size=3, max_size=60).map(" ".join)
+text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40
+)
+words = st.lists(
+    st.sampled_from(["alpha", "beta", "gamma", "delta", "päth/ü.py", "error", "😀"]),
+    min_size=3,
+    max_size=60,
+).map(" ".join)
 
 
 @st.composite
@@ -30,8 +35,10 @@ def conversations(draw):
     for _ in range(draw(st.integers(min_value=1, max_value=9))):
         content = draw(words)
         if draw(st.integers(0, 5)) == 0:
-            content = [{"type": "text", "text": content},
-                       {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]
+            content = [
+                {"type": "text", "text": content},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+            ]
         messages.append({"role": "user", "content": content})
         for _ in range(draw(st.integers(0, 3))):
             k = draw(st.integers(1, 3))
@@ -39,12 +46,32 @@ def conversations(draw):
             for _ in range(k):
                 counter += 1
                 args = {"path": draw(words)[:30], "command": draw(text)}
-                calls.append({"id": f"call_{counter}", "type": "function",
-                              "function": {"name": draw(st.sampled_from(TOOLS)), "arguments": json.dumps(args)}})
-            messages.append({"role": "assistant", "content": draw(st.sampled_from([None, "", "checking"])),
-                             "reasoning_content": REASONING, "tool_calls": calls})
+                calls.append(
+                    {
+                        "id": f"call_{counter}",
+                        "type": "function",
+                        "function": {
+                            "name": draw(st.sampled_from(TOOLS)),
+                            "arguments": json.dumps(args),
+                        },
+                    }
+                )
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": draw(st.sampled_from([None, "", "checking"])),
+                    "reasoning_content": REASONING,
+                    "tool_calls": calls,
+                }
+            )
             for c in calls:
-                messages.append({"role": "tool", "tool_call_id": c["id"], "content": draw(words) * draw(st.integers(1, 4))})
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": c["id"],
+                        "content": draw(words) * draw(st.integers(1, 4)),
+                    }
+                )
         if draw(st.booleans()):
             messages.append({"role": "assistant", "content": draw(words), "reasoning": REASONING})
     return messages
@@ -66,8 +93,15 @@ def test_output_is_always_provider_valid_and_input_untouched(messages):
     assert validate_tool_pairs(result.messages) == []
     json.dumps(result.report.to_dict())
     for m in result.messages:
-        assert set(m) <= {"role", "content", "tool_calls", "tool_call_id", "name", "reasoning",
-                          "reasoning_content"}
+        assert set(m) <= {
+            "role",
+            "content",
+            "tool_calls",
+            "tool_call_id",
+            "name",
+            "reasoning",
+            "reasoning_content",
+        }
 
 
 @PROPS
@@ -85,8 +119,9 @@ def test_head_is_unchanged_and_latest_user_is_after_the_summary(messages):
         if i == 0 and original["role"] == "system":
             assert new["content"].startswith(original["content"])
         elif isinstance(original["content"], list):
-            assert [p.get("text") for p in original["content"] if p["type"] == "text"] == \
-                   [p["text"] for p in new["content"] if p["type"] == "text" and p["text"] != images]
+            assert [p.get("text") for p in original["content"] if p["type"] == "text"] == [
+                p["text"] for p in new["content"] if p["type"] == "text" and p["text"] != images
+            ]
         else:
             assert new == original
     users = [i for i, m in enumerate(messages) if m["role"] == "user" and not is_summary_message(m)]
@@ -99,7 +134,11 @@ def test_head_is_unchanged_and_latest_user_is_after_the_summary(messages):
         for j, m in enumerate(out[idx:], start=idx):
             c = m["content"]
             c = c if isinstance(c, str) else " ".join(p.get("text", "") for p in c or [])
-            after.append(c.split(END_MARKER, 1)[1] if j == idx and END_MARKER in c else (c if j != idx else ""))
+            after.append(
+                c.split(END_MARKER, 1)[1]
+                if j == idx and END_MARKER in c
+                else (c if j != idx else "")
+            )
         assert any(wanted_text in c for c in after)
 
 

@@ -14,14 +14,18 @@ def test_orphan_results_are_dropped():
     out, actions = sanitize_tool_pairs(messages)
     assert out == [user("u"), assistant("a")]
     assert [a.to_dict() for a in actions] == [
-        {"kind": "dropped_orphan_result", "tool_call_id": "ghost", "index": 1}]
+        {"kind": "dropped_orphan_result", "tool_call_id": "ghost", "index": 1}
+    ]
 
 
 def test_stub_is_inserted_right_after_a_call_whose_result_is_gone():
     messages = [assistant(None, call("c1"), call("c2")), result("c2"), user("next")]
     out, actions = sanitize_tool_pairs(messages)
-    assert out[:3] == [messages[0], result("c2"),
-                       {"role": "tool", "tool_call_id": "c1", "content": STUB_RESULT}]
+    assert out[:3] == [
+        messages[0],
+        result("c2"),
+        {"role": "tool", "tool_call_id": "c1", "content": STUB_RESULT},
+    ]
     assert out[3] == user("next")
     assert kinds(actions) == [("inserted_stub", "c1")]
     assert validate_tool_pairs(out) == []
@@ -59,15 +63,23 @@ def test_duplicate_results_and_results_after_a_gap_are_dropped():
 
 
 def test_id_variants_match():
-    messages = [assistant(None, {"call_id": "x|item", "function": {"name": "t", "arguments": "{}"}}),
-                result("item")]
+    messages = [
+        assistant(None, {"call_id": "x|item", "function": {"name": "t", "arguments": "{}"}}),
+        result("item"),
+    ]
     out, actions = sanitize_tool_pairs(messages)
     assert actions == []
     assert out == messages
 
 
 def test_valid_lists_are_left_alone():
-    messages = [user("u"), assistant(None, call("a"), call("b")), result("b"), result("a"), assistant("x")]
+    messages = [
+        user("u"),
+        assistant(None, call("a"), call("b")),
+        result("b"),
+        result("a"),
+        assistant("x"),
+    ]
     out, actions = sanitize_tool_pairs(messages)
     assert out == messages
     assert actions == []

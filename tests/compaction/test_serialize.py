@@ -7,17 +7,28 @@ from .builders import assistant, call, image_part, result, user
 def test_records_are_role_labelled_and_reasoning_never_included():
     middle = [
         user("hello"),
-        assistant("<think>secret plan</think>visible", call("c1", "terminal", command="ls"),
-                  reasoning_content="SECRET-REASONING", reasoning="SECRET-2", thinking="SECRET-3"),
+        assistant(
+            "<think>secret plan</think>visible",
+            call("c1", "terminal", command="ls"),
+            reasoning_content="SECRET-REASONING",
+            reasoning="SECRET-2",
+            thinking="SECRET-3",
+        ),
         result("c1", "[terminal] ran `ls` -> exit 0, 3 lines output"),
-        {"role": "user", "content": [{"type": "text", "text": "pic"}, image_part(),
-                                     {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "pic"},
+                image_part(),
+                {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+            ],
+        },
         {"role": "assistant", "content": None},
     ]
     text, actions = serialize_middle(middle, 0, CompactionConfig())
     assert text == (
         "[USER]: hello\n\n"
-        "[ASSISTANT]: visible\n[Tool calls:\n  terminal({\"command\": \"ls\"})\n]\n\n"
+        '[ASSISTANT]: visible\n[Tool calls:\n  terminal({"command": "ls"})\n]\n\n'
         "[TOOL RESULT c1]: [terminal] ran `ls` -> exit 0, 3 lines output\n\n"
         "[USER]: pic\n[image]\n[image: https://x/y.png]\n\n"
         "[ASSISTANT]: "

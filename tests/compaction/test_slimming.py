@@ -22,31 +22,76 @@ BODY = "x\n" * 150  # 300 chars, 151 lines
 @pytest.mark.parametrize(
     ("tool", "args", "content", "expected"),
     [
-        ("terminal", {"command": "pytest -q"}, '{"output": "a\\nb", "exit_code": 1}',
-         "[terminal] ran `pytest -q` -> exit 1, 1 lines output"),
-        ("terminal", {"command": "c" * 90}, BODY,
-         f"[terminal] ran `{'c' * 77}...` -> exit ?, 151 lines output"),
-        ("read_file", {"path": "src/a.py", "offset": 40}, "y" * 15_200,
-         "[read_file] read src/a.py from line 40 (15,200 chars)"),
+        (
+            "terminal",
+            {"command": "pytest -q"},
+            '{"output": "a\\nb", "exit_code": 1}',
+            "[terminal] ran `pytest -q` -> exit 1, 1 lines output",
+        ),
+        (
+            "terminal",
+            {"command": "c" * 90},
+            BODY,
+            f"[terminal] ran `{'c' * 77}...` -> exit ?, 151 lines output",
+        ),
+        (
+            "read_file",
+            {"path": "src/a.py", "offset": 40},
+            "y" * 15_200,
+            "[read_file] read src/a.py from line 40 (15,200 chars)",
+        ),
         ("read_file", {}, BODY, "[read_file] read ? from line 1 (300 chars)"),
-        ("write_file", {"path": "a.txt", "content": "1\n2\n3"}, BODY,
-         "[write_file] wrote to a.txt (3 lines)"),
+        (
+            "write_file",
+            {"path": "a.txt", "content": "1\n2\n3"},
+            BODY,
+            "[write_file] wrote to a.txt (3 lines)",
+        ),
         ("write_file", {"path": "a.txt"}, BODY, "[write_file] wrote to a.txt (? lines)"),
-        ("search_files", {"pattern": "x", "path": "dir/"}, json.dumps({"total_count": 12}),
-         "[search_files] content search for 'x' in dir/ -> 12 matches"),
-        ("search_files", {"target": "files"}, BODY,
-         "[search_files] files search for '?' in . -> ? matches"),
+        (
+            "search_files",
+            {"pattern": "x", "path": "dir/"},
+            json.dumps({"total_count": 12}),
+            "[search_files] content search for 'x' in dir/ -> 12 matches",
+        ),
+        (
+            "search_files",
+            {"target": "files"},
+            BODY,
+            "[search_files] files search for '?' in . -> ? matches",
+        ),
         ("patch", {"path": "a.py"}, BODY, "[patch] replace in a.py (300 chars result)"),
         ("web_search", {"query": "q"}, BODY, "[web_search] query='q' (300 chars result)"),
-        ("web_extract", {"urls": ["https://a", "https://b", "https://c"]}, "z" * 8_400,
-         "[web_extract] https://a (+2 more) (8,400 chars)"),
-        ("web_extract", {"urls": [{"href": "https://h"}]}, BODY,
-         "[web_extract] https://h (300 chars)"),
-        ("execute_code", {"code": "print(1)\nprint(2)"}, BODY,
-         "[execute_code] `print(1) print(2)` (151 lines output)"),
-        ("delegate_task", {"goal": "g" * 70}, BODY,
-         f"[delegate_task] '{'g' * 57}...' (300 chars result)"),
-        ("browser_navigate", {"url": "https://x"}, BODY, "[browser_navigate] https://x (300 chars)"),
+        (
+            "web_extract",
+            {"urls": ["https://a", "https://b", "https://c"]},
+            "z" * 8_400,
+            "[web_extract] https://a (+2 more) (8,400 chars)",
+        ),
+        (
+            "web_extract",
+            {"urls": [{"href": "https://h"}]},
+            BODY,
+            "[web_extract] https://h (300 chars)",
+        ),
+        (
+            "execute_code",
+            {"code": "print(1)\nprint(2)"},
+            BODY,
+            "[execute_code] `print(1) print(2)` (151 lines output)",
+        ),
+        (
+            "delegate_task",
+            {"goal": "g" * 70},
+            BODY,
+            f"[delegate_task] '{'g' * 57}...' (300 chars result)",
+        ),
+        (
+            "browser_navigate",
+            {"url": "https://x"},
+            BODY,
+            "[browser_navigate] https://x (300 chars)",
+        ),
         ("browser_click", {"ref": "e12"}, BODY, "[browser_click] ref=e12 (300 chars)"),
         ("browser_snapshot", {}, BODY, "[browser_snapshot] (300 chars)"),
         ("vision_analyze", {"question": "what?"}, BODY, "[vision_analyze] 'what?' (300 chars)"),
@@ -54,8 +99,12 @@ BODY = "x\n" * 150  # 300 chars, 151 lines
         ("todo", {}, BODY, "[todo] updated task list"),
         ("list_files", {"path": "src"}, BODY, "[list_files] listed src (300 chars)"),
         ("list_files", {}, BODY, "[list_files] listed . (300 chars)"),
-        ("my_tool", {"alpha": "a" * 50, "beta": 2, "gamma": 3}, BODY,
-         f"[my_tool] alpha={'a' * 40} beta=2 (300 chars result)"),
+        (
+            "my_tool",
+            {"alpha": "a" * 50, "beta": 2, "gamma": 3},
+            BODY,
+            f"[my_tool] alpha={'a' * 40} beta=2 (300 chars result)",
+        ),
     ],
 )
 def test_fold_formats(tool, args, content, expected):
@@ -87,8 +136,9 @@ def test_slim_middle_folds_long_results_only_and_reports():
         result("c1", "y" * 1_000),
         result("c2", "short"),
     ]
-    slimmed, actions, folds = slim_middle(middle, [10, 11, 12, 13], CompactionConfig(),
-                                          build_call_index(middle))
+    slimmed, actions, folds = slim_middle(
+        middle, [10, 11, 12, 13], CompactionConfig(), build_call_index(middle)
+    )
     assert slimmed[2]["content"] == "[read_file] read a.py from line 1 (1,000 chars)"
     assert slimmed[3] is middle[3]
     assert middle[2]["content"] == "y" * 1_000  # input untouched

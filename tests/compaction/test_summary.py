@@ -26,8 +26,16 @@ def headings(text):
 
 def test_template_sections_in_seed_order():
     assert SECTIONS == (
-        "Active Task", "Goal", "Constraints & Preferences", "Completed Actions", "Active State",
-        "Blocked", "Key Decisions", "Resolved Questions", "Pending User Asks", "Relevant Files",
+        "Active Task",
+        "Goal",
+        "Constraints & Preferences",
+        "Completed Actions",
+        "Active State",
+        "Blocked",
+        "Key Decisions",
+        "Resolved Questions",
+        "Pending User Asks",
+        "Relevant Files",
         "Remaining Work",
     )
     assert headings(summary_template(DAY)) == list(SECTIONS)
@@ -38,7 +46,10 @@ def test_wrapped_summary_has_prefix_body_and_end_marker():
     content = wrap_summary("## Active Task\nx")
     assert content.startswith("[CONTEXT COMPACTION — REFERENCE ONLY]")
     assert content == SUMMARY_PREFIX + "\n## Active Task\nx\n\n" + END_MARKER
-    assert END_MARKER == "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
+    assert (
+        END_MARKER
+        == "--- END OF CONTEXT SUMMARY — respond to the message below, not the summary above ---"
+    )
     assert "AFTER this summary" in SUMMARY_PREFIX
     assert "\n" not in SUMMARY_PREFIX
 
@@ -47,9 +58,13 @@ def test_split_recognizes_current_legacy_and_merged_forms():
     assert split_summary(wrap_summary("body")) == ("body", "")
     assert split_summary("[CONTEXT SUMMARY]: old body") == ("old body", "")
     assert split_summary(f"{PREFIX_OPENING} older wording:\nbody2\n\n{END_MARKER}\n\nlive ask") == (
-        "body2", "live ask")
-    merged = ("[PRIOR CONTEXT — for reference only; not a new message]\noriginal\n\n"
-              "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]\n\n" + wrap_summary("b3"))
+        "body2",
+        "live ask",
+    )
+    merged = (
+        "[PRIOR CONTEXT — for reference only; not a new message]\noriginal\n\n"
+        "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]\n\n" + wrap_summary("b3")
+    )
     assert split_summary(merged) == ("b3", "original")
     assert split_summary("plain text") == (None, "plain text")
     assert is_summary_text("[CONTEXT SUMMARY]: x")
@@ -68,8 +83,9 @@ def test_first_prompt_has_turns_template_date_and_no_update_wording():
 
 
 def test_iterative_prompt_updates_the_previous_summary_and_focus_comes_last():
-    prompt = build_prompt("[USER]: new", now=DAY, previous_summary="## Goal\nold goal",
-                          focus="the parser bug")
+    prompt = build_prompt(
+        "[USER]: new", now=DAY, previous_summary="## Goal\nold goal", focus="the parser bug"
+    )
     assert "PREVIOUS SUMMARY:\n## Goal\nold goal" in prompt
     assert "NEW TURNS TO INCORPORATE:\n[USER]: new" in prompt
     assert prompt.index("PREVIOUS SUMMARY") < prompt.index("NEW TURNS")
@@ -77,8 +93,13 @@ def test_iterative_prompt_updates_the_previous_summary_and_focus_comes_last():
 
 
 def facts(middle, **kw):
-    base = {"fold_lines": {}, "first_user_text": "build the parser", "previous_summary": None,
-            "focus": None, "now": DAY}
+    base = {
+        "fold_lines": {},
+        "first_user_text": "build the parser",
+        "previous_summary": None,
+        "focus": None,
+        "now": DAY,
+    }
     base.update(kw)
     return SummaryFacts(middle=middle, **base)
 
@@ -86,22 +107,34 @@ def facts(middle, **kw):
 def test_deterministic_summary_fills_the_template_from_data():
     middle = [
         user("Please never push to main. Fix src/app/parser.py please?"),
-        assistant(None, call("c1", "read_file", path="src/app/parser.py"),
-                  call("c2", "terminal", command="pytest -q")),
+        assistant(
+            None,
+            call("c1", "read_file", path="src/app/parser.py"),
+            call("c2", "terminal", command="pytest -q"),
+        ),
         result("c1", "def parse(): ..."),
         result("c2", '{"output": "E   IndexError: list index out of range", "exit_code": 1}'),
         assistant("I decided to guard the empty case because tokens may be empty."),
         user("Now also update docs/usage.md — the exact wording matters"),
     ]
-    body = deterministic_summary(facts(middle, fold_lines={3: "[terminal] ran `pytest -q` -> exit 1, 1 lines output"}))
+    body = deterministic_summary(
+        facts(middle, fold_lines={3: "[terminal] ran `pytest -q` -> exit 1, 1 lines output"})
+    )
     assert headings(body) == list(SECTIONS)
-    sections = dict(zip(headings(body), re.split(r"^## .+$", body, flags=re.MULTILINE)[1:], strict=True))
-    assert sections["Active Task"].strip() == "Now also update docs/usage.md — the exact wording matters"
+    sections = dict(
+        zip(headings(body), re.split(r"^## .+$", body, flags=re.MULTILINE)[1:], strict=True)
+    )
+    assert (
+        sections["Active Task"].strip()
+        == "Now also update docs/usage.md — the exact wording matters"
+    )
     assert "build the parser" in sections["Goal"]
     assert "never push to main" in sections["Constraints & Preferences"]
     assert "1. READ src/app/parser.py — def parse(): ... (on 2026-03-14) [tool: read_file]" in body
-    assert ("2. RAN `pytest -q` — [terminal] ran `pytest -q` -> exit 1, 1 lines output "
-            "(on 2026-03-14) [tool: terminal]") in body
+    assert (
+        "2. RAN `pytest -q` — [terminal] ran `pytest -q` -> exit 1, 1 lines output "
+        "(on 2026-03-14) [tool: terminal]"
+    ) in body
     assert "IndexError: list index out of range" in sections["Blocked"]
     assert "guard the empty case" in sections["Key Decisions"]
     assert "src/app/parser.py" in sections["Relevant Files"]
@@ -112,10 +145,21 @@ def test_deterministic_summary_fills_the_template_from_data():
 
 
 def test_deterministic_summary_carries_the_previous_summary_forward():
-    previous = deterministic_summary(facts([user("first ask"), assistant(None, call("a", "patch", path="x.py")),
-                                            result("a", "ok")]))
-    body = deterministic_summary(facts([user("second ask"), assistant(None, call("b", "terminal", command="make")),
-                                        result("b", "ok")], previous_summary=previous))
+    previous = deterministic_summary(
+        facts(
+            [user("first ask"), assistant(None, call("a", "patch", path="x.py")), result("a", "ok")]
+        )
+    )
+    body = deterministic_summary(
+        facts(
+            [
+                user("second ask"),
+                assistant(None, call("b", "terminal", command="make")),
+                result("b", "ok"),
+            ],
+            previous_summary=previous,
+        )
+    )
     assert "1. PATCHED x.py" in body
     assert "2. RAN `make`" in body
     assert "x.py" in body.split("## Relevant Files")[1]
@@ -123,7 +167,9 @@ def test_deterministic_summary_carries_the_previous_summary_forward():
 
 
 def test_deterministic_summary_keeps_unstructured_previous_text():
-    body = deterministic_summary(facts([user("go")], previous_summary="LEGACY NOTES: the DB is on port 5433"))
+    body = deterministic_summary(
+        facts([user("go")], previous_summary="LEGACY NOTES: the DB is on port 5433")
+    )
     assert "LEGACY NOTES: the DB is on port 5433" in body
 
 

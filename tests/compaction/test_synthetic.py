@@ -29,8 +29,13 @@ def test_realistic_contents():
     assert all(len(m["content"]) <= 50_000 for m in messages if m["role"] == "tool")
     assert any("Traceback" in m["content"] for m in messages if m["role"] == "tool")
     assert any(m.get("reasoning_content") for m in messages)
-    images = [p for m in messages if isinstance(m["content"], list) for p in m["content"]
-              if p["type"] == "image_url"]
+    images = [
+        p
+        for m in messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
     assert images
     png = base64.b64decode(images[0]["image_url"]["url"].split(",", 1)[1])
     assert png.startswith(b"\x89PNG\r\n\x1a\n")

@@ -38,10 +38,10 @@ def test_two_ineffective_compactions_skip_auto():
 @pytest.mark.parametrize(
     "history",
     [
-        [(150_000, 140_000)],                       # only one compaction so far
-        [(150_000, 140_000), (150_000, 100_000)],   # the latest one saved 33 %
-        [(150_000, 100_000), (150_000, 140_000)],   # the earlier one saved 33 %
-        [(150_000, 140_000), (150_000, 135_000)],   # exactly 10 % is not ineffective
+        [(150_000, 140_000)],  # only one compaction so far
+        [(150_000, 140_000), (150_000, 100_000)],  # the latest one saved 33 %
+        [(150_000, 100_000), (150_000, 140_000)],  # the earlier one saved 33 %
+        [(150_000, 140_000), (150_000, 135_000)],  # exactly 10 % is not ineffective
         [(0, 0), (150_000, 10_000)],
     ],
 )

@@ -26,14 +26,18 @@ def pytest_collection_modifyitems(config, items):
 def redis_server():
     from hermes_web.localservices import Redis
 
-    return Redis(Path(os.environ["HERMES_TEST_REDIS_DATA"]), int(os.environ["HERMES_TEST_REDIS_PORT"]))
+    return Redis(
+        Path(os.environ["HERMES_TEST_REDIS_DATA"]), int(os.environ["HERMES_TEST_REDIS_PORT"])
+    )
 
 
 @pytest.fixture
 def postgres_server():
     from hermes_web.localservices import Postgres
 
-    return Postgres(Path(os.environ["HERMES_TEST_POSTGRES_DATA"]), int(os.environ["HERMES_TEST_POSTGRES_PORT"]))
+    return Postgres(
+        Path(os.environ["HERMES_TEST_POSTGRES_DATA"]), int(os.environ["HERMES_TEST_POSTGRES_PORT"])
+    )
 
 
 @pytest.fixture
@@ -82,7 +86,9 @@ def spawn(transactional_db, broker, log_dir):
                     started.append(worker)
                     workers.append(worker)
                 for worker in workers:
-                    harness.wait_until(worker.ready, 90, f"worker {worker.name} ready", workers=[worker])
+                    harness.wait_until(
+                        worker.ready, 90, f"worker {worker.name} ready", workers=[worker]
+                    )
             except AssertionError:
                 raise
             return workers
@@ -108,10 +114,12 @@ def slow_llm():
     """A fake OpenAI server whose every reply takes ~3 s, and the worker env pointing litellm at it."""
     from tests.fake_openai import FakeOpenAIServer
 
-    server = FakeOpenAIServer(default_reply={
-        "sleep": 3,
-        "content": "## Active Task\nScale proof.\n\n## Goal\nSummarize the scale run.\n\n## Progress\nSlow fake summary.",
-    }).start()
+    server = FakeOpenAIServer(
+        default_reply={
+            "sleep": 3,
+            "content": "## Active Task\nScale proof.\n\n## Goal\nSummarize the scale run.\n\n## Progress\nSlow fake summary.",
+        }
+    ).start()
     server.worker_env = {
         "HERMES_SUMMARY_MODEL": "openai/fake-aux",
         "HERMES_SUMMARY_API_BASE": server.base_url,

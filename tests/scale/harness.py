@@ -51,7 +51,12 @@ class _Process:
         self.log_path = log_path
         self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     @property
@@ -79,7 +84,7 @@ class _Process:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if fields[0] != "Z" and int(fields[2]) == self.proc.pid:
                 return True
         return False
@@ -99,13 +104,33 @@ class _Process:
 class ScaleWorker(_Process):
     """A real `celery worker` (prefork pool) on Redis with the test's PostgreSQL database."""
 
-    def __init__(self, log_dir: Path, *, queues: str = "compaction", concurrency: int = 1,
-                 extra_env: dict | None = None, name: str | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        *,
+        queues: str = "compaction",
+        concurrency: int = 1,
+        extra_env: dict | None = None,
+        name: str | None = None,
+    ):
         self.name = name or f"w{uuid.uuid4().hex[:6]}"
         argv = [
-            PYTHON, "-m", "celery", "-A", "hermes_web", "worker", "--pool=prefork",
-            f"--concurrency={concurrency}", "-Q", queues, "-n", f"{self.name}@%h", "-l", "info",
-            "--without-gossip", "--without-mingle",
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "hermes_web",
+            "worker",
+            "--pool=prefork",
+            f"--concurrency={concurrency}",
+            "-Q",
+            queues,
+            "-n",
+            f"{self.name}@%h",
+            "-l",
+            "info",
+            "--without-gossip",
+            "--without-mingle",
         ]
         super().__init__(argv, log_dir / f"worker-{self.name}.log", base_env(extra_env))
 
@@ -126,7 +151,9 @@ def start_workers(log_dir: Path, count: int, timeout: float = 90, **kwargs) -> l
             if not worker.alive():
                 raise AssertionError(f"worker {worker.name} exited:\n{worker.log()[-4000:]}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"worker {worker.name} not ready after {timeout}s:\n{worker.log()[-4000:]}")
+                raise AssertionError(
+                    f"worker {worker.name} not ready after {timeout}s:\n{worker.log()[-4000:]}"
+                )
             time.sleep(0.2)
     return workers
 
@@ -134,18 +161,42 @@ def start_workers(log_dir: Path, count: int, timeout: float = 90, **kwargs) -> l
 class WebServer(_Process):
     """gunicorn serving the project on 127.0.0.1 with the test's database."""
 
-    def __init__(self, log_dir: Path, port: int, *, workers: int = 3, threads: int = 4,
-                 extra_env: dict | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        port: int,
+        *,
+        workers: int = 3,
+        threads: int = 4,
+        extra_env: dict | None = None,
+    ):
         self.port = port
         argv = [
-            PYTHON, "-m", "gunicorn", "hermes_web.wsgi:application", "--bind", f"127.0.0.1:{port}",
-            "--workers", str(workers), "--threads", str(threads), "--timeout", "120",
-            "--graceful-timeout", "5",
+            PYTHON,
+            "-m",
+            "gunicorn",
+            "hermes_web.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--timeout",
+            "120",
+            "--graceful-timeout",
+            "5",
         ]
         super().__init__(argv, log_dir / "gunicorn.log", base_env(extra_env))
 
-    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-                timeout: float = 60) -> tuple[int, bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict | None = None,
+        timeout: float = 60,
+    ) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             conn.request(method, path, body=body, headers=headers or {})
@@ -180,7 +231,57 @@ class WebServer(_Process):
 
 # --- data ------------------------------------------------------------------------------
 
-_WORDS = ["the", "agent", "reads", "config", "file", "parser", "error", "retry", "token", "window", "summary", "tool", "call", "result", "branch", "commit", "test", "fixture", "database", "index", "query", "migration", "worker", "queue", "lease", "lock", "rotation", "archive", "session", "message", "request", "response", "latency", "budget", "tail", "head", "middle", "slim", "fold", "truncate", "report", "inspector", "timeline", "import", "export", "schema", "column", "value", "cache"]
+_WORDS = [
+    "the",
+    "agent",
+    "reads",
+    "config",
+    "file",
+    "parser",
+    "error",
+    "retry",
+    "token",
+    "window",
+    "summary",
+    "tool",
+    "call",
+    "result",
+    "branch",
+    "commit",
+    "test",
+    "fixture",
+    "database",
+    "index",
+    "query",
+    "migration",
+    "worker",
+    "queue",
+    "lease",
+    "lock",
+    "rotation",
+    "archive",
+    "session",
+    "message",
+    "request",
+    "response",
+    "latency",
+    "budget",
+    "tail",
+    "head",
+    "middle",
+    "slim",
+    "fold",
+    "truncate",
+    "report",
+    "inspector",
+    "timeline",
+    "import",
+    "export",
+    "schema",
+    "column",
+    "value",
+    "cache",
+]
 
 
 def _text(rng: random.Random, low: int = 300, high: int = 800) -> str:
@@ -197,7 +298,9 @@ def _text(rng: random.Random, low: int = 300, high: int = 800) -> str:
 def short_conversation(n_messages: int, seed: int = 0) -> list[dict]:
     """A provider-valid agent conversation of exactly ``n_messages`` short (300–800 char) messages."""
     rng = random.Random(seed)
-    messages: list[dict] = [{"role": "system", "content": "You are Hermes, a coding agent. " + _text(rng, 200, 300)}]
+    messages: list[dict] = [
+        {"role": "system", "content": "You are Hermes, a coding agent. " + _text(rng, 200, 300)}
+    ]
     turn = 0
     while len(messages) < n_messages:
         turn += 1
@@ -205,12 +308,30 @@ def short_conversation(n_messages: int, seed: int = 0) -> list[dict]:
         remaining = n_messages - len(messages)
         if remaining >= 3 and rng.random() < 0.5:
             call_id = f"call_{seed}_{turn}"
-            messages.append({
-                "role": "assistant", "content": "",
-                "tool_calls": [{"id": call_id, "type": "function",
-                                "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{turn}.py"})}}],
-            })
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": "read_file", "content": _text(rng)})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": "read_file",
+                                "arguments": json.dumps({"path": f"src/m{turn}.py"}),
+                            },
+                        }
+                    ],
+                }
+            )
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": "read_file",
+                    "content": _text(rng),
+                }
+            )
         if len(messages) < n_messages:
             messages.append({"role": "assistant", "content": _text(rng)})
     return messages[:n_messages]
@@ -219,15 +340,26 @@ def short_conversation(n_messages: int, seed: int = 0) -> list[dict]:
 _TOKEN_CACHE: dict[tuple[int, int], list[int]] = {}
 
 
-def build_session(owner, n_messages: int, *, seed: int = 0, title: str = "", compaction_mode: str = "",
-                  context_length: int = 200_000):
+def build_session(
+    owner,
+    n_messages: int,
+    *,
+    seed: int = 0,
+    title: str = "",
+    compaction_mode: str = "",
+    context_length: int = 200_000,
+):
     """A root session holding ``n_messages`` rows, written with bulk_create (tokens counted once per template)."""
     from compaction import CompactionConfig, count_message_tokens
     from hermes_web.models import Message
     from hermes_web.services.sessions import create_session, token_model
 
-    session = create_session(owner=owner, title=title or f"scale {seed}", context_length=context_length,
-                             compaction_mode=compaction_mode)
+    session = create_session(
+        owner=owner,
+        title=title or f"scale {seed}",
+        context_length=context_length,
+        compaction_mode=compaction_mode,
+    )
     messages = short_conversation(n_messages, seed)
     key = (n_messages, seed)
     if key not in _TOKEN_CACHE:
@@ -237,9 +369,14 @@ def build_session(owner, n_messages: int, *, seed: int = 0, title: str = "", com
     Message.objects.bulk_create(
         [
             Message(
-                session_id=session.pk, position=i, role=m["role"], content=m["content"],
-                tool_calls=m.get("tool_calls"), tool_call_id=m.get("tool_call_id", ""),
-                tool_name=m.get("name", ""), token_count=counts[i],
+                session_id=session.pk,
+                position=i,
+                role=m["role"],
+                content=m["content"],
+                tool_calls=m.get("tool_calls"),
+                tool_call_id=m.get("tool_call_id", ""),
+                tool_name=m.get("name", ""),
+                token_count=counts[i],
             )
             for i, m in enumerate(messages)
         ],
@@ -256,14 +393,20 @@ def clone_session(template, owner, *, title: str):
     from hermes_web.models import Message
     from hermes_web.services.sessions import create_session
 
-    session = create_session(owner=owner, title=title, context_length=template.context_length,
-                             compaction_mode=template.compaction_mode)
-    columns = [f.column for f in Message._meta.concrete_fields if f.column not in ("id", "session_id")]
+    session = create_session(
+        owner=owner,
+        title=title,
+        context_length=template.context_length,
+        compaction_mode=template.compaction_mode,
+    )
+    columns = [
+        f.column for f in Message._meta.concrete_fields if f.column not in ("id", "session_id")
+    ]
     listed = ", ".join(f'"{c}"' for c in columns)
     with connection.cursor() as cursor:
         cursor.execute(
-            f'INSERT INTO hermes_web_message (session_id, {listed}) '
-            f'SELECT %s, {listed} FROM hermes_web_message WHERE session_id = %s ORDER BY position',
+            f"INSERT INTO hermes_web_message (session_id, {listed}) "
+            f"SELECT %s, {listed} FROM hermes_web_message WHERE session_id = %s ORDER BY position",
             [session.pk, template.pk],
         )
     return session
@@ -271,17 +414,25 @@ def clone_session(template, owner, *, title: str):
 
 # --- inspection ------------------------------------------------------------------------
 
+
 def dump_table(table: str, where: str = "", params: tuple = (), order: str = "id") -> list[str]:
     """Every row of ``table`` as its JSON text, in primary-key order (a byte-level snapshot)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT row_to_json(t)::text FROM {table} t {where} ORDER BY t.{order}", params)
+        cursor.execute(
+            f"SELECT row_to_json(t)::text FROM {table} t {where} ORDER BY t.{order}", params
+        )
         return [row[0] for row in cursor.fetchall()]
 
 
 def table_counts() -> dict[str, int]:
     counts = {}
     with connection.cursor() as cursor:
-        for table in ("hermes_web_session", "hermes_web_message", "hermes_web_compaction", "hermes_web_sessionlock"):
+        for table in (
+            "hermes_web_session",
+            "hermes_web_message",
+            "hermes_web_compaction",
+            "hermes_web_sessionlock",
+        ):
             cursor.execute(f"SELECT count(*) FROM {table}")
             counts[table] = cursor.fetchone()[0]
     return counts
@@ -322,6 +473,8 @@ def wait_until(predicate, timeout: float, message, workers=(), interval: float =
         if value:
             return value
         time.sleep(interval)
-    logs = "\n".join(f"--- {w.name if hasattr(w, 'name') else w.pid} ---\n{w.log()[-3000:]}" for w in workers)
+    logs = "\n".join(
+        f"--- {w.name if hasattr(w, 'name') else w.pid} ---\n{w.log()[-3000:]}" for w in workers
+    )
     text = message() if callable(message) else message
     raise AssertionError(f"timed out after {timeout}s waiting for {text}\n{logs}")

@@ -58,7 +58,13 @@ def _zip_bomb() -> bytes:
 
 
 def _hermes(messages, **extra) -> dict:
-    return {"id": "20260101_000000_abcdef", "source": "cli", "started_at": 1767225600, "messages": messages, **extra}
+    return {
+        "id": "20260101_000000_abcdef",
+        "source": "cli",
+        "started_at": 1767225600,
+        "messages": messages,
+        **extra,
+    }
 
 
 OK_MESSAGES = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
@@ -68,12 +74,21 @@ def cases() -> list[Case]:
     rng = random.Random(7)
     deep = 100_000
     big = "x" * (20 * 2**20)
-    huge_line = b'{"id": "s1", "started_at": 1, "messages": [' + b'{"role": "user", "content": "aaaa"},' * 900_000
-    sqlite_hermes_corrupt = _sqlite([
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, started_at REAL, parent_session_id TEXT)",
-        "CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL)",
-        "INSERT INTO sessions VALUES ('s1', 'cli', 1, NULL)",
-    ] + [f"INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s1', 'user', 'm{i}', {i})" for i in range(200)])
+    huge_line = (
+        b'{"id": "s1", "started_at": 1, "messages": ['
+        + b'{"role": "user", "content": "aaaa"},' * 900_000
+    )
+    sqlite_hermes_corrupt = _sqlite(
+        [
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, started_at REAL, parent_session_id TEXT)",
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL)",
+            "INSERT INTO sessions VALUES ('s1', 'cli', 1, NULL)",
+        ]
+        + [
+            f"INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s1', 'user', 'm{i}', {i})"
+            for i in range(200)
+        ]
+    )
     items = [
         # empty and near-empty
         Case("empty-jsonl", b"", "empty.jsonl"),
@@ -82,7 +97,11 @@ def cases() -> list[Case]:
         Case("whitespace-only", b"\n\n   \n\t\n", "blank.jsonl"),
         Case("bom-only", b"\xef\xbb\xbf", "bom.json"),
         # broken / truncated JSON
-        Case("truncated-json-list", b'[{"role": "user", "content": "hi"}, {"role": "assis', "cut.json"),
+        Case(
+            "truncated-json-list",
+            b'[{"role": "user", "content": "hi"}, {"role": "assis',
+            "cut.json",
+        ),
         Case("truncated-jsonl-line", _jl(_hermes(OK_MESSAGES))[:-40], "cut.jsonl"),
         Case("trailing-garbage", _j(OK_MESSAGES) + b" }}}", "trail.json"),
         Case("single-quotes", b"[{'role': 'user', 'content': 'hi'}]", "quotes.json"),
@@ -100,34 +119,104 @@ def cases() -> list[Case]:
         Case("role-is-null", _j([{"role": None, "content": "x"}]), "rolenull.json"),
         Case("messages-is-string", _j({"messages": "nope"}), "msgstring.json"),
         Case("messages-is-object", _j({"messages": {"role": "user"}}), "msgobject.json"),
-        Case("tool-calls-not-list", _j([{"role": "assistant", "content": "", "tool_calls": "call it"}]), "calls.json"),
+        Case(
+            "tool-calls-not-list",
+            _j([{"role": "assistant", "content": "", "tool_calls": "call it"}]),
+            "calls.json",
+        ),
         Case("hermes-messages-null", _jl(_hermes(None)), "hnull.jsonl"),
-        Case("hermes-line-is-list", _jl(_hermes(OK_MESSAGES))[:0] + b'[1, 2]\n{"id": "x", "messages": 3}\n', "hlist.jsonl"),
-        Case("hermes-unknown-role", _jl(_hermes([{"role": "robot", "content": "beep"}])), "hrole.jsonl"),
-        Case("hermes-broken-line", _jl(_hermes(OK_MESSAGES))[:30] + b"\n", "hbroken.jsonl", "hermes-jsonl"),
-        Case("claude-broken-record", b'{"type": "user", "sessionId": "c1", "uuid": "u1", "message": \n', "claude.jsonl"),
-        Case("claude-wrong-types", _jl({"type": "user", "sessionId": "c1", "uuid": "u1", "parentUuid": None,
-                                         "message": "not an object"}), "claude2.jsonl", "claude-code"),
-        Case("codex-broken-record", b'{"type": "session_meta", "payload": {"id": "x"\n', "codex.jsonl"),
-        Case("codex-wrong-types", _jl({"type": "response_item", "payload": 17}), "codex2.jsonl", "codex"),
+        Case(
+            "hermes-line-is-list",
+            _jl(_hermes(OK_MESSAGES))[:0] + b'[1, 2]\n{"id": "x", "messages": 3}\n',
+            "hlist.jsonl",
+        ),
+        Case(
+            "hermes-unknown-role",
+            _jl(_hermes([{"role": "robot", "content": "beep"}])),
+            "hrole.jsonl",
+        ),
+        Case(
+            "hermes-broken-line",
+            _jl(_hermes(OK_MESSAGES))[:30] + b"\n",
+            "hbroken.jsonl",
+            "hermes-jsonl",
+        ),
+        Case(
+            "claude-broken-record",
+            b'{"type": "user", "sessionId": "c1", "uuid": "u1", "message": \n',
+            "claude.jsonl",
+        ),
+        Case(
+            "claude-wrong-types",
+            _jl(
+                {
+                    "type": "user",
+                    "sessionId": "c1",
+                    "uuid": "u1",
+                    "parentUuid": None,
+                    "message": "not an object",
+                }
+            ),
+            "claude2.jsonl",
+            "claude-code",
+        ),
+        Case(
+            "codex-broken-record",
+            b'{"type": "session_meta", "payload": {"id": "x"\n',
+            "codex.jsonl",
+        ),
+        Case(
+            "codex-wrong-types",
+            _jl({"type": "response_item", "payload": 17}),
+            "codex2.jsonl",
+            "codex",
+        ),
         # tool pairing
-        Case("tool-result-without-call", _j([{"role": "user", "content": "q"},
-                                             {"role": "tool", "tool_call_id": "call_404", "content": "orphan"}]), "orphan.json"),
-        Case("tool-without-id", _j([{"role": "user", "content": "q"}, {"role": "tool", "content": "no id"}]), "toolnoid.json"),
+        Case(
+            "tool-result-without-call",
+            _j(
+                [
+                    {"role": "user", "content": "q"},
+                    {"role": "tool", "tool_call_id": "call_404", "content": "orphan"},
+                ]
+            ),
+            "orphan.json",
+        ),
+        Case(
+            "tool-without-id",
+            _j([{"role": "user", "content": "q"}, {"role": "tool", "content": "no id"}]),
+            "toolnoid.json",
+        ),
         # sizes and shapes
         Case("20mb-single-message", _j([{"role": "user", "content": big}]), "huge.json"),
         Case("deep-nesting-list", b"[" * deep + b"]" * deep, "deep.json"),
-        Case("deep-nesting-content", b'[{"role": "user", "content": ' + b"[" * deep + b"]" * deep + b"}]", "deep2.json"),
-        Case("deep-nesting-jsonl", b'{"id": "d", "messages": ' + b"[" * deep + b"]" * deep + b"}\n", "deep3.jsonl"),
+        Case(
+            "deep-nesting-content",
+            b'[{"role": "user", "content": ' + b"[" * deep + b"]" * deep + b"}]",
+            "deep2.json",
+        ),
+        Case(
+            "deep-nesting-jsonl",
+            b'{"id": "d", "messages": ' + b"[" * deep + b"]" * deep + b"}\n",
+            "deep3.jsonl",
+        ),
         Case("huge-line-no-newline", huge_line, "hugeline.jsonl"),
         Case("huge-garbage-line", b"a" * (30 * 2**20), "aaaa.jsonl"),
         # encodings and bytes
-        Case("invalid-utf8-json", b'[{"role": "user", "content": "caf\xe9 \xff\xfe"}]', "latin1.json"),
-        Case("invalid-utf8-jsonl", _jl(_hermes(OK_MESSAGES))[:-3] + b"\xff\xfe\xfd\n", "latin1.jsonl"),
+        Case(
+            "invalid-utf8-json", b'[{"role": "user", "content": "caf\xe9 \xff\xfe"}]', "latin1.json"
+        ),
+        Case(
+            "invalid-utf8-jsonl", _jl(_hermes(OK_MESSAGES))[:-3] + b"\xff\xfe\xfd\n", "latin1.jsonl"
+        ),
         Case("utf16-json", _j(OK_MESSAGES).decode().encode("utf-16"), "utf16.json"),
         Case("nul-bytes", b"\0" * 4096, "nul.jsonl"),
         Case("nul-inside-json", b'[{"role": "user", "content": "a\0b"}]', "nul2.json"),
-        Case("escaped-nul-in-content", _j([{"role": "user", "content": "before\u0000after"}]), "nul3.json"),
+        Case(
+            "escaped-nul-in-content",
+            _j([{"role": "user", "content": "before\u0000after"}]),
+            "nul3.json",
+        ),
         Case("lone-surrogate", b'[{"role": "user", "content": "\\ud800"}]', "surrogate.json"),
         Case("binary-garbage", rng.randbytes(256 * 1024), "garbage.jsonl"),
         Case("binary-garbage-json", rng.randbytes(4096), "garbage.json"),
@@ -140,16 +229,37 @@ def cases() -> list[Case]:
         Case("csv-file", b"role,content\nuser,hi\nassistant,hello\n", "table.json"),
         Case("yaml-file", b"- role: user\n  content: hi\n", "conv.jsonl"),
         # SQLite of the wrong kind
-        Case("sqlite-other-schema", _sqlite(["CREATE TABLE foo (a INTEGER, b TEXT)", "INSERT INTO foo VALUES (1, 'x')"]), "other.db"),
-        Case("sqlite-sessions-wrong-columns", _sqlite(["CREATE TABLE sessions (x INTEGER)", "CREATE TABLE messages (y TEXT)",
-                                                         "INSERT INTO sessions VALUES (1)"]), "wrongcols.db"),
-        Case("sqlite-truncated", sqlite_hermes_corrupt[: len(sqlite_hermes_corrupt) // 2], "truncated.db"),
+        Case(
+            "sqlite-other-schema",
+            _sqlite(["CREATE TABLE foo (a INTEGER, b TEXT)", "INSERT INTO foo VALUES (1, 'x')"]),
+            "other.db",
+        ),
+        Case(
+            "sqlite-sessions-wrong-columns",
+            _sqlite(
+                [
+                    "CREATE TABLE sessions (x INTEGER)",
+                    "CREATE TABLE messages (y TEXT)",
+                    "INSERT INTO sessions VALUES (1)",
+                ]
+            ),
+            "wrongcols.db",
+        ),
+        Case(
+            "sqlite-truncated",
+            sqlite_hermes_corrupt[: len(sqlite_hermes_corrupt) // 2],
+            "truncated.db",
+        ),
         Case("sqlite-renamed-jsonl", _sqlite(["CREATE TABLE foo (a)"]), "notreally.jsonl"),
         Case("sqlite-forced-on-json", _j(OK_MESSAGES), "forced.json", "hermes-db"),
-        Case("jsonl-forced-on-sqlite", _sqlite(["CREATE TABLE foo (a)"]), "forced.db", "hermes-jsonl"),
+        Case(
+            "jsonl-forced-on-sqlite", _sqlite(["CREATE TABLE foo (a)"]), "forced.db", "hermes-jsonl"
+        ),
         # hostile names (the content is bad too, so the upload is refused; the name must not escape)
         Case("traversal-name", b"not json at all", "../../../../tmp/hermes-traversal-probe.jsonl"),
-        Case("traversal-name-windows", b"not json at all", "..\\..\\..\\hermes-traversal-probe.json"),
+        Case(
+            "traversal-name-windows", b"not json at all", "..\\..\\..\\hermes-traversal-probe.json"
+        ),
         Case("absolute-name", b"{broken", "/etc/hermes-traversal-probe.jsonl"),
         Case("dotfile-name", b"{broken", ".bashrc"),
     ]
@@ -158,5 +268,8 @@ def cases() -> list[Case]:
 
 def valid_case() -> Case:
     """A good OpenAI file under a traversal name: imports, and only under its plain name."""
-    return Case("valid-control", _j(OK_MESSAGES + [{"role": "user", "content": "control"}]),
-                "../../../tmp/hermes-valid-control.json")
+    return Case(
+        "valid-control",
+        _j(OK_MESSAGES + [{"role": "user", "content": "control"}]),
+        "../../../tmp/hermes-valid-control.json",
+    )

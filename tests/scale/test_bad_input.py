@@ -21,15 +21,31 @@ from tests.scale.hostile_files import Case, cases, valid_case
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PROBES = [Path("/tmp/hermes-traversal-probe.jsonl"), Path("/tmp/hermes-traversal-probe.json"),
-          Path("/etc/hermes-traversal-probe.jsonl"), Path("/tmp/hermes-valid-control.json"),
-          ROOT.parent / "hermes-traversal-probe.json"]
+PROBES = [
+    Path("/tmp/hermes-traversal-probe.jsonl"),
+    Path("/tmp/hermes-traversal-probe.json"),
+    Path("/etc/hermes-traversal-probe.jsonl"),
+    Path("/tmp/hermes-valid-control.json"),
+    ROOT.parent / "hermes-traversal-probe.json",
+]
 
 
 # Run one per process as well (plus every case with a forced --format): one of each kind.
-CLI_SAMPLE = {"empty-jsonl", "truncated-json-list", "unknown-role", "tool-result-without-call", "20mb-single-message",
-              "deep-nesting-list", "invalid-utf8-jsonl", "escaped-nul-in-content", "lone-surrogate", "zip-bomb-renamed",
-              "sqlite-other-schema", "binary-garbage", "dotfile-name"}
+CLI_SAMPLE = {
+    "empty-jsonl",
+    "truncated-json-list",
+    "unknown-role",
+    "tool-result-without-call",
+    "20mb-single-message",
+    "deep-nesting-list",
+    "invalid-utf8-jsonl",
+    "escaped-nul-in-content",
+    "lone-surrogate",
+    "zip-bomb-renamed",
+    "sqlite-other-schema",
+    "binary-garbage",
+    "dotfile-name",
+}
 
 
 def _counts() -> tuple[int, int]:
@@ -50,8 +66,13 @@ def _multipart(case: Case) -> tuple[bytes, str]:
 
 def _upload(server, key: str, case: Case) -> tuple[int, dict]:
     body, content_type = _multipart(case)
-    status, raw = server.request("POST", "/api/import", body=body, timeout=120,
-                                 headers={"Authorization": f"Bearer {key}", "Content-Type": content_type})
+    status, raw = server.request(
+        "POST",
+        "/api/import",
+        body=body,
+        timeout=120,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": content_type},
+    )
     try:
         return status, json.loads(raw)
     except ValueError:
@@ -61,7 +82,11 @@ def _upload(server, key: str, case: Case) -> tuple[int, dict]:
 def _cli(path: Path, username: str, fmt: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [PYTHON, "manage.py", "import_sessions", str(path), "--user", username, "--format", fmt],
-        cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=180,
+        cwd=ROOT,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
 
@@ -98,11 +123,17 @@ def test_hostile_import_files_are_refused_cleanly_by_api_and_cli(spawn, owner, t
         elif not detail or detail.startswith("<not JSON"):
             failures.append(f"{case.key}: no error detail ({body})")
         elif status == 400 and case.disk_name not in detail:
-            failures.append(f"{case.key}: detail does not name the file {case.disk_name!r}: {detail[:200]}")
+            failures.append(
+                f"{case.key}: detail does not name the file {case.disk_name!r}: {detail[:200]}"
+            )
         if not unchanged:
             failures.append(f"{case.key}: something was stored")
-        if status == 400 and ("/" in str(body.get("file", "")) or "\\" in str(body.get("file", ""))):
-            failures.append(f"{case.key}: the report kept a path in the file name: {body.get('file')}")
+        if status == 400 and (
+            "/" in str(body.get("file", "")) or "\\" in str(body.get("file", ""))
+        ):
+            failures.append(
+                f"{case.key}: the report kept a path in the file name: {body.get('file')}"
+            )
     assert not failures, "\n".join(failures)
 
     # A good file under a traversal name still imports, under its plain name only.
@@ -129,23 +160,37 @@ def test_hostile_import_files_are_refused_cleanly_by_api_and_cli(spawn, owner, t
     whole = _cli(folder, owner.username, "auto")
     sample = [item for item in paths if item[0].fmt != "auto" or item[0].key in CLI_SAMPLE]
     with ThreadPoolExecutor(3) as pool:
-        runs = list(pool.map(lambda item: (item[0], _cli(item[1], owner.username, item[0].fmt)), sample))
+        runs = list(
+            pool.map(lambda item: (item[0], _cli(item[1], owner.username, item[0].fmt)), sample)
+        )
     cli_seconds = time.monotonic() - started
-    stored = [line for run in [whole, *(r for _, r in runs)] for line in run.stdout.splitlines() if "imported" in line]
+    stored = [
+        line
+        for run in [whole, *(r for _, r in runs)]
+        for line in run.stdout.splitlines()
+        if "imported" in line
+    ]
     assert _counts() == before, stored  # nothing of any refused file was stored
 
     assert whole.returncode != 0
     assert "Traceback" not in whole.stderr, whole.stderr[-3000:]
     # The folder run reads the files the command picks up (.json, .jsonl, .db, .sqlite*).
-    picked = [(case, path) for case, path in paths
-              if case.fmt == "auto" and path.suffix in (".json", ".jsonl", ".db")]
+    picked = [
+        (case, path)
+        for case, path in paths
+        if case.fmt == "auto" and path.suffix in (".json", ".jsonl", ".db")
+    ]
     unnamed = [case.key for case, path in picked if f"error: {path}" not in whole.stderr]
     assert not unnamed, f"no error line for {unnamed}:\n{whole.stderr[-3000:]}"
-    print(f"[bad input] `manage.py import_sessions <folder>`: exit {whole.returncode}, one error line naming "
-          f"each of the {len(picked)} files; then {len(sample)} files one per process ({cli_seconds:.1f}s in all):")
+    print(
+        f"[bad input] `manage.py import_sessions <folder>`: exit {whole.returncode}, one error line naming "
+        f"each of the {len(picked)} files; then {len(sample)} files one per process ({cli_seconds:.1f}s in all):"
+    )
     cli_failures = []
     for case, run in runs:
-        message = (run.stderr.strip().splitlines() or ["<no message>"])[0].replace(f"{tmp_path}/", "")
+        message = (run.stderr.strip().splitlines() or ["<no message>"])[0].replace(
+            f"{tmp_path}/", ""
+        )
         print(f"  exit {run.returncode} {case.key:<30} {message[:110]}")
         if run.returncode == 0:
             cli_failures.append(f"{case.key}: exit 0\n{run.stdout[-500:]}")
@@ -169,14 +214,22 @@ def test_hostile_import_files_are_refused_cleanly_by_api_and_cli(spawn, owner, t
     health = server.healthz()
     assert health is not None
     assert health["_status"] == 200, health
-    assert server.log().count("Booting worker") == boots_before, server.log()[-3000:]  # no web worker died
+    assert server.log().count("Booting worker") == boots_before, server.log()[
+        -3000:
+    ]  # no web worker died
     assert "WORKER TIMEOUT" not in server.log()
     from hermes_web.tasks import ping_worker
 
     ping = WorkerPing.objects.create()
     ping_worker.delay(ping.pk)
-    wait_until(lambda: WorkerPing.objects.get(pk=ping.pk).processed_at, 30, "the worker to answer a ping",
-               workers=[worker])
+    wait_until(
+        lambda: WorkerPing.objects.get(pk=ping.pk).processed_at,
+        30,
+        "the worker to answer a ping",
+        workers=[worker],
+    )
     assert worker.alive()
-    print(f"[bad input] all {len(all_cases)} refused by both (4xx with detail / non-zero exit naming the file); "
-          f"nothing stored; healthz {health['_status']}, web workers never restarted, Celery worker answered")
+    print(
+        f"[bad input] all {len(all_cases)} refused by both (4xx with detail / non-zero exit naming the file); "
+        f"nothing stored; healthz {health['_status']}, web workers never restarted, Celery worker answered"
+    )

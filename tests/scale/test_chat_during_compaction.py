@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 @pytest.mark.parametrize("mode", ["rotation", "in_place"])
 def test_messages_posted_during_a_compaction_all_survive_in_order(spawn, owner, slow_llm, mode):
     session = build_session(owner, 400, seed=60, compaction_mode=mode)
-    [worker] = spawn.workers(1, extra_env={**slow_llm.worker_env, "HERMES_LOCK_LEASE_SECONDS": "120"})
+    [worker] = spawn.workers(
+        1, extra_env={**slow_llm.worker_env, "HERMES_LOCK_LEASE_SECONDS": "120"}
+    )
 
     run = request_compaction(session=session, trigger="manual", mode=mode)
     wait_until(lambda: slow_llm.requests, 60, "the summary request", workers=[worker])
@@ -51,8 +53,12 @@ def test_messages_posted_during_a_compaction_all_survive_in_order(spawn, owner, 
     poster = threading.Thread(target=post)
     poster.start()
     try:
-        wait_until(lambda: Compaction.objects.get(pk=run.pk).is_finished, 90, "the compaction to finish",
-                   workers=[worker])
+        wait_until(
+            lambda: Compaction.objects.get(pk=run.pk).is_finished,
+            90,
+            "the compaction to finish",
+            workers=[worker],
+        )
         time.sleep(1.0)  # keep posting after the commit too
     finally:
         stop.set()
@@ -67,13 +73,21 @@ def test_messages_posted_during_a_compaction_all_survive_in_order(spawn, owner, 
     else:
         assert live.pk == session.pk
     contents = [m["content"] for m in openai_messages(live)]
-    late = [c for c in contents if isinstance(c, str) and c.startswith("posted during compaction #")]
+    late = [
+        c for c in contents if isinstance(c, str) and c.startswith("posted during compaction #")
+    ]
     assert late == posted  # every post, once, in the order it was made
-    assert contents[-len(posted):] == posted  # and they are the newest messages of the live session
-    positions = list(Message.objects.filter(session=live, active=True).values_list("position", flat=True))
+    assert (
+        contents[-len(posted) :] == posted
+    )  # and they are the newest messages of the live session
+    positions = list(
+        Message.objects.filter(session=live, active=True).values_list("position", flat=True)
+    )
     assert positions == sorted(set(positions))
     assert orphan_report() == dict.fromkeys(orphan_report(), 0)
     before_commit = sum(1 for t in posted_at if t < run.finished_at.timestamp())
-    print(f"\n[chat under compaction:{mode}] {len(posted)} messages posted while the run went on "
-          f"({before_commit} before its commit, {len(posted) - before_commit} after); "
-          f"all {len(posted)} present once, in order, at the end of the live session")
+    print(
+        f"\n[chat under compaction:{mode}] {len(posted)} messages posted while the run went on "
+        f"({before_commit} before its commit, {len(posted) - before_commit} after); "
+        f"all {len(posted)} present once, in order, at the end of the live session"
+    )

@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 def test_eight_simultaneous_requests_commit_once_and_seven_skip_locked(spawn, owner, slow_llm):
     session = build_session(owner, 600, seed=1, compaction_mode="rotation")
-    workers = spawn.workers(4, extra_env={**slow_llm.worker_env, "HERMES_LOCK_LEASE_SECONDS": "120"})
+    workers = spawn.workers(
+        4, extra_env={**slow_llm.worker_env, "HERMES_LOCK_LEASE_SECONDS": "120"}
+    )
 
     barrier = threading.Barrier(8)
     ids: list[int] = []
@@ -43,8 +45,12 @@ def test_eight_simultaneous_requests_commit_once_and_seven_skip_locked(spawn, ow
     def all_finished():
         return Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count() == 8
 
-    wait_until(all_finished, 120, lambda: list(Compaction.objects.filter(pk__in=ids).values_list("status", "reason")),
-               workers=workers)
+    wait_until(
+        all_finished,
+        120,
+        lambda: list(Compaction.objects.filter(pk__in=ids).values_list("status", "reason")),
+        workers=workers,
+    )
     elapsed = time.monotonic() - started
 
     runs = list(Compaction.objects.filter(pk__in=ids).order_by("finished_at"))
@@ -67,7 +73,9 @@ def test_eight_simultaneous_requests_commit_once_and_seven_skip_locked(spawn, ow
     assert Session.objects.get(pk=session.pk).end_reason == "compression"
 
     per_worker = {w.name: w.tasks_finished() for w in workers}
-    assert sum(1 for n in per_worker.values() if n) >= 2, per_worker  # the requests really spread out
+    assert sum(1 for n in per_worker.values() if n) >= 2, (
+        per_worker
+    )  # the requests really spread out
     print(
         f"\n[concurrency] 8 requests over {len(workers)} workers in {elapsed:.1f}s: "
         f"1 committed ({winner.summarizer} {winner.summarizer_model}, "

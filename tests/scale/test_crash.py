@@ -56,7 +56,9 @@ def _blocked_commit() -> dict | None:
 
 
 @pytest.mark.parametrize("mode", ["rotation", "in_place"])
-def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_once(spawn, owner, slow_llm, mode):
+def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_once(
+    spawn, owner, slow_llm, mode
+):
     session = build_session(owner, 500, seed=3, compaction_mode=mode)
     env = {
         **slow_llm.worker_env,
@@ -78,7 +80,9 @@ def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_o
 
     def hold_row_lock() -> None:
         with psycopg.connect(_conninfo()) as conn:
-            conn.execute("SELECT id FROM hermes_web_compaction WHERE id = %s FOR NO KEY UPDATE", [run.pk])
+            conn.execute(
+                "SELECT id FROM hermes_web_compaction WHERE id = %s FOR NO KEY UPDATE", [run.pk]
+            )
             locked.set()
             release.wait(120)
             conn.rollback()
@@ -87,12 +91,16 @@ def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_o
     holder.start()
     assert locked.wait(10)
     try:
-        blocked = wait_until(_blocked_commit, 60, "the worker's commit to block on the run row", workers=[victim])
+        blocked = wait_until(
+            _blocked_commit, 60, "the worker's commit to block on the run row", workers=[victim]
+        )
         # Inside its open transaction the worker already wrote its messages.
         assert "hermes_web_message" in blocked["wrote"], blocked
         killed_at = time.monotonic()
         victim.kill_group()
-        wait_until(lambda: not victim.group_alive(), 10, "the killed worker's process group to be gone")
+        wait_until(
+            lambda: not victim.group_alive(), 10, "the killed worker's process group to be gone"
+        )
     finally:
         release.set()
         holder.join(10)
@@ -105,13 +113,18 @@ def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_o
     run.refresh_from_db()
     assert run.status == Compaction.Status.RUNNING
     assert run.attempts == 1
-    print(f"\n[crash:{mode}] killed pid group {victim.pid} inside the commit (it had written {blocked['wrote']}); "
-          "sessions and messages byte-identical afterwards")
+    print(
+        f"\n[crash:{mode}] killed pid group {victim.pid} inside the commit (it had written {blocked['wrote']}); "
+        "sessions and messages byte-identical afterwards"
+    )
 
     [rescuer] = spawn.workers(1, extra_env=env)
-    wait_until(lambda: Compaction.objects.get(pk=run.pk).is_finished, 90,
-               lambda: f"the redelivered run to finish (now {Compaction.objects.get(pk=run.pk).status})",
-               workers=[rescuer])
+    wait_until(
+        lambda: Compaction.objects.get(pk=run.pk).is_finished,
+        90,
+        lambda: f"the redelivered run to finish (now {Compaction.objects.get(pk=run.pk).status})",
+        workers=[rescuer],
+    )
     recovered_after = time.monotonic() - killed_at
     run.refresh_from_db()
     assert run.status == Compaction.Status.COMMITTED, (run.status, run.reason, run.error)
@@ -124,7 +137,9 @@ def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_o
         assert children[0].pk == run.result_session_id
         assert Message.objects.filter(session=children[0], is_summary=True).count() == 1
         assert session.end_reason == "compression"
-        assert Message.objects.filter(session=session).count() == counts_before["hermes_web_message"]
+        assert (
+            Message.objects.filter(session=session).count() == counts_before["hermes_web_message"]
+        )
     else:
         assert Session.objects.filter(parent_id=session.pk).count() == 0
         assert session.compression_count == 1
@@ -133,5 +148,7 @@ def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_o
         assert Message.objects.filter(session=session, active=True, archived=True).count() == 0
     assert orphan_report() == dict.fromkeys(orphan_report(), 0)
     assert not SessionLock.objects.filter(session=session).exclude(holder="").exists()
-    print(f"[crash:{mode}] redelivered after lease ({LEASE}s) and visibility timeout ({VISIBILITY}s): "
-          f"committed once on attempt {run.attempts}, {recovered_after:.1f}s after the kill; no orphans")
+    print(
+        f"[crash:{mode}] redelivered after lease ({LEASE}s) and visibility timeout ({VISIBILITY}s): "
+        f"committed once on attempt {run.attempts}, {recovered_after:.1f}s after the kill; no orphans"
+    )

@@ -14,12 +14,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _queued(client: redis.Redis) -> int:
-    return sum(client.llen(key) for key in client.keys("compaction*") if client.type(key) == b"list")
+    return sum(
+        client.llen(key) for key in client.keys("compaction*") if client.type(key) == b"list"
+    )
 
 
 def test_jobs_queued_across_a_redis_restart_each_run_exactly_once(spawn, owner, redis_server):
     sessions = [build_session(owner, 300, seed=40 + i) for i in range(6)]
-    runs = [request_compaction(session=s, trigger="manual", summarizer="deterministic") for s in sessions]
+    runs = [
+        request_compaction(session=s, trigger="manual", summarizer="deterministic")
+        for s in sessions
+    ]
     client = redis.Redis(host="127.0.0.1", port=redis_server.port)
     try:
         assert _queued(client) == len(runs)  # no worker runs: all six wait in Redis
@@ -37,8 +42,14 @@ def test_jobs_queued_across_a_redis_restart_each_run_exactly_once(spawn, owner, 
 
     workers = spawn.workers(2)
     ids = [r.pk for r in runs]
-    wait_until(lambda: Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count() == len(ids), 90,
-               lambda: list(Compaction.objects.filter(pk__in=ids).values_list("status", "attempts")), workers=workers)
+    wait_until(
+        lambda: (
+            Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count() == len(ids)
+        ),
+        90,
+        lambda: list(Compaction.objects.filter(pk__in=ids).values_list("status", "attempts")),
+        workers=workers,
+    )
 
     for run in Compaction.objects.filter(pk__in=ids):
         assert run.status == Compaction.Status.COMMITTED, (run.status, run.reason, run.error)
@@ -46,20 +57,31 @@ def test_jobs_queued_across_a_redis_restart_each_run_exactly_once(spawn, owner, 
     for session in sessions:
         assert Session.objects.filter(parent_id=session.pk).count() == 1
     received = sum(w.log().count("Task hermes_web.tasks.compact_session[") for w in workers) // 2
-    assert received == len(ids)  # each job was received once and finished once (two log lines per job)
+    assert received == len(
+        ids
+    )  # each job was received once and finished once (two log lines per job)
     assert orphan_report() == dict.fromkeys(orphan_report(), 0)
-    print(f"\n[broker outage] {len(ids)} jobs queued, Redis down and back in {downtime:.1f}s, "
-          f"then {len(workers)} workers ran each exactly once (attempts=1, one child each)")
+    print(
+        f"\n[broker outage] {len(ids)} jobs queued, Redis down and back in {downtime:.1f}s, "
+        f"then {len(workers)} workers ran each exactly once (attempts=1, one child each)"
+    )
 
 
 @pytest.mark.parametrize("mode", ["rotation", "in_place"])
-def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(spawn, owner, slow_llm, postgres_server, mode):
+def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(
+    spawn, owner, slow_llm, postgres_server, mode
+):
     session = build_session(owner, 400, seed=50, compaction_mode=mode)
     # The first summary takes 8 s: time to restart PostgreSQL under it; later ones 3 s.
-    slow_llm.enqueue({"sleep": 8, "content": "## Active Task\nFirst attempt.\n\n## Goal\nSurvive a restart."})
+    slow_llm.enqueue(
+        {"sleep": 8, "content": "## Active Task\nFirst attempt.\n\n## Goal\nSurvive a restart."}
+    )
     env = {**slow_llm.worker_env, "HERMES_LOCK_LEASE_SECONDS": "10"}
     [worker] = spawn.workers(1, extra_env=env)
-    before = {"sessions": dump_table("hermes_web_session"), "messages": dump_table("hermes_web_message")}
+    before = {
+        "sessions": dump_table("hermes_web_session"),
+        "messages": dump_table("hermes_web_message"),
+    }
     messages_before = Message.objects.count()
 
     run = request_compaction(session=session, trigger="manual", mode=mode)
@@ -71,15 +93,26 @@ def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(spawn, owne
     postgres_server.start(durable=False)
     restart_seconds = time.monotonic() - restarted
 
-    wait_until(lambda: Compaction.objects.get(pk=run.pk).is_finished, 120,
-               lambda: f"the run to finish (now {Compaction.objects.filter(pk=run.pk).values_list('status', 'attempts', 'error').first()})",
-               workers=[worker])
+    wait_until(
+        lambda: Compaction.objects.get(pk=run.pk).is_finished,
+        120,
+        lambda: (
+            f"the run to finish (now {Compaction.objects.filter(pk=run.pk).values_list('status', 'attempts', 'error').first()})"
+        ),
+        workers=[worker],
+    )
     assert worker.alive()
     run.refresh_from_db()
-    assert run.status in (Compaction.Status.COMMITTED, Compaction.Status.FAILED), (run.status, run.error)
+    assert run.status in (Compaction.Status.COMMITTED, Compaction.Status.FAILED), (
+        run.status,
+        run.error,
+    )
     session.refresh_from_db()
     if run.status == Compaction.Status.FAILED:
-        assert {"sessions": dump_table("hermes_web_session"), "messages": dump_table("hermes_web_message")} == before
+        assert {
+            "sessions": dump_table("hermes_web_session"),
+            "messages": dump_table("hermes_web_message"),
+        } == before
     elif mode == "rotation":
         children = list(Session.objects.filter(parent_id=session.pk))
         assert len(children) == 1
@@ -94,5 +127,7 @@ def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(spawn, owne
         assert Message.objects.filter(session=session, active=True, archived=True).count() == 0
     assert Compaction.objects.filter(session=session).count() == 1
     assert orphan_report() == dict.fromkeys(orphan_report(), 0)
-    print(f"\n[database outage:{mode}] PostgreSQL restarted in {restart_seconds:.1f}s mid-summary; run "
-          f"{run.status} after {run.attempts} attempt(s){': ' + run.error[:120] if run.error else ''}; nothing half-written")
+    print(
+        f"\n[database outage:{mode}] PostgreSQL restarted in {restart_seconds:.1f}s mid-summary; run "
+        f"{run.status} after {run.attempts} attempt(s){': ' + run.error[:120] if run.error else ''}; nothing half-written"
+    )

@@ -27,7 +27,10 @@ TEMPLATES = 10  # distinct conversations built with bulk_create; the rest are co
 
 def test_throughput_of_many_long_sessions_over_four_workers(spawn, owner):
     built = time.monotonic()
-    templates = [build_session(owner, MESSAGES, seed=i, title=f"throughput {i}") for i in range(min(TEMPLATES, SESSIONS))]
+    templates = [
+        build_session(owner, MESSAGES, seed=i, title=f"throughput {i}")
+        for i in range(min(TEMPLATES, SESSIONS))
+    ]
     sessions = templates + [
         clone_session(templates[i % len(templates)], owner, title=f"throughput {i}")
         for i in range(len(templates), SESSIONS)
@@ -40,28 +43,51 @@ def test_throughput_of_many_long_sessions_over_four_workers(spawn, owner):
 
     workers = spawn.workers(WORKERS)
     started = time.monotonic()
-    runs = [request_compaction(session=s, trigger="manual", summarizer="deterministic") for s in sessions]
+    runs = [
+        request_compaction(session=s, trigger="manual", summarizer="deterministic")
+        for s in sessions
+    ]
     enqueue_seconds = time.monotonic() - started
     ids = [r.pk for r in runs]
     timeout = 60 + SESSIONS * 3
-    wait_until(lambda: Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count() == len(ids),
-               timeout, lambda: f"{Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count()}/{len(ids)} runs",
-               workers=workers, interval=0.5)
+    wait_until(
+        lambda: (
+            Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count() == len(ids)
+        ),
+        timeout,
+        lambda: (
+            f"{Compaction.objects.filter(pk__in=ids, finished_at__isnull=False).count()}/{len(ids)} runs"
+        ),
+        workers=workers,
+        interval=0.5,
+    )
     wall = time.monotonic() - started
 
     finished = list(Compaction.objects.filter(pk__in=ids))
-    statuses = {status: sum(1 for r in finished if r.status == status) for status in {r.status for r in finished}}
-    assert statuses == {Compaction.Status.COMMITTED: len(ids)}, [(r.status, r.error) for r in finished if r.error][:3]
+    statuses = {
+        status: sum(1 for r in finished if r.status == status)
+        for status in {r.status for r in finished}
+    }
+    assert statuses == {Compaction.Status.COMMITTED: len(ids)}, [
+        (r.status, r.error) for r in finished if r.error
+    ][:3]
     assert Session.objects.filter(parent__in=sessions).count() == len(sessions)
     assert orphan_report() == dict.fromkeys(orphan_report(), 0)
 
     latency = [(r.finished_at - r.queued_at).total_seconds() for r in finished]
     run_time = [(r.finished_at - r.started_at).total_seconds() for r in finished]
-    span = (max(r.finished_at for r in finished) - min(r.queued_at for r in finished)).total_seconds()
+    span = (
+        max(r.finished_at for r in finished) - min(r.queued_at for r in finished)
+    ).total_seconds()
     per_worker = {w.name: w.tasks_finished() for w in workers}
-    shrunk = "" if SESSIONS >= FULL_SESSIONS else (
-        f" (shrunk from the issue's {FULL_SESSIONS} to fit the check-scale time budget on 2 cores; "
-        f"HERMES_SCALE_SESSIONS={FULL_SESSIONS} for the full run)")
+    shrunk = (
+        ""
+        if SESSIONS >= FULL_SESSIONS
+        else (
+            f" (shrunk from the issue's {FULL_SESSIONS} to fit the check-scale time budget on 2 cores; "
+            f"HERMES_SCALE_SESSIONS={FULL_SESSIONS} for the full run)"
+        )
+    )
     print(
         f"\n[throughput] {SESSIONS} sessions x {MESSAGES} messages{shrunk}\n"
         f"  built {rows} rows in {build_seconds:.1f}s ({len(templates)} sessions by bulk_create, the rest copied in SQL); "

@@ -30,8 +30,10 @@ P95_TARGET_MS = 500
 
 def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
     sessions = [build_session(owner, 1000, seed=80 + i, title=f"load {i}") for i in range(8)]
-    runs = [request_compaction(session=s, trigger="manual", summarizer="deterministic", run_now=True)
-            for s in sessions[:2]]
+    runs = [
+        request_compaction(session=s, trigger="manual", summarizer="deterministic", run_now=True)
+        for s in sessions[:2]
+    ]
     assert all(r.status == "committed" for r in runs), [(r.status, r.error) for r in runs]
     _, key = ApiKey.issue(owner=owner, name="load")
     browser = Client()
@@ -43,7 +45,10 @@ def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
         "conversation list": ("/conversations/", {"Cookie": cookie}),
         "conversation 1k msgs": (f"/conversations/{later.public_id}/", {"Cookie": cookie}),
         "compaction inspector": (f"/compactions/{runs[0].public_id}/", {"Cookie": cookie}),
-        "api messages": (f"/api/sessions/{later.public_id}/messages", {"Authorization": f"Bearer {key}"}),
+        "api messages": (
+            f"/api/sessions/{later.public_id}/messages",
+            {"Authorization": f"Bearer {key}"},
+        ),
     }
     server = spawn.web(free_port(), workers=4, threads=4)
     baseline: dict[str, float] = {}
@@ -103,17 +108,23 @@ def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
     total = sum(len(v) for v in samples.values())
     every = [s for v in samples.values() for s in v]
     p95 = percentile(every, 95) * 1000
-    print(f"\n[web load] {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests against gunicorn (4 processes x 4 threads) "
-          f"in {wall:.1f}s: {total} ok, {len(errors)} errors, {total / wall:.1f} req/s")
+    print(
+        f"\n[web load] {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests against gunicorn (4 processes x 4 threads) "
+        f"in {wall:.1f}s: {total} ok, {len(errors)} errors, {total / wall:.1f} req/s"
+    )
     for name in names:
         values = samples[name]
         if values:
-            print(f"  {name:<22} n={len(values):4d}  p50 {percentile(values, 50) * 1000:6.0f} ms  "
-                  f"p95 {percentile(values, 95) * 1000:6.0f} ms  p99 {percentile(values, 99) * 1000:6.0f} ms  "
-                  f"(alone: {baseline[name] * 1000:.0f} ms)")
-    print(f"  {'all':<22} n={total:4d}  p50 {percentile(every, 50) * 1000:6.0f} ms  p95 {p95:6.0f} ms  "
-          f"p99 {percentile(every, 99) * 1000:6.0f} ms  -> p95 target {P95_TARGET_MS} ms: "
-          f"{'PASS' if p95 <= P95_TARGET_MS else 'MISS'}")
+            print(
+                f"  {name:<22} n={len(values):4d}  p50 {percentile(values, 50) * 1000:6.0f} ms  "
+                f"p95 {percentile(values, 95) * 1000:6.0f} ms  p99 {percentile(values, 99) * 1000:6.0f} ms  "
+                f"(alone: {baseline[name] * 1000:.0f} ms)"
+            )
+    print(
+        f"  {'all':<22} n={total:4d}  p50 {percentile(every, 50) * 1000:6.0f} ms  p95 {p95:6.0f} ms  "
+        f"p99 {percentile(every, 99) * 1000:6.0f} ms  -> p95 target {P95_TARGET_MS} ms: "
+        f"{'PASS' if p95 <= P95_TARGET_MS else 'MISS'}"
+    )
     assert not errors, errors[:10]
     assert total == CLIENTS * REQUESTS_PER_CLIENT  # the run was not cut short by the time limit
     health = server.healthz()

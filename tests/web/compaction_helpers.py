@@ -7,8 +7,12 @@ from hermes_web.services.sessions import append_message, create_session
 def fill(session, n_messages: int = 80, seed: int = 1):
     for m in generate_conversation(n_messages, seed=seed):
         append_message(
-            session, role=m["role"], content=m.get("content"), tool_calls=m.get("tool_calls"),
-            tool_call_id=m.get("tool_call_id", ""), tool_name=m.get("name", ""),
+            session,
+            role=m["role"],
+            content=m.get("content"),
+            tool_calls=m.get("tool_calls"),
+            tool_call_id=m.get("tool_call_id", ""),
+            tool_name=m.get("name", ""),
         )
     return session
 

@@ -42,10 +42,34 @@ CREATE TABLE compression_locks (session_id TEXT PRIMARY KEY, holder TEXT, acquir
 INSERT INTO schema_version VALUES (30);
 """
 
-SESSION_COLUMNS = ("id", "source", "model", "model_config", "system_prompt", "parent_session_id", "started_at",
-                   "ended_at", "end_reason", "message_count", "title", "cwd")
-MESSAGE_COLUMNS = ("session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp",
-                   "finish_reason", "reasoning", "_compressed_summary", "active", "compacted")
+SESSION_COLUMNS = (
+    "id",
+    "source",
+    "model",
+    "model_config",
+    "system_prompt",
+    "parent_session_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "title",
+    "cwd",
+)
+MESSAGE_COLUMNS = (
+    "session_id",
+    "role",
+    "content",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "timestamp",
+    "finish_reason",
+    "reasoning",
+    "_compressed_summary",
+    "active",
+    "compacted",
+)
 
 
 def build_state_db(path: Path, jsonl_path: Path) -> Path:

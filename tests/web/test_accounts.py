@@ -29,7 +29,11 @@ def test_api_requires_auth(client):
 def test_signup_creates_the_account_and_logs_in(client):
     response = client.post(
         "/accounts/signup/",
-        {"username": "carol", "password1": "a-long-pass-phrase-1", "password2": "a-long-pass-phrase-1"},
+        {
+            "username": "carol",
+            "password1": "a-long-pass-phrase-1",
+            "password2": "a-long-pass-phrase-1",
+        },
     )
     assert response.status_code == 302
     assert get_user_model().objects.filter(username="carol").exists()
@@ -37,7 +41,9 @@ def test_signup_creates_the_account_and_logs_in(client):
 
 
 def test_signup_shows_errors_and_stores_nothing_on_bad_input(client):
-    response = client.post("/accounts/signup/", {"username": "carol", "password1": "x", "password2": "y"})
+    response = client.post(
+        "/accounts/signup/", {"username": "carol", "password1": "x", "password2": "y"}
+    )
     assert response.status_code == 200
     assert b"didn" in response.content  # "The two password fields didn't match."
     assert not get_user_model().objects.filter(username="carol").exists()

@@ -29,7 +29,9 @@ def test_read_file_numbers_lines(workspace):
     result = call("read_file", path="src/app.py")
     assert result["content"].splitlines()[2] == "     3|def main():"
     assert result["total_lines"] == 4
-    assert call("read_file", path="src/app.py", offset=3, limit=1)["content"] == "     3|def main():"
+    assert (
+        call("read_file", path="src/app.py", offset=3, limit=1)["content"] == "     3|def main():"
+    )
 
 
 def test_search_files_reports_total_count_and_matches(workspace):
@@ -52,7 +54,10 @@ def test_write_and_patch_stay_in_the_workspace(workspace):
     assert result["replacements"] == 1
     assert "+three" in result["diff"]
     assert (workspace / "notes" / "todo.txt").read_text() == "one\nthree\n"
-    assert "not found" in call("patch", path="notes/todo.txt", old_string="nine", new_string="x")["error"]
+    assert (
+        "not found"
+        in call("patch", path="notes/todo.txt", old_string="nine", new_string="x")["error"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ def alice_key(alice):
 
 # --- auth ------------------------------------------------------------------------------
 
+
 def test_anonymous_gets_401(client):
     response = client.get("/api/sessions")
     assert response.status_code == 401
@@ -51,7 +52,9 @@ def test_cookie_post_requires_csrf(alice):
 def test_bearer_key_works_without_csrf_and_records_use(alice, alice_key):
     key, raw = alice_key
     strict = Client(enforce_csrf_checks=True)
-    response = strict.post("/api/sessions", {"title": "from a script"}, content_type="application/json", **bearer(raw))
+    response = strict.post(
+        "/api/sessions", {"title": "from a script"}, content_type="application/json", **bearer(raw)
+    )
     assert response.status_code == 201
     assert Session.objects.get().owner == alice
     key.refresh_from_db()
@@ -74,21 +77,32 @@ def test_key_of_a_deactivated_user_gets_401(client, alice, alice_key):
 
 # --- isolation -------------------------------------------------------------------------
 
+
 def test_another_users_ids_answer_404_everywhere(alice, bob_client):
     session = conversation(alice, n_messages=20)
-    run = Compaction.objects.create(session=session, status="dry_run", report={"status": "compacted"})
+    run = Compaction.objects.create(
+        session=session, status="dry_run", report={"status": "compacted"}
+    )
     sid, cid = session.public_id, run.public_id
     for method, url in [
-        ("get", f"/api/sessions/{sid}"), ("delete", f"/api/sessions/{sid}"), ("get", f"/api/sessions/{sid}/tree"),
-        ("get", f"/api/sessions/{sid}/messages"), ("get", f"/api/sessions/{sid}/compactions"),
-        ("get", f"/api/sessions/{sid}/export"), ("get", f"/api/compactions/{cid}"),
-        ("get", f"/api/compactions/{cid}/export"), ("post", f"/api/compactions/{cid}/commit"),
+        ("get", f"/api/sessions/{sid}"),
+        ("delete", f"/api/sessions/{sid}"),
+        ("get", f"/api/sessions/{sid}/tree"),
+        ("get", f"/api/sessions/{sid}/messages"),
+        ("get", f"/api/sessions/{sid}/compactions"),
+        ("get", f"/api/sessions/{sid}/export"),
+        ("get", f"/api/compactions/{cid}"),
+        ("get", f"/api/compactions/{cid}/export"),
+        ("post", f"/api/compactions/{cid}/commit"),
     ]:
         response = getattr(bob_client, method)(url)
         assert response.status_code == 404, (method, url)
         assert response.json() == {"detail": "Not Found"}
-    for url, body in [(f"/api/sessions/{sid}/messages", {"role": "user", "content": "hi"}),
-                      (f"/api/sessions/{sid}/compactions", {}), (f"/api/sessions/{sid}/what-if", {})]:
+    for url, body in [
+        (f"/api/sessions/{sid}/messages", {"role": "user", "content": "hi"}),
+        (f"/api/sessions/{sid}/compactions", {}),
+        (f"/api/sessions/{sid}/what-if", {}),
+    ]:
         assert bob_client.post(url, body, content_type="application/json").status_code == 404, url
     assert bob_client.get("/api/sessions").json() == {"count": 0, "items": []}
     assert Session.objects.filter(pk=session.pk).exists()
@@ -97,12 +111,20 @@ def test_another_users_ids_answer_404_everywhere(alice, bob_client):
 
 # --- sessions and messages -------------------------------------------------------------
 
+
 def test_create_detail_and_delete(alice_client):
-    created = alice_client.post("/api/sessions", {"title": "plan", "compaction_mode": "in-place",
-                                                  "context_length": 64000}, content_type="application/json")
+    created = alice_client.post(
+        "/api/sessions",
+        {"title": "plan", "compaction_mode": "in-place", "context_length": 64000},
+        content_type="application/json",
+    )
     assert created.status_code == 201
     body = created.json()
-    assert (body["title"], body["compaction_mode"], body["context_length"]) == ("plan", "in_place", 64000)
+    assert (body["title"], body["compaction_mode"], body["context_length"]) == (
+        "plan",
+        "in_place",
+        64000,
+    )
     detail = alice_client.get(f"/api/sessions/{body['id']}").json()
     assert detail["tip"] == body["id"]
     assert alice_client.delete(f"/api/sessions/{body['id']}").status_code == 204
@@ -110,7 +132,9 @@ def test_create_detail_and_delete(alice_client):
 
 
 def test_create_validates_input(alice_client):
-    response = alice_client.post("/api/sessions", {"compaction_mode": "sideways"}, content_type="application/json")
+    response = alice_client.post(
+        "/api/sessions", {"compaction_mode": "sideways"}, content_type="application/json"
+    )
     assert response.status_code == 422
 
 
@@ -118,8 +142,12 @@ def test_messages_append_and_paginate(alice_client, alice):
     session = create_session(owner=alice)
     url = f"/api/sessions/{session.public_id}/messages"
     for i in range(5):
-        assert alice_client.post(url, {"role": "user", "content": f"m{i}"},
-                                 content_type="application/json").status_code == 201
+        assert (
+            alice_client.post(
+                url, {"role": "user", "content": f"m{i}"}, content_type="application/json"
+            ).status_code
+            == 201
+        )
     page = alice_client.get(url, {"limit": 2, "offset": 3}).json()
     assert page["count"] == 5
     assert [m["content"] for m in page["items"]] == ["m3", "m4"]
@@ -129,11 +157,19 @@ def test_messages_append_and_paginate(alice_client, alice):
 def test_append_rejects_bad_messages(alice_client, alice):
     session = create_session(owner=alice)
     url = f"/api/sessions/{session.public_id}/messages"
-    assert alice_client.post(url, {"role": "wizard", "content": "x"}, content_type="application/json").status_code == 422
+    assert (
+        alice_client.post(
+            url, {"role": "wizard", "content": "x"}, content_type="application/json"
+        ).status_code
+        == 422
+    )
     tool = alice_client.post(url, {"role": "tool", "content": "x"}, content_type="application/json")
     assert tool.status_code == 422
     assert "tool_call_id" in tool.json()["detail"]
-    assert alice_client.post(url, "{not json", content_type="application/json").status_code in (400, 422)
+    assert alice_client.post(url, "{not json", content_type="application/json").status_code in (
+        400,
+        422,
+    )
     assert not session.messages.exists()
 
 
@@ -147,27 +183,39 @@ def test_rotation_tree_and_append_to_rotated_session(alice_client, alice):
     assert [s["id"] for s in tree] == [session.public_id, child]
     assert tree[1]["parent"] == session.public_id
     assert alice_client.get(f"/api/sessions/{session.public_id}").json()["tip"] == child
-    refused = alice_client.post(f"/api/sessions/{session.public_id}/messages", {"role": "user", "content": "x"},
-                                content_type="application/json")
+    refused = alice_client.post(
+        f"/api/sessions/{session.public_id}/messages",
+        {"role": "user", "content": "x"},
+        content_type="application/json",
+    )
     assert refused.status_code == 409
     assert child in refused.json()["detail"]
-    archived = alice_client.get(f"/api/sessions/{session.public_id}/messages", {"include_archived": True, "limit": 500})
+    archived = alice_client.get(
+        f"/api/sessions/{session.public_id}/messages", {"include_archived": True, "limit": 500}
+    )
     assert archived.json()["count"] == session.messages.count()
 
 
 # --- compactions -----------------------------------------------------------------------
 
-def test_compaction_is_accepted_then_reported(alice_client, alice, django_capture_on_commit_callbacks):
+
+def test_compaction_is_accepted_then_reported(
+    alice_client, alice, django_capture_on_commit_callbacks
+):
     session = conversation(alice)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = alice_client.post(f"/api/sessions/{session.public_id}/compactions",
-                                     {"mode": "in-place", "focus": "tests", "config": SMALL_TAIL},
-                                     content_type="application/json")
+        response = alice_client.post(
+            f"/api/sessions/{session.public_id}/compactions",
+            {"mode": "in-place", "focus": "tests", "config": SMALL_TAIL},
+            content_type="application/json",
+        )
     assert response.status_code == 202
     assert len(callbacks) == 1  # the task is sent only after commit
     body = response.json()
     assert (body["status"], body["mode"], body["focus"]) == ("queued", "in_place", "tests")
-    again = alice_client.post(f"/api/sessions/{session.public_id}/compactions", {}, content_type="application/json")
+    again = alice_client.post(
+        f"/api/sessions/{session.public_id}/compactions", {}, content_type="application/json"
+    )
     assert again.status_code == 409
     run_compaction(Compaction.objects.get(public_id=body["id"]).pk)  # what the worker does
     detail = alice_client.get(f"/api/compactions/{body['id']}").json()
@@ -178,8 +226,11 @@ def test_compaction_is_accepted_then_reported(alice_client, alice, django_captur
 
 def test_bad_config_is_422_naming_the_field(alice_client, alice):
     session = conversation(alice, n_messages=10)
-    response = alice_client.post(f"/api/sessions/{session.public_id}/compactions",
-                                 {"config": {"tail_token_budget": -5}}, content_type="application/json")
+    response = alice_client.post(
+        f"/api/sessions/{session.public_id}/compactions",
+        {"config": {"tail_token_budget": -5}},
+        content_type="application/json",
+    )
     assert response.status_code == 422
     assert "tail_token_budget" in response.json()["detail"]
     assert not Compaction.objects.exists()
@@ -188,8 +239,11 @@ def test_bad_config_is_422_naming_the_field(alice_client, alice):
 def test_what_if_then_commit(alice_client, alice, django_capture_on_commit_callbacks):
     session = conversation(alice)
     with django_capture_on_commit_callbacks(execute=False):
-        dry = alice_client.post(f"/api/sessions/{session.public_id}/what-if", {"config": SMALL_TAIL},
-                                content_type="application/json").json()
+        dry = alice_client.post(
+            f"/api/sessions/{session.public_id}/what-if",
+            {"config": SMALL_TAIL},
+            content_type="application/json",
+        ).json()
     early = alice_client.post(f"/api/compactions/{dry['id']}/commit")
     assert early.status_code == 409
     run_compaction(Compaction.objects.get(public_id=dry["id"]).pk)
@@ -203,14 +257,20 @@ def test_what_if_then_commit(alice_client, alice, django_capture_on_commit_callb
 
 # --- import / export -------------------------------------------------------------------
 
+
 def test_import_upload(alice_client):
-    upload = SimpleUploadedFile("hermes_export.jsonl", (FIXTURES / "hermes_export.jsonl").read_bytes())
+    upload = SimpleUploadedFile(
+        "hermes_export.jsonl", (FIXTURES / "hermes_export.jsonl").read_bytes()
+    )
     response = alice_client.post("/api/import", {"file": upload})
     assert response.status_code == 200
     body = response.json()
     assert body["format"] == "hermes-jsonl"
-    assert [s["id"] for s in body["imported"]] == ["20260511_180601_82f04a", "20260511_193215_1c9e0d",
-                                                   "api-de1f3305a7c44380"]
+    assert [s["id"] for s in body["imported"]] == [
+        "20260511_180601_82f04a",
+        "20260511_193215_1c9e0d",
+        "api-de1f3305a7c44380",
+    ]
     assert body["errors"] == []
 
 
@@ -223,7 +283,9 @@ def test_import_partial_failure_reports_errors(alice_client):
 
 
 def test_import_total_failure_is_400(alice_client):
-    response = alice_client.post("/api/import", {"file": SimpleUploadedFile("a.png", b"\x89PNG\r\n")})
+    response = alice_client.post(
+        "/api/import", {"file": SimpleUploadedFile("a.png", b"\x89PNG\r\n")}
+    )
     assert response.status_code == 400
     assert "a.png, line 1: not a recognized format" in response.json()["detail"]
 
@@ -257,14 +319,19 @@ def test_export_formats(alice_client, alice):
     assert json.loads(openai.content) == [{"role": "user", "content": "hello"}]
     line = alice_client.get(f"/api/sessions/{session.public_id}/export", {"format": "hermes-jsonl"})
     assert json.loads(line.content)["id"] == session.public_id
-    assert alice_client.get(f"/api/sessions/{session.public_id}/export", {"format": "pdf"}).status_code == 422
+    assert (
+        alice_client.get(f"/api/sessions/{session.public_id}/export", {"format": "pdf"}).status_code
+        == 422
+    )
 
 
 def test_export_report(alice_client, alice):
     session = conversation(alice)
     from hermes_web.services.compactions import request_compaction
 
-    run = request_compaction(session=session, trigger="what_if", config_overrides=SMALL_TAIL, run_now=True)
+    run = request_compaction(
+        session=session, trigger="what_if", config_overrides=SMALL_TAIL, run_now=True
+    )
     md = alice_client.get(f"/api/compactions/{run.public_id}/export", {"format": "report-md"})
     assert md.content.decode().startswith("# Compaction report")
     doc = json.loads(alice_client.get(f"/api/compactions/{run.public_id}/export").content)

@@ -22,7 +22,9 @@ def workspace(tmp_path, settings):
     root = tmp_path / "ws"
     root.mkdir()
     (root / "notes.md").write_text("# Notes\n\nThe deploy key rotates on Fridays.\n")
-    filler = "\n".join(f"line {i}: the ingest loop batches readings and acknowledges them" for i in range(900))
+    filler = "\n".join(
+        f"line {i}: the ingest loop batches readings and acknowledges them" for i in range(900)
+    )
     (root / "big_a.txt").write_text(filler + f"\n{MIDDLE_MARKER}\n" + filler)
     (root / "big_b.txt").write_text(filler.replace("ingest", "writer"))
     settings.HERMES_WORKSPACE = root
@@ -44,7 +46,11 @@ def llm(settings):
 
 
 def tool_call(call_id, name, **args):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def turn_for(session, text):
@@ -56,8 +62,13 @@ def turn_for(session, text):
 
 def test_multi_turn_chat_runs_tools_in_the_workspace(alice, workspace, llm):
     llm.enqueue(
-        {"tool_calls": [tool_call("call_1", "read_file", path="notes.md"),
-                        tool_call("call_2", "list_files", path=".")], "prompt_tokens": 900},
+        {
+            "tool_calls": [
+                tool_call("call_1", "read_file", path="notes.md"),
+                tool_call("call_2", "list_files", path="."),
+            ],
+            "prompt_tokens": 900,
+        },
         {"content": "The deploy key rotates on **Fridays**.", "prompt_tokens": 1_400},
         {"content": "You asked about the deploy key.", "prompt_tokens": 1_600},
     )
@@ -76,7 +87,11 @@ def test_multi_turn_chat_runs_tools_in_the_workspace(alice, workspace, llm):
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
     assert second[3]["tool_call_id"] == "call_1"
     assert llm.requests[0]["stream"] is True
-    assert {t["function"]["name"] for t in llm.requests[0]["tools"]} >= {"read_file", "search_files", "list_files"}
+    assert {t["function"]["name"] for t in llm.requests[0]["tools"]} >= {
+        "read_file",
+        "search_files",
+        "list_files",
+    }
 
     turn_for(session, "What did I ask?")
     third = llm.requests[2]["messages"]
@@ -84,14 +99,22 @@ def test_multi_turn_chat_runs_tools_in_the_workspace(alice, workspace, llm):
     assert third[-1]["content"] == "What did I ask?"
 
 
-def test_crossing_the_threshold_queues_a_compaction_and_the_next_call_sends_the_summary(alice, workspace, llm):
+def test_crossing_the_threshold_queues_a_compaction_and_the_next_call_sends_the_summary(
+    alice, workspace, llm
+):
     session = start_chat(owner=alice)
     llm.enqueue({"content": "Hello!", "prompt_tokens": 300})
     turn_for(session, "hi")
     llm.enqueue(
-        {"tool_calls": [tool_call("call_a", "read_file", path="big_a.txt")], "prompt_tokens": 1_000},
+        {
+            "tool_calls": [tool_call("call_a", "read_file", path="big_a.txt")],
+            "prompt_tokens": 1_000,
+        },
         {"content": "Read big_a.", "prompt_tokens": 30_000},
-        {"tool_calls": [tool_call("call_b", "read_file", path="big_b.txt")], "prompt_tokens": 31_000},
+        {
+            "tool_calls": [tool_call("call_b", "read_file", path="big_b.txt")],
+            "prompt_tokens": 31_000,
+        },
         {"content": "Read big_b.", "prompt_tokens": 70_000},
     )
     turn_for(session, "read big_a.txt")
@@ -120,7 +143,10 @@ def test_a_message_sent_during_a_compaction_is_kept_and_answered_after_it(alice,
     llm.enqueue({"content": "one", "prompt_tokens": 100})
     turn_for(session, "first")
     for name in ("big_a.txt", "big_b.txt"):
-        llm.enqueue({"tool_calls": [tool_call(f"call_{name}", "read_file", path=name)]}, {"content": f"read {name}"})
+        llm.enqueue(
+            {"tool_calls": [tool_call(f"call_{name}", "read_file", path=name)]},
+            {"content": f"read {name}"},
+        )
         turn_for(session, f"read {name}")
     run = request_compaction(session=session, requested_by=alice, focus="deploys")
     turn = send_message(session=session, text="sent while compacting")
@@ -154,8 +180,9 @@ def test_a_message_sent_during_a_compaction_is_kept_and_answered_after_it(alice,
         ({"status": 400, "error": "messages are broken"}, "bad_request", "rejected the request"),
     ],
 )
-def test_provider_errors_fail_the_turn_clearly_and_keep_the_message(alice, alice_client, workspace, llm, settings,
-                                                                   reply, kind, words):
+def test_provider_errors_fail_the_turn_clearly_and_keep_the_message(
+    alice, alice_client, workspace, llm, settings, reply, kind, words
+):
     settings.HERMES_LLM_TIMEOUT = 1
     llm.enqueue(reply)
     session = start_chat(owner=alice)
@@ -179,11 +206,15 @@ def test_an_unreachable_server_is_a_connection_error(alice, workspace, llm, sett
 
 
 def test_markdown_and_tool_output_payloads_are_inert(alice, alice_client, workspace, llm):
-    (workspace / "evil.md").write_text('<script>alert("tool")</script><img src=x onerror="alert(2)">')
+    (workspace / "evil.md").write_text(
+        '<script>alert("tool")</script><img src=x onerror="alert(2)">'
+    )
     llm.enqueue(
         {"tool_calls": [tool_call("call_x", "read_file", path="evil.md")]},
-        {"content": "**bold** <script>alert('reply')</script> [click](javascript:alert(1)) "
-                    "<img src=x onerror=alert(3)> <a href=\"https://example.com\" onclick=\"x()\">ok</a>"},
+        {
+            "content": "**bold** <script>alert('reply')</script> [click](javascript:alert(1)) "
+            '<img src=x onerror=alert(3)> <a href="https://example.com" onclick="x()">ok</a>'
+        },
     )
     session = start_chat(owner=alice)
     turn_for(session, "<b>user</b><script>alert('user')</script>")
@@ -193,7 +224,10 @@ def test_markdown_and_tool_output_payloads_are_inert(alice, alice_client, worksp
     assert "onerror=" not in page.replace("onerror=&quot;", "").replace("onerror=alert(3)&gt;", "")
     assert "javascript:alert" not in page
     assert "onclick" not in page
-    assert "&lt;script&gt;alert(&quot;tool&quot;)" in page or "&lt;script&gt;alert(\\&quot;tool" in page
+    assert (
+        "&lt;script&gt;alert(&quot;tool&quot;)" in page
+        or "&lt;script&gt;alert(\\&quot;tool" in page
+    )
     assert "&lt;b&gt;user&lt;/b&gt;" in page
 
 
@@ -204,8 +238,10 @@ def test_the_demo_model_runs_through_litellm_with_honest_usage(alice, settings):
     from hermes_web.agent import demo_model
 
     demo_model.register()
-    messages = [{"role": "system", "content": "You are Hermes."},
-                {"role": "user", "content": "Why did the ingest fail?"}]
+    messages = [
+        {"role": "system", "content": "You are Hermes."},
+        {"role": "user", "content": "Why did the ingest fail?"},
+    ]
     response = litellm.completion(model="hermes-demo/agent", messages=messages)
     call_names = [c.function.name for c in response.choices[0].message.tool_calls]
     assert call_names == ["list_files", "search_files"]
@@ -222,7 +258,11 @@ def test_the_demo_model_explores_the_workspace_and_crosses_the_threshold(alice, 
     session = start_chat(owner=alice)
     assert session.context_length == 64_000
     prompts = []
-    for question in ["What is in this workspace?", "Why did ingest fail on March 14?", "Tell me about the readings csv"]:
+    for question in [
+        "What is in this workspace?",
+        "Why did ingest fail on March 14?",
+        "Tell me about the readings csv",
+    ]:
         turn = turn_for(Session.objects.get(pk=session.pk), question)
         assert turn.status == AgentTurn.Status.DONE, turn.error
         prompts.append(turn.usage["prompt_tokens"])
@@ -230,7 +270,9 @@ def test_the_demo_model_explores_the_workspace_and_crosses_the_threshold(alice, 
     assert prompts[-1] >= 64_000
     run = Compaction.objects.get(session=session)
     assert run.trigger == Compaction.Trigger.AUTO
-    tools = set(Message.objects.filter(session=session, role="tool").values_list("tool_name", flat=True))
+    tools = set(
+        Message.objects.filter(session=session, role="tool").values_list("tool_name", flat=True)
+    )
     assert tools == {"list_files", "search_files", "read_file"}
     reply = Message.objects.filter(session=session, role="assistant").last()
     assert "Demo model (offline)" in reply.content

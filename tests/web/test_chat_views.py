@@ -31,7 +31,12 @@ def big_session(owner):
     session = start_chat(owner=owner)
     for i in range(12):
         append_message(session, role="user", content=f"question {i} " + "words " * 1500)
-        append_message(session, role="assistant", content=f"answer {i} " + "more " * 1500, provider_prompt_tokens=1000 * i)
+        append_message(
+            session,
+            role="assistant",
+            content=f"answer {i} " + "more " * 1500,
+            provider_prompt_tokens=1000 * i,
+        )
     return session
 
 
@@ -49,7 +54,12 @@ def test_chat_page_lists_my_chats_only(alice_client, alice, bob):
 def test_other_peoples_chats_are_404(bob_client, alice):
     session = start_chat(owner=alice)
     assert bob_client.get(reverse("chat_detail", args=[session.public_id])).status_code == 404
-    assert bob_client.post(reverse("chat_send", args=[session.public_id]), {"message": "hi"}).status_code == 404
+    assert (
+        bob_client.post(
+            reverse("chat_send", args=[session.public_id]), {"message": "hi"}
+        ).status_code
+        == 404
+    )
     assert bob_client.post(reverse("chat_compress", args=[session.public_id])).status_code == 404
 
 
@@ -63,7 +73,9 @@ def test_the_demo_model_is_labelled(alice_client, alice, settings):
 
 def test_sending_without_js_stores_the_message_and_redirects(alice_client, alice, llm):
     session = start_chat(owner=alice)
-    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "hello there"})
+    response = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "hello there"}
+    )
     assert response.status_code == 302
     assert response.url == reverse("chat_detail", args=[session.public_id])
     turn = AgentTurn.objects.get(session=session)
@@ -80,7 +92,9 @@ def test_sending_without_js_stores_the_message_and_redirects(alice_client, alice
 
 def test_turn_status_polls_until_done_then_stops(alice_client, alice, llm):
     session = start_chat(owner=alice)
-    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "hi"}, headers=HTMX)
+    response = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "hi"}, headers=HTMX
+    )
     assert response.status_code == 200
     body = response.content.decode()
     assert "<html" not in body
@@ -104,12 +118,16 @@ def test_sending_while_the_agent_answers_is_refused_and_nothing_is_stored(alice_
     session = start_chat(owner=alice)
     alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "first"})
     AgentTurn.objects.filter(session=session).update(status=AgentTurn.Status.RUNNING)
-    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "second"})
+    response = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "second"}
+    )
     assert response.status_code == 409
     assert "still answering" in response.content.decode()
     assert "second" in response.content.decode()  # the draft is kept in the box
     assert not Message.objects.filter(session=session, content="second").exists()
-    htmx = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "second"}, headers=HTMX)
+    htmx = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "second"}, headers=HTMX
+    )
     assert htmx.status_code == 409
     assert htmx.headers["HX-Retarget"] == "#composer-error"
 
@@ -124,7 +142,9 @@ def test_an_empty_message_is_a_clear_400(alice_client, alice, text):
 
 def test_compress_command_queues_a_forced_compaction_with_its_focus(alice_client, alice):
     session = big_session(alice)
-    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/compress the deploy key"})
+    response = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "/compress the deploy key"}
+    )
     assert response.status_code == 302
     run = Compaction.objects.get(session=session)
     assert (run.trigger, run.status, run.focus) == ("manual", "queued", "the deploy key")
@@ -160,7 +180,9 @@ def test_rotation_commit_moves_the_chat_to_the_child(alice_client, alice):
 
 def test_in_place_mode_stays_on_the_same_session(alice_client, alice):
     session = big_session(alice)
-    response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/mode in-place"})
+    response = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "/mode in-place"}
+    )
     assert response.status_code == 302
     session.refresh_from_db()
     assert session.compaction_mode == "in_place"
@@ -175,7 +197,9 @@ def test_in_place_mode_stays_on_the_same_session(alice_client, alice):
     assert f'href="/compactions/{run.public_id}/"' in page.content.decode()
 
 
-@pytest.mark.parametrize(("text", "words"), [("/mode sideways", "Usage: /mode"), ("/frobnicate", "Unknown command")])
+@pytest.mark.parametrize(
+    ("text", "words"), [("/mode sideways", "Usage: /mode"), ("/frobnicate", "Unknown command")]
+)
 def test_bad_commands_are_a_clear_400(alice_client, alice, text, words):
     session = start_chat(owner=alice)
     response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": text})
@@ -188,7 +212,9 @@ def test_a_skipped_compaction_stops_polling_with_its_reason(alice_client, alice)
     alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "/compress"})
     run = run_compaction(Compaction.objects.get(session=session).pk)
     assert run.status in ("skipped", "aborted")
-    response = alice_client.get(reverse("chat_compaction_status", args=[run.public_id]), headers=HTMX)
+    response = alice_client.get(
+        reverse("chat_compaction_status", args=[run.public_id]), headers=HTMX
+    )
     assert response.status_code == 286
     assert run.status in response.content.decode()
     assert run.reason in response.content.decode()

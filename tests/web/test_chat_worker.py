@@ -18,7 +18,11 @@ MARKER = "OCELOT-MIDDLE-4411"
 
 
 def tool_call(call_id, name, **args):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 @pytest.fixture
@@ -32,9 +36,14 @@ def chat_worker(tmp_path, settings):
     (workspace / "b.txt").write_text(filler)
     server = FakeOpenAIServer().start()
     env = {
-        "HERMES_CHAT_MODEL": "openai/fake-chat", "HERMES_CHAT_API_BASE": server.base_url,
-        "HERMES_CHAT_API_KEY": "x", "HERMES_LLM_MAX_RETRIES": "0", "HERMES_LLM_TIMEOUT": "20",
-        "HERMES_CONTEXT_LENGTH": "128000", "HERMES_SUMMARY_MODEL": "", "HERMES_WORKSPACE": str(workspace),
+        "HERMES_CHAT_MODEL": "openai/fake-chat",
+        "HERMES_CHAT_API_BASE": server.base_url,
+        "HERMES_CHAT_API_KEY": "x",
+        "HERMES_LLM_MAX_RETRIES": "0",
+        "HERMES_LLM_TIMEOUT": "20",
+        "HERMES_CONTEXT_LENGTH": "128000",
+        "HERMES_SUMMARY_MODEL": "",
+        "HERMES_WORKSPACE": str(workspace),
     }
     for key, value in env.items():
         setattr(settings, key, value)
@@ -60,7 +69,12 @@ def done(turn, worker):
         turn.refresh_from_db()
         return turn.status in (AgentTurn.Status.DONE, AgentTurn.Status.FAILED)
 
-    wait_for(check, timeout=60, message=lambda: f"turn {turn.status}\n{worker.log()[-3000:]}", worker=worker)
+    wait_for(
+        check,
+        timeout=60,
+        message=lambda: f"turn {turn.status}\n{worker.log()[-3000:]}",
+        worker=worker,
+    )
     assert turn.status == AgentTurn.Status.DONE, turn.error
     return turn
 
@@ -74,7 +88,10 @@ def test_compaction_runs_in_the_worker_while_the_chat_goes_on(alice, chat_worker
         {"tool_calls": [tool_call("call_b", "read_file", path="b.txt")], "prompt_tokens": 31_000},
         {"content": "b.txt is similar.", "prompt_tokens": 70_000},
         # The summarizer's call: slow, so a message can arrive while the compaction runs.
-        {"sleep": 3, "content": "## Active Task\nCompare a.txt and b.txt.\n\n## Goal\nUnderstand the logs."},
+        {
+            "sleep": 3,
+            "content": "## Active Task\nCompare a.txt and b.txt.\n\n## Goal\nUnderstand the logs.",
+        },
         {"content": "Answered after the compaction.", "prompt_tokens": 9_000},
     )
     session = start_chat(owner=alice)
@@ -84,11 +101,22 @@ def test_compaction_runs_in_the_worker_while_the_chat_goes_on(alice, chat_worker
 
     run = Compaction.objects.get(session=session)
     assert run.trigger == Compaction.Trigger.AUTO
-    wait_for(lambda: Compaction.objects.filter(pk=run.pk, status="running").exists() or len(server.requests) >= 6,
-             timeout=30, message="the compaction to start", worker=worker)
+    wait_for(
+        lambda: (
+            Compaction.objects.filter(pk=run.pk, status="running").exists()
+            or len(server.requests) >= 6
+        ),
+        timeout=30,
+        message="the compaction to start",
+        worker=worker,
+    )
     late = send_message(session=session, text="sent during the compaction")
-    wait_for(lambda: Compaction.objects.get(pk=run.pk).is_finished, timeout=60,
-             message=lambda: worker.log()[-3000:], worker=worker)
+    wait_for(
+        lambda: Compaction.objects.get(pk=run.pk).is_finished,
+        timeout=60,
+        message=lambda: worker.log()[-3000:],
+        worker=worker,
+    )
     run.refresh_from_db()
     assert run.status == Compaction.Status.COMMITTED, run.error
     assert run.summarizer in ("main", "aux")
@@ -96,8 +124,12 @@ def test_compaction_runs_in_the_worker_while_the_chat_goes_on(alice, chat_worker
     late = done(late, worker)
     child = run.result_session
     assert late.session_id == child.pk
-    assert Message.objects.filter(session=child, role="user", content="sent during the compaction").exists()
-    assert Message.objects.filter(session=session, role="user", content="sent during the compaction").exists()
+    assert Message.objects.filter(
+        session=child, role="user", content="sent during the compaction"
+    ).exists()
+    assert Message.objects.filter(
+        session=session, role="user", content="sent during the compaction"
+    ).exists()
     # The summarizer request came before the late turn's call: the turn waited for it.
     final = server.requests[-1]["messages"]
     text = json.dumps(final, ensure_ascii=False)
@@ -105,4 +137,6 @@ def test_compaction_runs_in_the_worker_while_the_chat_goes_on(alice, chat_worker
     assert "Compare a.txt and b.txt." in text
     assert MARKER not in text
     assert final[-1] == {"role": "user", "content": "sent during the compaction"}
-    assert Message.objects.filter(session=child, role="assistant", content="Answered after the compaction.").exists()
+    assert Message.objects.filter(
+        session=child, role="assistant", content="Answered after the compaction."
+    ).exists()

@@ -32,7 +32,10 @@ def test_import_a_directory_with_mixed_formats(alice, tmp_path):
     out, _ = run("import_sessions", str(tmp_path), "--user", "alice")
     assert out.count("imported ") == 3
     assert set(Session.objects.values_list("source", flat=True)) == {
-        "import:codex", "import:claude-code", "import:openai"}
+        "import:codex",
+        "import:claude-code",
+        "import:openai",
+    }
 
 
 def test_import_failure_exits_nonzero_and_names_the_line(alice, tmp_path):
@@ -61,11 +64,19 @@ def test_export_openai_to_stdout(alice):
 def test_hermes_jsonl_round_trip(alice, bob, tmp_path):
     run("import_sessions", str(FIXTURES / "hermes_export.jsonl"), "--user", "alice")
     target = tmp_path / "out.jsonl"
-    run("export_session", "api-de1f3305a7c44380", "--format", "hermes-jsonl", "--output", str(target))
+    run(
+        "export_session",
+        "api-de1f3305a7c44380",
+        "--format",
+        "hermes-jsonl",
+        "--output",
+        str(target),
+    )
     exported = json.loads(target.read_text())
     original = json.loads((FIXTURES / "hermes_export.jsonl").read_text().splitlines()[2])
-    assert [(m["role"], m["content"], m["active"], m["compacted"]) for m in exported["messages"]] == [
-        (m["role"], m["content"], m["active"], m["compacted"]) for m in original["messages"]]
+    assert [
+        (m["role"], m["content"], m["active"], m["compacted"]) for m in exported["messages"]
+    ] == [(m["role"], m["content"], m["active"], m["compacted"]) for m in original["messages"]]
     # What we export, Hermes-compatible importers (ours included) read back.
     run("import_sessions", str(target), "--user", "bob")
     copy = Session.objects.get(owner=bob)
@@ -74,7 +85,15 @@ def test_hermes_jsonl_round_trip(alice, bob, tmp_path):
 
 def test_compact_then_export_the_report(alice):
     session = conversation(alice, n_messages=120, context_length=16_000)
-    out, _ = run("compact", session.public_id, "--mode", "in-place", "--focus", "the tests", "--deterministic")
+    out, _ = run(
+        "compact",
+        session.public_id,
+        "--mode",
+        "in-place",
+        "--focus",
+        "the tests",
+        "--deterministic",
+    )
     run_row = Compaction.objects.get()
     assert f"compaction {run_row.public_id}: committed" in out
     assert "tokens: " in out

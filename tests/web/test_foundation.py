@@ -80,7 +80,11 @@ def test_database_url_postgres():
     db = hermes_settings.database_from_url("postgres://hermes:p%40ss@127.0.0.1:5433/hermes")
     assert db["ENGINE"] == "django.db.backends.postgresql"
     assert (db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == (
-        "hermes", "hermes", "p@ss", "127.0.0.1", "5433",
+        "hermes",
+        "hermes",
+        "p@ss",
+        "127.0.0.1",
+        "5433",
     )
 
 
@@ -98,20 +102,37 @@ def test_database_url_rejects_unknown_scheme():
 
 
 def test_secret_key_is_required_when_debug_is_off_in_a_deployment(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "DEBUG": "false", "DATABASE_URL": "postgres://x@127.0.0.1/x",
-           "HERMES_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "hermes_web.settings"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DEBUG": "false",
+        "DATABASE_URL": "postgres://x@127.0.0.1/x",
+        "HERMES_DATA_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+    }
     result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
 
 
 def test_secret_key_is_generated_and_persisted_for_local_use(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "HERMES_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "hermes_web.settings"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HERMES_DATA_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+    }
     code = "from django.conf import settings; print(settings.SECRET_KEY)"
-    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    second = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    first = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    second = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
     assert len(first.stdout.strip()) >= 50
     assert first.stdout == second.stdout
     assert (tmp_path / "secret_key").read_text().strip() == first.stdout.strip()
@@ -130,7 +151,9 @@ def _imported_modules(path: Path) -> set[str]:
 def test_compaction_package_imports_nothing_from_django():
     offenders = {
         str(path.relative_to(ROOT)): sorted(
-            name for name in _imported_modules(path) if name.split(".")[0] in ("django", "hermes_web", "ninja", "celery")
+            name
+            for name in _imported_modules(path)
+            if name.split(".")[0] in ("django", "hermes_web", "ninja", "celery")
         )
         for path in (ROOT / "compaction").rglob("*.py")
     }
@@ -143,8 +166,19 @@ def test_ruff_bans_django_imports_inside_compaction(tmp_path):
     bad.write_text("import django\n")
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "ruff", "check", "--select", "TID251", str(bad), "hermes_web/settings.py"],
-            cwd=ROOT, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "check",
+                "--select",
+                "TID251",
+                str(bad),
+                "hermes_web/settings.py",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         )
     finally:
         bad.unlink()

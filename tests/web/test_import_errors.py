@@ -30,13 +30,18 @@ def _only_problem(report):
 
 def test_malformed_line_fails_only_that_session(alice, tmp_path):
     lines = _hermes_lines()
-    path = _write(tmp_path, "export.jsonl", lines[0] + b'{"id": "broken", "messages": [\n' + lines[2])
+    path = _write(
+        tmp_path, "export.jsonl", lines[0] + b'{"id": "broken", "messages": [\n' + lines[2]
+    )
     report = import_path(path, owner=alice)
     problem = _only_problem(report)
     assert (problem.file, problem.line) == ("export.jsonl", 2)
     assert "broken JSON" in problem.problem
     assert "export.jsonl, line 2: broken JSON" in str(problem)
-    assert sorted(s.public_id for s in report.sessions) == ["20260511_180601_82f04a", "api-de1f3305a7c44380"]
+    assert sorted(s.public_id for s in report.sessions) == [
+        "20260511_180601_82f04a",
+        "api-de1f3305a7c44380",
+    ]
 
 
 def test_unknown_role_fails_the_session_and_stores_none_of_it(alice, tmp_path):
@@ -55,7 +60,9 @@ def test_unknown_role_fails_the_session_and_stores_none_of_it(alice, tmp_path):
 
 def test_invalid_utf8_names_the_line(alice, tmp_path):
     lines = _hermes_lines()
-    path = _write(tmp_path, "export.jsonl", lines[0] + b'{"id": "x", "messages": [], "title": "caf\xe9"}\n')
+    path = _write(
+        tmp_path, "export.jsonl", lines[0] + b'{"id": "x", "messages": [], "title": "caf\xe9"}\n'
+    )
     report = import_path(path, owner=alice)
     problem = _only_problem(report)
     assert problem.line == 2
@@ -101,15 +108,24 @@ def test_json_of_the_wrong_shape(alice, tmp_path):
 
 
 def test_broken_openai_json_names_the_line(alice, tmp_path):
-    path = _write(tmp_path, "chat.json", b'[\n {"role": "user", "content": "hi"},\n {"role": "assistant" "content": "x"}\n]')
+    path = _write(
+        tmp_path,
+        "chat.json",
+        b'[\n {"role": "user", "content": "hi"},\n {"role": "assistant" "content": "x"}\n]',
+    )
     problem = _only_problem(import_path(path, owner=alice))
     assert problem.line == 3
     assert "broken JSON" in problem.problem
 
 
 def test_openai_unknown_role_stores_nothing(alice, tmp_path):
-    path = _write(tmp_path, "chat.json", json.dumps([{"role": "user", "content": "hi"},
-                                                     {"role": "robot", "content": "beep"}]).encode())
+    path = _write(
+        tmp_path,
+        "chat.json",
+        json.dumps(
+            [{"role": "user", "content": "hi"}, {"role": "robot", "content": "beep"}]
+        ).encode(),
+    )
     problem = _only_problem(import_path(path, owner=alice))
     assert "message 2" in problem.problem
     assert "unknown role 'robot'" in problem.problem
@@ -139,8 +155,9 @@ def test_oversized_line_is_refused_without_buffering_it(alice, tmp_path, monkeyp
 def test_claude_code_broken_line_fails_the_transcript(alice, tmp_path):
     lines = (FIXTURES / "claude_code_session.jsonl").read_bytes().splitlines(keepends=True)
     lines[4] = lines[4][:40] + b"\n"
-    problem = _only_problem(import_path(_write(tmp_path, "t.jsonl", b"".join(lines)), owner=alice,
-                                       fmt="claude-code"))
+    problem = _only_problem(
+        import_path(_write(tmp_path, "t.jsonl", b"".join(lines)), owner=alice, fmt="claude-code")
+    )
     assert problem.line == 5
     assert not Session.objects.exists()
 
@@ -150,13 +167,17 @@ def test_codex_unknown_role(alice, tmp_path):
     record = json.loads(lines[2])
     record["payload"]["role"] = "narrator"
     lines[2] = json.dumps(record)
-    problem = _only_problem(import_path(_write(tmp_path, "r.jsonl", "\n".join(lines).encode()), owner=alice))
+    problem = _only_problem(
+        import_path(_write(tmp_path, "r.jsonl", "\n".join(lines).encode()), owner=alice)
+    )
     assert (problem.line, problem.problem) == (3, "unknown role 'narrator'")
     assert not Session.objects.exists()
 
 
 def test_a_jsonl_file_given_as_the_wrong_format(alice):
-    problem = _only_problem(import_path(FIXTURES / "codex_rollout.jsonl", owner=alice, fmt="claude-code"))
+    problem = _only_problem(
+        import_path(FIXTURES / "codex_rollout.jsonl", owner=alice, fmt="claude-code")
+    )
     assert "not a Claude Code transcript" in problem.problem
 
 

@@ -139,18 +139,30 @@ def test_claude_code_transcript(alice):
     assert session.title == "Add pagination to the todo list endpoint"
     assert session.model == "claude-sonnet-4-20250514"
     messages = openai_messages(session)
-    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     # Three records of one API response are merged into one assistant message.
     first = messages[1]
     assert first["content"] == "I'll read the route handler."
     assert first["reasoning"] == "I need to see the route first."
     assert first["tool_calls"][0]["function"] == {
-        "name": "Read", "arguments": json.dumps({"file_path": "/home/dev/todo-api/app/routes.py"})}
+        "name": "Read",
+        "arguments": json.dumps({"file_path": "/home/dev/todo-api/app/routes.py"}),
+    }
     assert messages[2]["tool_call_id"] == "toolu_01A9dXq3"
     assert messages[2]["name"] == "Read"
     assert "list_todos" in messages[2]["content"]
     assert messages[4]["tool_call_id"] == messages[3]["tool_calls"][0]["id"] == "toolu_01B7fRt2"
-    assert Message.objects.get(session=session, tool_call_id="toolu_01B7fRt2").extra["is_error"] is True
+    assert (
+        Message.objects.get(session=session, tool_call_id="toolu_01B7fRt2").extra["is_error"]
+        is True
+    )
 
 
 def test_codex_rollout(alice):
@@ -162,7 +174,15 @@ def test_codex_rollout(alice):
     assert session.model == "gpt-5-codex"
     assert session.title == "Add a --verbose flag that prints each file processed."
     messages = openai_messages(session)
-    assert [m["role"] for m in messages] == ["user", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     call = messages[2]
     assert call["reasoning"] == "**Locating argument parsing**"
     assert call["tool_calls"][0]["id"] == messages[3]["tool_call_id"] == "call_Q1w2E3r4"
@@ -188,7 +208,16 @@ def test_import_token_counts_match_the_engine():
     from hermes_web.importers.base import ParsedMessage
 
     conversation = generate_conversation(300, seed=5)
-    parsed = [ParsedMessage(role=m["role"], content=m.get("content"), tool_calls=m.get("tool_calls"),
-                            tool_call_id=m.get("tool_call_id") or "") for m in conversation]
-    engine = count_messages_tokens([p.as_openai() for p in parsed], CompactionConfig(model="gpt-4o"))
+    parsed = [
+        ParsedMessage(
+            role=m["role"],
+            content=m.get("content"),
+            tool_calls=m.get("tool_calls"),
+            tool_call_id=m.get("tool_call_id") or "",
+        )
+        for m in conversation
+    ]
+    engine = count_messages_tokens(
+        [p.as_openai() for p in parsed], CompactionConfig(model="gpt-4o")
+    )
     assert count_tokens(parsed, "gpt-4o") == engine

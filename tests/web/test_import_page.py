@@ -28,8 +28,10 @@ def test_import_page_shows_the_form(alice_client):
 
 
 def test_upload_without_js_shows_per_file_results(alice_client):
-    response = alice_client.post("/import/", {"file": [upload("codex_rollout.jsonl"), upload("openai_list.json")],
-                                              "format": "auto"})
+    response = alice_client.post(
+        "/import/",
+        {"file": [upload("codex_rollout.jsonl"), upload("openai_list.json")], "format": "auto"},
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert "<h1>Import conversations</h1>" in html  # the full page
@@ -40,7 +42,9 @@ def test_upload_without_js_shows_per_file_results(alice_client):
 
 
 def test_htmx_upload_gets_only_the_results(alice_client):
-    response = alice_client.post("/import/", {"file": upload("claude_code_session.jsonl")}, HTTP_HX_REQUEST="true")
+    response = alice_client.post(
+        "/import/", {"file": upload("claude_code_session.jsonl")}, HTTP_HX_REQUEST="true"
+    )
     html = response.content.decode()
     assert html.lstrip().startswith('<section id="import-results"')
     assert "Add pagination to the todo list endpoint" in html
@@ -48,7 +52,9 @@ def test_htmx_upload_gets_only_the_results(alice_client):
 
 def test_errors_are_shown_with_file_and_line_and_escaped(alice_client):
     good = (FIXTURES / "hermes_export.jsonl").read_bytes().splitlines(keepends=True)[0]
-    bad = SimpleUploadedFile("<i>x.jsonl", good + b'{"id": "<script>", "messages": [{"role": "evil"}]}\n')
+    bad = SimpleUploadedFile(
+        "<i>x.jsonl", good + b'{"id": "<script>", "messages": [{"role": "evil"}]}\n'
+    )
     response = alice_client.post("/import/", {"file": bad})
     html = response.content.decode()
     assert response.status_code == 200  # one session imported
@@ -77,6 +83,7 @@ def test_too_large_is_413(alice_client, settings):
 
 
 # --- API keys ----------------------------------------------------------------------------
+
 
 def test_create_key_shows_it_once_and_it_works(alice_client, alice):
     response = alice_client.post("/settings/api-keys/new/", {"name": "backup"})

@@ -30,7 +30,9 @@ def test_fresh_queued_runs_are_left_to_the_broker(session):
 
 
 def test_old_queued_runs_are_stranded(session):
-    old = make_run(session, status=Compaction.Status.QUEUED, queued_at=timezone.now() - timedelta(minutes=5))
+    old = make_run(
+        session, status=Compaction.Status.QUEUED, queued_at=timezone.now() - timedelta(minutes=5)
+    )
     assert stranded_runs() == [old.pk]
 
 
@@ -42,7 +44,9 @@ def test_running_without_a_live_lease_is_stranded_but_a_held_run_is_not(session,
     assert acquire_lock(other.pk, f"{held.public_id}:worker")
     assert stranded_runs() == [dead.pk]
     # Once the held run's lease expires, it is stranded too.
-    SessionLock.objects.filter(session=other).update(expires_at=timezone.now() - timedelta(seconds=1))
+    SessionLock.objects.filter(session=other).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
     assert sorted(stranded_runs()) == sorted([dead.pk, held.pk])
 
 
@@ -53,14 +57,21 @@ def test_finished_runs_are_never_resent(session):
     assert stranded_runs() == []
 
 
-def test_recovery_resends_and_the_rerun_commits_once(session, settings, django_capture_on_commit_callbacks):
+def test_recovery_resends_and_the_rerun_commits_once(
+    session, settings, django_capture_on_commit_callbacks
+):
     from hermes_web.celery import app
 
     for i in range(30):
-        append_message(session, role="user" if i % 2 == 0 else "assistant", content=f"message {i} " + "x" * 400)
+        append_message(
+            session, role="user" if i % 2 == 0 else "assistant", content=f"message {i} " + "x" * 400
+        )
     run = make_run(
-        session, status=Compaction.Status.RUNNING, started_at=timezone.now() - timedelta(minutes=1),
-        trigger=Compaction.Trigger.MANUAL, summarizer="deterministic",
+        session,
+        status=Compaction.Status.RUNNING,
+        started_at=timezone.now() - timedelta(minutes=1),
+        trigger=Compaction.Trigger.MANUAL,
+        summarizer="deterministic",
         config={"tail_token_budget": 500, "context_length": 200_000},
     )
     app.conf.task_always_eager = True

@@ -28,7 +28,9 @@ pytestmark = pytest.mark.django_db
 def test_rotation_creates_a_linked_child_and_ends_the_parent(alice):
     parent = conversation(alice)
     before = list(parent.messages.values_list("position", "content"))
-    run = request_compaction(session=parent, requested_by=alice, config_overrides=SMALL_TAIL, run_now=True)
+    run = request_compaction(
+        session=parent, requested_by=alice, config_overrides=SMALL_TAIL, run_now=True
+    )
     assert run.status == Compaction.Status.COMMITTED
     parent.refresh_from_db()
     child = run.result_session
@@ -107,8 +109,9 @@ def test_messages_appended_during_the_run_are_carried_over_in_order(alice, setti
     assert tail == ["late one", "late two"]
     if mode == "rotation":
         # The parent keeps them too.
-        assert list(session.messages.order_by("-position").values_list("content", flat=True)[:2]) == [
-            "late two", "late one"]
+        assert list(
+            session.messages.order_by("-position").values_list("content", flat=True)[:2]
+        ) == ["late two", "late one"]
     else:
         summary = Message.objects.get(session=session, active=True, is_summary=True)
         late = Message.objects.filter(session=session, content__in=["late one", "late two"])
@@ -127,7 +130,9 @@ def _wait(predicate, timeout=20.0):
 def test_what_if_stores_the_report_and_commits_nothing(alice):
     session = conversation(alice)
     before = list(session.messages.values_list("pk", "active", "position"))
-    run = request_compaction(session=session, trigger="what_if", config_overrides=SMALL_TAIL, run_now=True)
+    run = request_compaction(
+        session=session, trigger="what_if", config_overrides=SMALL_TAIL, run_now=True
+    )
     assert run.status == Compaction.Status.DRY_RUN
     assert run.report["status"] == "compacted"
     assert run.tokens_after < run.tokens_before
@@ -138,16 +143,30 @@ def test_what_if_stores_the_report_and_commits_nothing(alice):
     assert Session.objects.count() == 1
 
 
-def test_commit_what_if_queues_a_manual_run_with_the_same_settings(alice, django_capture_on_commit_callbacks):
+def test_commit_what_if_queues_a_manual_run_with_the_same_settings(
+    alice, django_capture_on_commit_callbacks
+):
     session = conversation(alice)
-    dry = request_compaction(session=session, trigger="what_if", mode="in_place", focus="the parser",
-                             config_overrides=SMALL_TAIL, summarizer="deterministic", run_now=True)
+    dry = request_compaction(
+        session=session,
+        trigger="what_if",
+        mode="in_place",
+        focus="the parser",
+        config_overrides=SMALL_TAIL,
+        summarizer="deterministic",
+        run_now=True,
+    )
     with django_capture_on_commit_callbacks() as callbacks:
         real = commit_what_if(dry, requested_by=alice)
     assert len(callbacks) == 1  # enqueued only once the transaction commits
     assert real.pk != dry.pk
     assert real.status == Compaction.Status.QUEUED
-    assert (real.trigger, real.mode, real.focus, real.summarizer) == ("manual", "in_place", "the parser", "deterministic")
+    assert (real.trigger, real.mode, real.focus, real.summarizer) == (
+        "manual",
+        "in_place",
+        "the parser",
+        "deterministic",
+    )
     assert real.config == dry.config
 
 
@@ -199,7 +218,9 @@ def test_nothing_to_compact_is_skipped_and_commits_nothing(alice):
 def test_engine_error_marks_the_run_failed(alice):
     session = conversation(alice, n_messages=10)
     run = request_compaction(session=session)
-    Compaction.objects.filter(pk=run.pk).update(config={"threshold_percent": 5})  # a stored config gone bad
+    Compaction.objects.filter(pk=run.pk).update(
+        config={"threshold_percent": 5}
+    )  # a stored config gone bad
     run = run_compaction(run.pk)
     assert run.status == Compaction.Status.FAILED
     assert "threshold_percent" in run.error
@@ -234,8 +255,9 @@ def test_deterministic_summarizer_can_be_forced(alice, settings):
     session = conversation(alice)
     with FakeOpenAIServer() as server:
         use_summary_server(settings, server)
-        run = request_compaction(session=session, config_overrides=SMALL_TAIL, summarizer="deterministic",
-                                 run_now=True)
+        run = request_compaction(
+            session=session, config_overrides=SMALL_TAIL, summarizer="deterministic", run_now=True
+        )
         assert server.requests == []
     assert run.summarizer == "deterministic"
 
@@ -249,6 +271,7 @@ def test_the_demo_chat_model_is_not_used_as_a_summarizer(alice, settings):
 
 
 # --- the lease -------------------------------------------------------------------------
+
 
 def test_lock_is_exclusive_until_released_or_expired(alice, settings):
     session = conversation(alice, n_messages=4)
@@ -279,7 +302,10 @@ def test_two_concurrent_workers_commit_exactly_once(alice, settings, mode):
     session = conversation(alice)
     with FakeOpenAIServer(default_reply={"sleep": 1.0, "content": "## Goal\nDone."}) as server:
         use_summary_server(settings, server)
-        runs = [request_compaction(session=session, mode=mode, config_overrides=SMALL_TAIL) for _ in range(2)]
+        runs = [
+            request_compaction(session=session, mode=mode, config_overrides=SMALL_TAIL)
+            for _ in range(2)
+        ]
         barrier = threading.Barrier(2)
 
         def work(run_id):
@@ -305,6 +331,7 @@ def test_two_concurrent_workers_commit_exactly_once(alice, settings, mode):
 
 
 # --- automatic trigger -----------------------------------------------------------------
+
 
 def _reply_with_usage(session, prompt_tokens):
     append_message(session, role="user", content="next?")
@@ -339,8 +366,13 @@ def test_auto_compact_without_usage_does_nothing(alice):
 def test_anti_thrash_records_one_ineffective_row_per_crossing(alice):
     session = conversation(alice, context_length=200_000, compaction_mode="in_place")
     for _ in range(2):  # two past compactions that saved almost nothing
-        Compaction.objects.create(session=session, status="committed", tokens_before=100_000,
-                                  tokens_after=99_000, finished_at=session.created_at)
+        Compaction.objects.create(
+            session=session,
+            status="committed",
+            tokens_before=100_000,
+            tokens_after=99_000,
+            finished_at=session.created_at,
+        )
     _reply_with_usage(session, 150_000)
     first = maybe_auto_compact(session)
     assert first.status == Compaction.Status.SKIPPED
@@ -354,7 +386,12 @@ def test_anti_thrash_history_spans_the_rotation_chain(alice):
     parent = conversation(alice, context_length=200_000)
     child = Session.objects.create(owner=alice, parent=parent, root=parent, context_length=200_000)
     for session in (parent, child):
-        Compaction.objects.create(session=session, status="committed", tokens_before=100_000,
-                                  tokens_after=98_000, finished_at=session.created_at)
+        Compaction.objects.create(
+            session=session,
+            status="committed",
+            tokens_before=100_000,
+            tokens_after=98_000,
+            finished_at=session.created_at,
+        )
     _reply_with_usage(child, 150_000)
     assert maybe_auto_compact(child).reason == "ineffective"

@@ -35,12 +35,20 @@ def test_append_counts_tokens_once_and_numbers_positions(alice):
     session = create_session(owner=alice, model="gpt-4o-mini")
     first = append_message(session, role="user", content="hello there")
     second = append_message(
-        session, role="assistant", content=None,
-        tool_calls=[{"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+        session,
+        role="assistant",
+        content=None,
+        tool_calls=[
+            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        ],
     )
-    third = append_message(session, role="tool", content="a.py", tool_call_id="call_1", tool_name="ls")
+    third = append_message(
+        session, role="tool", content="a.py", tool_call_id="call_1", tool_name="ls"
+    )
     assert [first.position, second.position, third.position] == [0, 1, 2]
-    expected = count_message_tokens({"role": "user", "content": "hello there"}, CompactionConfig(model="gpt-4o-mini"))
+    expected = count_message_tokens(
+        {"role": "user", "content": "hello there"}, CompactionConfig(model="gpt-4o-mini")
+    )
     assert first.token_count == expected
     assert third.token_count > 0
 

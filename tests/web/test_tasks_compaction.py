@@ -36,8 +36,14 @@ def _status(run):
 def test_a_queued_compaction_is_committed_by_a_real_worker(alice, celery_worker_process):
     session = conversation(alice)
     run = request_compaction(session=session, requested_by=alice, config_overrides=SMALL_TAIL)
-    wait_for(lambda: _status(run) == "committed", timeout=60, worker=celery_worker_process,
-             message=lambda: f"the run to commit (status {run.status}); log:\n{celery_worker_process.log()}")
+    wait_for(
+        lambda: _status(run) == "committed",
+        timeout=60,
+        worker=celery_worker_process,
+        message=lambda: (
+            f"the run to commit (status {run.status}); log:\n{celery_worker_process.log()}"
+        ),
+    )
     session.refresh_from_db()
     assert session.end_reason == "compression"
     assert run.result_session.parent == session
@@ -50,9 +56,13 @@ def test_a_queued_compaction_is_committed_by_a_real_worker(alice, celery_worker_
     assert _status(run) == "committed"
 
 
-def test_a_worker_killed_mid_run_leaves_data_intact_and_a_retry_commits_once(alice, tmp_path, settings, broker):
+def test_a_worker_killed_mid_run_leaves_data_intact_and_a_retry_commits_once(
+    alice, tmp_path, settings, broker
+):
     session = conversation(alice, compaction_mode="in_place")
-    before = list(Message.objects.filter(session=session).values_list("pk", "position", "active", "archived"))
+    before = list(
+        Message.objects.filter(session=session).values_list("pk", "position", "active", "archived")
+    )
     settings.HERMES_LOCK_LEASE_SECONDS = 3
     with FakeOpenAIServer(default_reply={"sleep": 120, "content": "never delivered"}) as server:
         slow_env = {
@@ -61,11 +71,17 @@ def test_a_worker_killed_mid_run_leaves_data_intact_and_a_retry_commits_once(ali
             "HERMES_SUMMARY_API_KEY": "x",
             "HERMES_LOCK_LEASE_SECONDS": "3",
         }
-        doomed = WorkerProcess(broker, tmp_path / "doomed.log", extra_env=slow_env, queues="compaction")
+        doomed = WorkerProcess(
+            broker, tmp_path / "doomed.log", extra_env=slow_env, queues="compaction"
+        )
         try:
             run = request_compaction(session=session, mode="in_place", config_overrides=SMALL_TAIL)
-            wait_for(lambda: server.requests, timeout=60, worker=doomed,
-                     message=lambda: f"the summarizer call; log:\n{doomed.log()}")
+            wait_for(
+                lambda: server.requests,
+                timeout=60,
+                worker=doomed,
+                message=lambda: f"the summarizer call; log:\n{doomed.log()}",
+            )
             doomed.proc.send_signal(signal.SIGKILL)
             doomed.proc.wait(10)
         finally:
@@ -73,19 +89,29 @@ def test_a_worker_killed_mid_run_leaves_data_intact_and_a_retry_commits_once(ali
 
     # Killed between the engine and the commit: nothing changed, the run is stuck "running".
     assert _status(run) == "running"
-    after = list(Message.objects.filter(session=session).values_list("pk", "position", "active", "archived"))
+    after = list(
+        Message.objects.filter(session=session).values_list("pk", "position", "active", "archived")
+    )
     assert after == before
     session.refresh_from_db()
     assert session.compression_count == 0
     assert SessionLock.objects.get(session=session).holder.startswith(run.public_id)
 
-    rescuer = WorkerProcess(broker, tmp_path / "rescuer.log", extra_env={"HERMES_LOCK_LEASE_SECONDS": "3"},
-                            queues="compaction")
+    rescuer = WorkerProcess(
+        broker,
+        tmp_path / "rescuer.log",
+        extra_env={"HERMES_LOCK_LEASE_SECONDS": "3"},
+        queues="compaction",
+    )
     try:
         # Sent again (a redelivery); while the dead worker's lease lasts it waits, then commits.
         compact_session.delay(run.pk)
-        wait_for(lambda: _status(run) == "committed", timeout=60, worker=rescuer,
-                 message=lambda: f"the retry to commit (status {run.status}); log:\n{rescuer.log()}")
+        wait_for(
+            lambda: _status(run) == "committed",
+            timeout=60,
+            worker=rescuer,
+            message=lambda: f"the retry to commit (status {run.status}); log:\n{rescuer.log()}",
+        )
     finally:
         rescuer.stop()
     assert run.attempts == 2

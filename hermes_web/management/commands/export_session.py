@@ -13,7 +13,9 @@ from hermes_web.models import Compaction, Session
 
 
 class Command(BaseCommand):
-    help = "Export a session (openai, hermes-jsonl) or a compaction report (report-json, report-md)."
+    help = (
+        "Export a session (openai, hermes-jsonl) or a compaction report (report-json, report-md)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("id", help="a session id; for report formats also a compaction id")

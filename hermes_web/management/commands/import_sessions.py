@@ -12,7 +12,9 @@ class Command(BaseCommand):
     help = "Import conversations (Hermes JSONL or state.db, OpenAI JSON, Claude Code, Codex) for a user."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("path", help="a file, or a directory whose .jsonl/.json/.db files are imported")
+        parser.add_argument(
+            "path", help="a file, or a directory whose .jsonl/.json/.db files are imported"
+        )
         parser.add_argument("--format", default="auto", choices=("auto", *FORMATS))
         parser.add_argument("--user", required=True, help="username that will own the sessions")
 
@@ -24,16 +26,24 @@ class Command(BaseCommand):
         root = Path(path)
         if not root.exists():
             raise CommandError(f"{path}: no such file or directory")
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES) if root.is_dir() else [root]
+        files = (
+            sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+            if root.is_dir()
+            else [root]
+        )
         failed = 0
         for file in files:
             report = import_path(file, owner=owner, fmt=format, name=str(file))
             for session in report.sessions:
-                self.stdout.write(f"imported {session.public_id}  {session.messages.count()} messages  {session.title}")
+                self.stdout.write(
+                    f"imported {session.public_id}  {session.messages.count()} messages  {session.title}"
+                )
             for skipped in report.skipped:
                 self.stdout.write(f"skipped {skipped}")
             for problem in report.errors:
                 self.stderr.write(f"error: {problem}")
             failed += len(report.errors)
         if failed:
-            raise CommandError(f"{failed} session(s) or file(s) failed to import; the others were imported")
+            raise CommandError(
+                f"{failed} session(s) or file(s) failed to import; the others were imported"
+            )
