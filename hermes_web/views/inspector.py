@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.db.models import Count, Q, Sum
+from django.db.models.fields.json import KT
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -48,11 +51,12 @@ WHAT_IF_FIELDS = (
 )
 
 
-def _compaction_for(request: HttpRequest, public_id: str) -> Compaction:
-    return get_object_or_404(
-        Compaction.objects.for_user(request.user).select_related("session", "result_session"),
-        public_id=public_id,
-    )
+def _compaction_for(request: HttpRequest, public_id: str, *, defer_report: bool = False) -> Compaction:
+    runs = Compaction.objects.for_user(request.user).select_related("session", "result_session")
+    if defer_report:
+        # The report can be megabytes of JSON; pages that cache their panels skip loading it.
+        runs = runs.defer("report").annotate(report_status=KT("report__status"))
+    return get_object_or_404(runs, public_id=public_id)
 
 
 def _session_for(request: HttpRequest, public_id: str) -> Session:
@@ -131,16 +135,37 @@ def inspector_context(compaction: Compaction, *, slim_kind: str = "", slim_page:
     }
 
 
+PANEL_VALUES = (
+    "report", "tokens", "split", "slim", "summary", "sanitization", "output_tokens",
+    "output_total", "timings", "saved_percent", "config_rows", "final",
+)
+PANEL_CACHE_SECONDS = 600
+
+
 @require_GET
 @login_required
 def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    compaction = _compaction_for(request, public_id)
-    context = inspector_context(
-        compaction,
-        slim_kind=request.GET.get("kind", ""),
-        slim_page=_int(request.GET.get("page"), 1),
+    compaction = _compaction_for(request, public_id, defer_report=True)
+    slim_kind, slim_page = request.GET.get("kind", ""), _int(request.GET.get("page"), 1)
+
+    @functools.cache
+    def panels() -> dict:
+        return {
+            **inspector_context(compaction, slim_kind=slim_kind, slim_page=slim_page),
+            "final": final_rows(compaction),
+        }
+
+    # The panels of a finished run never change, so the template caches their HTML; each
+    # value is a callable the template calls only when it renders (a cache miss).
+    context = {name: functools.partial(lambda n: panels()[n], name) for name in PANEL_VALUES}
+    context.update(
+        c=compaction,
+        nav="conversations",
+        slim_kind=slim_kind,
+        slim_page=slim_page,
+        report_status=compaction.report_status,
+        panel_cache_seconds=PANEL_CACHE_SECONDS if compaction.is_finished else 0,
     )
-    context.update(final=final_rows(compaction), nav="conversations")
     template = "hermes_web/compaction_detail.html"
     panel = request.GET.get("panel", "")
     if request.htmx and panel == "compaction-status" and compaction.is_finished:
