@@ -1,5 +1,7 @@
 """Conversation list and conversation view (chunked, with archived rows on request)."""
 
+import functools
+
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
@@ -31,6 +33,8 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         sessions = sessions.filter(Q(title__icontains=q) | Q(public_id__icontains=q))
     if source in Session.Source.values:
         sessions = sessions.filter(source=source)
+    # Counted before the per-row aggregates are annotated, which count() would otherwise run.
+    total = sessions.count()
     # Subqueries, not joins: counting messages and compactions in one join would multiply rows.
     active = Message.objects.filter(session=OuterRef("pk"), active=True).values("session")
     sessions = sessions.annotate(
@@ -53,7 +57,6 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         ),
         n_children=Count("children"),
     ).order_by("-updated_at")
-    total = sessions.count()
     context = {
         "sessions": sessions[:LIST_LIMIT],
         "total": total,
@@ -117,20 +120,25 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
     start = _int_param(request, "start")
     show_archived = request.GET.get("archived") == "1"
-    rows_qs = Message.objects.filter(session=session, position__gte=start)
-    if not show_archived:
-        rows_qs = rows_qs.filter(active=True)
-    rows = list(rows_qs.select_related("archived_by").order_by("position")[: CHUNK + 1])
-    next_start = rows[CHUNK].position if len(rows) > CHUNK else None
-    rows = rows[:CHUNK]
     stats = Message.objects.filter(session=session, active=True).aggregate(
         n=Count("pk"), tokens=Sum("token_count"), biggest=Max("token_count")
     )
-    views = _message_rows(session, rows, stats["biggest"] or 0)
+
+    @functools.cache
+    def chunk() -> tuple[list[dict], int | None]:
+        rows_qs = Message.objects.filter(session=session, position__gte=start)
+        if not show_archived:
+            rows_qs = rows_qs.filter(active=True)
+        rows = list(rows_qs.select_related("archived_by").order_by("position")[: CHUNK + 1])
+        next_start = rows[CHUNK].position if len(rows) > CHUNK else None
+        return _message_rows(session, rows[:CHUNK], stats["biggest"] or 0), next_start
+
+    # The template caches a chunk's HTML until the session changes (updated_at moves on every
+    # append and in-place commit); these callables run only when it renders the chunk anew.
     context = {
         "session": session,
-        "messages_view": views,
-        "next_start": next_start,
+        "messages_view": lambda: chunk()[0],
+        "next_start": lambda: chunk()[1],
         "start": start,
         "show_archived": show_archived,
         "stats": stats,
