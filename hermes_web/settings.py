@@ -115,7 +115,7 @@ DATABASE_URL = env_str("DATABASE_URL")
 
 SECRET_KEY = env_secret("SECRET_KEY")
 if not SECRET_KEY:
-    if DEBUG or not DATABASE_URL:
+    if DEBUG or not DATABASE_URL or DATABASE_URL.startswith("sqlite"):
         # Local, embedded use: generate once and keep it so sessions survive restarts.
         key_file = DATA_DIR / "secret_key"
         if not key_file.exists():

@@ -1,15 +1,38 @@
 """Celery tasks. Each takes ids only, loads its row, and calls one service; re-runs are no-ops."""
 
+import logging
 import socket
+from datetime import timedelta
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_ready
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
-from hermes_web.models import Compaction, WorkerPing
+from hermes_web.models import AgentTurn, Compaction, WorkerPing
+
+log = logging.getLogger(__name__)
+
+
+def enqueue_on_commit(task, row_id: int) -> None:
+    """Send ``task(row_id)`` once the current transaction commits, never failing the request.
+
+    If the broker cannot be reached the row stays queued in the database and
+    ``recover_stranded_runs`` sends it again later: the user's request still succeeds.
+    """
+
+    def send() -> None:
+        if task.app.conf.task_always_eager:
+            task.delay(row_id)  # runs inline: its own errors must surface, not be logged away
+            return
+        try:
+            task.delay(row_id)
+        except Exception as error:  # each transport raises its own connection errors
+            log.warning("could not queue %s(%s): %s; it will be re-sent", task.name, row_id, error)
+
+    transaction.on_commit(send)
 
 
 @shared_task(name="hermes_web.tasks.ping_worker")
@@ -72,13 +95,26 @@ def run_agent_turn(self, turn_id: int) -> None:
 
 @shared_task(name="hermes_web.tasks.recover_stranded_runs")
 def recover_stranded_runs() -> int:
-    """Re-send compactions whose task was lost (see services.compactions.stranded_runs)."""
+    """Re-send compactions and chat turns whose task was lost (killed worker, broker outage)."""
     from hermes_web.services.compactions import stranded_runs
 
     ids = stranded_runs()
     for compaction_id in ids:
         compact_session.delay(compaction_id)
-    return len(ids)
+    # A queued turn is only waiting in the broker for a moment; one queued for minutes was
+    # never sent (broker down at the time) or its message was lost. run_turn is idempotent.
+    since = timezone.now() - STRANDED_TURN_AGE
+    turns = list(
+        AgentTurn.objects.filter(status=AgentTurn.Status.QUEUED, created_at__lt=since).values_list(
+            "pk", flat=True
+        )
+    )
+    for turn_id in turns:
+        run_agent_turn.delay(turn_id)
+    return len(ids) + len(turns)
+
+
+STRANDED_TURN_AGE = timedelta(minutes=2)
 
 
 @worker_ready.connect

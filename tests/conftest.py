@@ -128,10 +128,12 @@ def point_app_at_broker(broker_url: str) -> None:
     from hermes_web.celery import app
 
     app.conf.broker_url = broker_url
-    # Both the connection pool and the producer pool cache the old broker.
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    # The app caches a connection pool and a producer pool, and kombu keeps a global registry
+    # of both by connection: reset all of them, or a later publish gets a stale or closed pool.
+    import kombu.pools
+
+    kombu.pools.reset()
+    app._pool = None
     app.amqp._producer_pool = None
     from kombu.transport.sqlalchemy import Transport
 

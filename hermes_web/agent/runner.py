@@ -148,9 +148,9 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
         if waiting is not None:
             return waiting
         turn = AgentTurn.objects.create(session=tip, user_message=message, model=chat_model())
-        from hermes_web.tasks import run_agent_turn
+        from hermes_web.tasks import enqueue_on_commit, run_agent_turn
 
-        run_agent_turn.delay_on_commit(turn.pk)
+        enqueue_on_commit(run_agent_turn, turn.pk)
     return turn
 
 

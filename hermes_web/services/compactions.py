@@ -152,9 +152,9 @@ def request_compaction(
     )
     if run_now:
         return run_compaction(run.pk)
-    from hermes_web.tasks import compact_session
+    from hermes_web.tasks import compact_session, enqueue_on_commit
 
-    compact_session.delay_on_commit(run.pk)
+    enqueue_on_commit(compact_session, run.pk)
     return run
 
 

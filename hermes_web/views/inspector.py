@@ -51,7 +51,9 @@ WHAT_IF_FIELDS = (
 )
 
 
-def _compaction_for(request: HttpRequest, public_id: str, *, defer_report: bool = False) -> Compaction:
+def _compaction_for(
+    request: HttpRequest, public_id: str, *, defer_report: bool = False
+) -> Compaction:
     runs = Compaction.objects.for_user(request.user).select_related("session", "result_session")
     if defer_report:
         # The report can be megabytes of JSON; pages that cache their panels skip loading it.
@@ -136,8 +138,18 @@ def inspector_context(compaction: Compaction, *, slim_kind: str = "", slim_page:
 
 
 PANEL_VALUES = (
-    "report", "tokens", "split", "slim", "summary", "sanitization", "output_tokens",
-    "output_total", "timings", "saved_percent", "config_rows", "final",
+    "report",
+    "tokens",
+    "split",
+    "slim",
+    "summary",
+    "sanitization",
+    "output_tokens",
+    "output_total",
+    "timings",
+    "saved_percent",
+    "config_rows",
+    "final",
 )
 PANEL_CACHE_SECONDS = 600
 

@@ -84,3 +84,26 @@ def test_recovery_resends_and_the_rerun_commits_once(
     assert run.attempts == 1
     assert run.result_session.parent_id == session.pk
     assert recover_stranded_runs() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unreachable_broker_leaves_the_run_queued_for_the_sweep(alice, caplog):
+    from hermes_web.celery import app
+    from hermes_web.services.compactions import request_compaction
+    from tests.conftest import point_app_at_broker
+
+    session = create_session(owner=alice, title="broker down")
+    append_message(session, role="user", content="hello")
+    original = (app.conf.broker_url, app.conf.broker_transport_options)
+    point_app_at_broker("redis://127.0.0.1:1/0")
+    app.conf.broker_transport_options = {"max_retries": 0}
+    try:
+        run = request_compaction(session=session, summarizer="deterministic")
+    finally:
+        app.conf.broker_transport_options = original[1]
+        point_app_at_broker(original[0])
+    run.refresh_from_db()
+    assert run.status == Compaction.Status.QUEUED
+    assert "it will be re-sent" in caplog.text
+    Compaction.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(minutes=5))
+    assert stranded_runs() == [run.pk]
