@@ -229,7 +229,9 @@ def test_partials_need_login_and_ownership(client, bob_client, alice):
     assert client.get(reverse("chat_send", args=[session.public_id])).status_code in (302, 405)
 
 
-def test_a_rotation_committed_between_two_reads_of_the_page_still_moves_the_chat(alice_client, alice):
+def test_a_rotation_committed_between_two_reads_of_the_page_still_moves_the_chat(
+    alice_client, alice
+):
     """The page reads the session (not ended yet), then the worker commits, then the page reads
     the compaction (committed): the row shows no poll, so it must ask once to follow."""
     session = big_session(alice)
@@ -242,7 +244,9 @@ def test_a_rotation_committed_between_two_reads_of_the_page_still_moves_the_chat
     status_url = reverse("chat_compaction_status", args=[run.public_id])
     assert f'hx-get="{status_url}" hx-trigger="load"' in html
     follow = alice_client.get(status_url, headers=HTMX)
-    assert follow.headers["HX-Redirect"] == reverse("chat_detail", args=[run.result_session.public_id])
+    assert follow.headers["HX-Redirect"] == reverse(
+        "chat_detail", args=[run.result_session.public_id]
+    )
     # On the child's own page the same committed row does not ask again (no redirect loop).
     child_page = alice_client.get(reverse("chat_detail", args=[run.result_session.public_id]))
     assert 'hx-trigger="load"' not in child_page.content.decode()
