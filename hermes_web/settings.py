@@ -215,6 +215,27 @@ LOGGING = {
     "loggers": {"LiteLLM": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
+# --- Cache (rendered panels of finished compactions, message chunks, list rows) ------------
+# Per process by default; with Redis as the broker, one Redis database shared by every web
+# process (the same host's database 1 unless HERMES_CACHE_URL says otherwise).
+HERMES_CACHE_URL = env_str("HERMES_CACHE_URL")
+if not HERMES_CACHE_URL and env_str("CELERY_BROKER_URL").startswith("redis://"):
+    HERMES_CACHE_URL = urlparse(env_str("CELERY_BROKER_URL"))._replace(path="/1").geturl()
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "hermes_web.cache.ForgivingRedisCache",
+            "LOCATION": HERMES_CACHE_URL,
+            "KEY_PREFIX": "hermes",
+        }
+        if HERMES_CACHE_URL
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "OPTIONS": {"MAX_ENTRIES": 300},
+        }
+    )
+}
+
 # --- Celery -------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqla+sqlite:///{DATA_DIR / 'broker.sqlite3'}")
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "django-db")

@@ -34,7 +34,10 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     if source in Session.Source.values:
         sessions = sessions.filter(source=source)
     # Counted before the per-row aggregates are annotated, which count() would otherwise run.
-    total = sessions.count()
+    # The newest activity also keys the template's cache of the rows: any append, commit or
+    # new session moves it, so the cached rows are never older than the data (or a minute).
+    summary = sessions.aggregate(total=Count("pk"), latest=Max("updated_at"))
+    total = summary["total"]
     # Subqueries, not joins: counting messages and compactions in one join would multiply rows.
     active = Message.objects.filter(session=OuterRef("pk"), active=True).values("session")
     sessions = sessions.annotate(
@@ -65,6 +68,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         "source": source,
         "sources": Session.Source.choices,
         "has_any": total or Session.objects.for_user(request.user).exists(),
+        "rows_key": summary["latest"].timestamp() if summary["latest"] else 0,
         "nav": "conversations",
     }
     template = "hermes_web/conversation_list.html"

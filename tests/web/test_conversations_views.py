@@ -202,3 +202,17 @@ def test_anonymous_is_sent_to_login(client, alice):
 def test_bad_start_parameter_is_ignored(alice, alice_client):
     session = seed_conversation(alice, n=10)
     assert alice_client.get(detail_url(session, start="abc")).status_code == 200
+
+
+def test_pages_still_render_when_the_redis_cache_is_down(alice_client, alice, settings, caplog):
+    # The settings fixture fires setting_changed, which makes Django drop its cache handlers.
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "hermes_web.cache.ForgivingRedisCache",
+            "LOCATION": "redis://127.0.0.1:1/1",
+        }
+    }
+    session = seed_conversation(alice, n=20)
+    assert alice_client.get(detail_url(session)).status_code == 200
+    assert alice_client.get("/conversations/").status_code == 200
+    assert "cache read failed" in caplog.text
