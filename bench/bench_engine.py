@@ -41,7 +41,7 @@ def main() -> None:
         chars = sum(len(message_token_text(m)[0]) for m in messages)
         counts = count_messages_tokens(messages, config)
         tik = tiktoken_pass(messages, config)
-        runs = 5 if size <= 10_000 else 3
+        runs = 7 if size <= 10_000 else 5
         best = None
         for _ in range(runs):
             gc.collect()

@@ -16,6 +16,7 @@ __all__ = [
     "is_data_image",
     "is_image_part",
     "parse_arguments",
+    "parse_arguments_text",
     "tool_call_id",
     "tool_call_name",
     "tool_calls",
@@ -145,13 +146,34 @@ def parse_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
     )
     if isinstance(raw, Mapping):
         return dict(raw)
-    if not isinstance(raw, str) or not raw:
+    if not isinstance(raw, str):
+        return {}
+    return parse_arguments_text(raw)
+
+
+def parse_arguments_text(raw: str) -> dict[str, Any]:
+    """Arguments given as a JSON string, as a dict; ``{}`` when empty or not a JSON object."""
+    if not raw:
         return {}
     try:
-        value = json.loads(raw)
-    except ValueError:
+        value = _loads(raw)
+    except (ValueError, RecursionError):
         return {}
-    return value if isinstance(value, dict) else {}
+    return value if type(value) is dict else {}
+
+
+_scan_json = json.JSONDecoder().scan_once
+
+
+def _loads(raw: str) -> Any:
+    # The C scanner json.loads ends in, called directly: arguments are parsed once per tool
+    # call and json.loads's Python wrapper costs more than the scan of a small object.
+    # Anything it does not take whole (surrounding whitespace, errors) goes to json.loads.
+    try:
+        value, end = _scan_json(raw, 0)
+    except (StopIteration, ValueError):
+        return json.loads(raw)
+    return value if end == len(raw) else json.loads(raw)
 
 
 def raw_arguments(call: Mapping[str, Any]) -> str:

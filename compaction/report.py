@@ -28,7 +28,7 @@ class CompactionReport:
         message_tokens: tokens per input message.
         tokens: ``{"before", "after", "head", "middle", "tail", "summary", "saved", "ratio",
             "threshold", "provider_prompt_tokens"}``.
-        slimming: fold/truncate/image actions (see ``SlimAction.to_dict``).
+        slimming: fold/truncate/image actions (``SlimAction`` dicts).
         slimming_totals: per kind ``{"count", "chars_before", "chars_after"}``.
         summarizer_input: the serialized slimmed middle as given to the summarizer.
         summarizer_prompt: the full prompt when an LLM was called, else None.

@@ -15,7 +15,8 @@ blocks never are. Records are role-labelled and joined with a blank line::
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from compaction.config import CompactionConfig
 from compaction.messages import Message, content_text, raw_arguments, tool_call_name, tool_calls
@@ -28,6 +29,29 @@ _ARGS_MAX = 1_500
 _ARGS_HEAD = 1_200
 
 
+def _texts(message: Message, config: CompactionConfig) -> tuple[str, str, str]:
+    """``(role, text, sent)``: the role label, the text without reasoning, the text sent."""
+    role = message.get("role")
+    role = role if type(role) is str and role else str(role or "unknown")
+    content = message.get("content")
+    text = content if type(content) is str else content_text(content)
+    if role == "assistant" and "<" in text:
+        text = _THINK_RE.sub("", text)
+    sent = text if len(text) <= config.content_max else truncate_text(text, config)
+    return role, text, sent
+
+
+def _call_parts(call: Mapping[str, Any]) -> tuple[str, str]:
+    """``(name, arguments)`` of a call as written in its record line."""
+    fn = call.get("function")
+    # The OpenAI shape inline: this runs once per tool call of the middle.
+    if type(fn) is dict and type(fn.get("arguments")) is str:
+        name, args = fn.get("name") or "unknown", fn["arguments"]
+    else:
+        name, args = tool_call_name(call), raw_arguments(call)
+    return str(name), args
+
+
 def serialize_message(message: Message, config: CompactionConfig) -> tuple[str, str, str]:
     """One summarizer record.
 
@@ -35,24 +59,38 @@ def serialize_message(message: Message, config: CompactionConfig) -> tuple[str, 
         ``(record, full_text, sent_text)``: the record, the message text before truncation
         and the text that went into the record (they differ when truncated).
     """
-    role = str(message.get("role") or "unknown")
-    text = content_text(message.get("content"))
-    if role == "assistant" and "<" in text:
-        text = _THINK_RE.sub("", text)
-    sent = truncate_text(text, config)
+    role, text, sent = _texts(message, config)
     if role == "tool":
         return f"[TOOL RESULT {message.get('tool_call_id') or '?'}]: {sent}", text, sent
     record = f"[{role.upper()}]: {sent}"
-    calls = tool_calls(message) if role == "assistant" else []
-    if calls:
+    if role == "assistant" and message.get("tool_calls"):
         lines = []
-        for call in calls:
-            args = raw_arguments(call)
+        for call in tool_calls(message):
+            name, args = _call_parts(call)
             if len(args) > _ARGS_MAX:
                 args = args[:_ARGS_HEAD] + "..."
-            lines.append(f"  {tool_call_name(call)}({args})")
-        record += "\n[Tool calls:\n" + "\n".join(lines) + "\n]"
+            lines.append(f"  {name}({args})")
+        if lines:
+            record += "\n[Tool calls:\n" + "\n".join(lines) + "\n]"
     return record, text, sent
+
+
+def _record_length(message: Message, config: CompactionConfig) -> tuple[int, str, str]:
+    """``len(serialize_message(...)[0])`` without building the record, with its texts."""
+    role, text, sent = _texts(message, config)
+    if role == "tool":
+        label = len(f"[TOOL RESULT {message.get('tool_call_id') or '?'}]: ")
+        return label + len(sent), text, sent
+    length = len(role) + 4 + len(sent)  # "[ROLE]: "
+    if role == "assistant" and message.get("tool_calls"):
+        calls = tool_calls(message)
+        if calls:
+            length += len("\n[Tool calls:\n") + len("\n]") + len(calls) - 1
+            for call in calls:
+                name, args = _call_parts(call)
+                shown = len(args) if len(args) <= _ARGS_MAX else _ARGS_HEAD + 3
+                length += 4 + len(name) + shown  # "  name(args)"
+    return length, text, sent
 
 
 def serialize_middle(
@@ -73,22 +111,59 @@ def serialize_middle(
         The summarizer input and one ``"truncate"`` action per truncated message. Over the cap,
         45 % of the head and 55 % of the tail are kept around a marker naming the omission.
     """
-    records: list[str] = []
-    actions: list[SlimAction] = []
-    for pos, message in enumerate(middle):
-        record, full, sent = serialize_message(message, config)
-        records.append(record)
+    cap = config.summary_input_max_chars
+    head_chars = int(cap * 0.45)
+    tail_chars = cap - head_chars
+    n = len(middle)
+    truncated: dict[int, SlimAction] = {}
+
+    def note(pos: int, message: Message, full: str, sent: str) -> None:
         if sent is not full:
             index = indices[pos] if indices is not None else first_index + pos
-            actions.append(make_action(index, "truncate", message, full, sent))
-    text = "\n\n".join(records)
-    cap = config.summary_input_max_chars
-    if len(text) > cap:
-        omitted = len(text) - cap
-        marker = (
-            f"\n\n...[summary input truncated: omitted {omitted:,} chars from the middle to "
-            "keep compression prompt bounded]...\n\n"
-        )
-        head = int(cap * 0.45)
-        text = text[:head] + marker + text[len(text) - (cap - head) :]
-    return text, actions
+            truncated[pos] = make_action(index, "truncate", message, full, sent)
+
+    # Records are built from both ends until each end holds its share of the cap (the "+ 2":
+    # a joined end is its records plus a separator between each two); when the
+    # ends do not meet, the capped input drops everything between, so there only the lengths
+    # are needed.
+    record_chars = 0
+    front: list[str] = []
+    front_chars = 0
+    pos = 0
+    while pos < n and front_chars < head_chars + 2:
+        record, full, sent = serialize_message(middle[pos], config)
+        note(pos, middle[pos], full, sent)
+        front.append(record)
+        front_chars += len(record) + 2
+        record_chars += len(record)
+        pos += 1
+    back: list[str] = []
+    back_chars = 0
+    end = n
+    while end > pos and back_chars < tail_chars + 2:
+        end -= 1
+        record, full, sent = serialize_message(middle[end], config)
+        note(end, middle[end], full, sent)
+        back.append(record)
+        back_chars += len(record) + 2
+        record_chars += len(record)
+    back.reverse()
+    for i in range(pos, end):
+        length, full, sent = _record_length(middle[i], config)
+        note(i, middle[i], full, sent)
+        record_chars += length
+    actions = [truncated[i] for i in sorted(truncated)]
+    if pos == end:
+        text = "\n\n".join(front + back)
+        head_text, tail_text = text, text
+    else:
+        # Both ends hold at least their share, and the whole is longer than the cap.
+        head_text, tail_text = "\n\n".join(front), "\n\n".join(back)
+    total = record_chars + 2 * max(n - 1, 0)
+    if total <= cap:
+        return head_text, actions
+    marker = (
+        f"\n\n...[summary input truncated: omitted {total - cap:,} chars from the middle to "
+        "keep compression prompt bounded]...\n\n"
+    )
+    return head_text[:head_chars] + marker + tail_text[len(tail_text) - tail_chars :], actions

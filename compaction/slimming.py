@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from compaction.config import CompactionConfig
 from compaction.messages import (
@@ -19,9 +18,9 @@ from compaction.messages import (
     is_data_image,
     is_image_part,
     parse_arguments,
+    parse_arguments_text,
     tool_call_id,
     tool_call_name,
-    tool_calls,
 )
 
 __all__ = [
@@ -30,6 +29,7 @@ __all__ = [
     "TRUNCATION_MARKER",
     "FoldFunction",
     "SlimAction",
+    "CallIndex",
     "build_call_index",
     "fold_tool_result",
     "is_stub",
@@ -206,11 +206,14 @@ def truncate_text(text: str, config: CompactionConfig) -> str:
     return text[: config.content_head] + TRUNCATION_MARKER + tail
 
 
-@dataclass(frozen=True, slots=True)
-class SlimAction:
-    """One slimming step, as shown in the inspector.
+class SlimAction(TypedDict):
+    """One slimming step, as shown in the inspector and stored in the report.
 
-    Attributes:
+    A plain dict rather than a dataclass: a 10k-message middle yields thousands of actions,
+    and the report keeps them as JSON-ready dicts anyway, so building one object per action
+    instead of two halves the cost.
+
+    Keys:
         index: index of the message in the input list.
         kind: ``"fold"``, ``"truncate"`` or ``"image"``.
         role: the message role.
@@ -232,20 +235,6 @@ class SlimAction:
     before_excerpt: str
     after: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """The action as a JSON-serializable dict."""
-        return {
-            "index": self.index,
-            "kind": self.kind,
-            "role": self.role,
-            "tool_name": self.tool_name,
-            "chars_before": self.chars_before,
-            "chars_after": self.chars_after,
-            "fold_line": self.fold_line,
-            "before_excerpt": self.before_excerpt,
-            "after": self.after,
-        }
-
 
 def make_action(
     index: int,
@@ -258,30 +247,51 @@ def make_action(
     fold_line: str | None = None,
 ) -> SlimAction:
     """Build a ``SlimAction`` with bounded excerpts."""
-    return SlimAction(
-        index=index,
-        kind=kind,
-        role=str(message.get("role") or ""),
-        tool_name=tool_name,
-        chars_before=len(before),
-        chars_after=len(after),
-        fold_line=fold_line,
-        before_excerpt=before[:600],
-        after=after[:2_000],
-    )
+    return {
+        "index": index,
+        "kind": kind,
+        "role": str(message.get("role") or ""),
+        "tool_name": tool_name,
+        "chars_before": len(before),
+        "chars_after": len(after),
+        "fold_line": fold_line,
+        "before_excerpt": before[:600],
+        "after": after[:2_000],
+    }
 
 
-def build_call_index(messages: Sequence[Message]) -> dict[str, tuple[str, dict[str, Any]]]:
+CallIndex = dict[str, tuple[str, dict[str, Any]]]
+"""Tool call id → (tool name, parsed arguments)."""
+
+
+def build_call_index(messages: Sequence[Message]) -> CallIndex:
     """Tool call id → (tool name, parsed arguments), over assistant messages."""
-    index: dict[str, tuple[str, dict[str, Any]]] = {}
+    index: CallIndex = {}
     for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for call in tool_calls(message):
-            cid = tool_call_id(call)
-            if cid:
-                index[cid] = (tool_call_name(call), parse_arguments(call))
+        if message.get("tool_calls") and message.get("role") == "assistant":
+            _index_calls(message, index)
     return index
+
+
+def _index_calls(message: Message, index: CallIndex) -> None:
+    """Add the tool calls of one assistant message to ``index``."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if type(call) is not dict and not isinstance(call, Mapping):
+            continue
+        fn = call.get("function")
+        if type(fn) is dict and type(fn.get("arguments")) is str and call.get("id"):
+            # The usual OpenAI shape, inlined: this runs once per call of the conversation.
+            index[str(call["id"])] = (
+                str(fn.get("name") or "unknown"),
+                parse_arguments_text(fn["arguments"]),
+            )
+            continue
+        cid = tool_call_id(call)
+        if cid:
+            index[cid] = (tool_call_name(call), parse_arguments(call))
 
 
 def _replace_images(content: list[Any], *, data_only: bool) -> tuple[list[Any], int]:
@@ -301,25 +311,30 @@ def slim_middle(
     indices: Sequence[int],
     config: CompactionConfig,
     call_index: Mapping[str, tuple[str, dict[str, Any]]],
-) -> tuple[list[Message], list[SlimAction], dict[int, str]]:
+) -> tuple[list[Message], list[SlimAction], dict[int, str], CallIndex]:
     """Fold long tool results and replace inline images in the middle.
 
     Args:
         middle: the middle messages (never mutated).
         indices: the input index of each middle message (for the report).
         config: ``fold_min_chars``.
-        call_index: from ``build_call_index`` over the whole conversation.
+        call_index: the calls made before the middle (``build_call_index`` over the head).
+            The middle's own calls are indexed during the same walk, each before the
+            results that answer it.
 
     Returns:
-        The slimmed messages (new dicts only where something changed), the actions, and the
-        fold line per position in ``middle``.
+        The slimmed messages (new dicts only where something changed), the actions, the
+        fold line per position in ``middle``, and the call index extended with the middle's
+        calls.
     """
+    calls: CallIndex = dict(call_index)
     slimmed: list[Message] = []
     actions: list[SlimAction] = []
     folds: dict[int, str] = {}
+    fold_min = config.fold_min_chars
     for pos, message in enumerate(middle):
         content = message.get("content")
-        if isinstance(content, list) and any(is_data_image(p) for p in content):
+        if type(content) is list and any(is_data_image(p) for p in content):
             before = content_text(content)
             new_content, _ = _replace_images(content, data_only=True)
             message = {**message, "content": new_content}
@@ -327,26 +342,35 @@ def slim_middle(
             actions.append(
                 make_action(indices[pos], "image", message, before, content_text(content))
             )
-        if message.get("role") == "tool":
-            text = content_text(content)
-            if len(text) > config.fold_min_chars and not is_stub(text):
-                name, args = call_index.get(str(message.get("tool_call_id") or ""), ("unknown", {}))
+        role = message.get("role")
+        if role == "assistant":
+            if message.get("tool_calls"):
+                _index_calls(message, calls)
+        elif role == "tool":
+            text = content if type(content) is str else content_text(content)
+            if len(text) > fold_min and not is_stub(text):
+                name, args = calls.get(str(message.get("tool_call_id") or ""), _UNKNOWN)
                 line = fold_tool_result(name, args, text)
                 message = {**message, "content": line}
                 folds[pos] = line
                 actions.append(
-                    make_action(
-                        indices[pos],
-                        "fold",
-                        message,
-                        text,
-                        line,
-                        tool_name=name,
-                        fold_line=line,
-                    )
+                    {
+                        "index": indices[pos],
+                        "kind": "fold",
+                        "role": "tool",
+                        "tool_name": name,
+                        "chars_before": len(text),
+                        "chars_after": len(line),
+                        "fold_line": line,
+                        "before_excerpt": text[:600],
+                        "after": line[:2_000],
+                    }
                 )
         slimmed.append(message)
-    return slimmed, actions, folds
+    return slimmed, actions, folds, calls
+
+
+_UNKNOWN: tuple[str, dict[str, Any]] = ("unknown", {})
 
 
 def strip_historical_images(

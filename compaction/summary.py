@@ -16,7 +16,6 @@ from typing import Any
 from compaction.messages import (
     Message,
     content_text,
-    has_visible_text,
     parse_arguments,
     tool_call_id,
     tool_call_name,
@@ -113,6 +112,9 @@ def summary_template(now: date | None = None) -> str:
     return "\n\n".join(f"## {s}\n{_GUIDANCE[s].format(date=day)}" for s in SECTIONS)
 
 
+_OPENINGS = (PREFIX_OPENING, MERGED_OPEN, *LEGACY_PREFIXES)
+
+
 def wrap_summary(body: str) -> str:
     """The summary message content: prefix, body and end marker."""
     return f"{SUMMARY_PREFIX}\n{body.strip()}\n\n{END_MARKER}"
@@ -120,8 +122,10 @@ def wrap_summary(body: str) -> str:
 
 def is_summary_text(text: str) -> bool:
     """True when ``text`` is (or carries) a compaction summary, current or legacy."""
-    head = text[:400].lstrip()
-    return head.startswith((PREFIX_OPENING, MERGED_OPEN, *LEGACY_PREFIXES))
+    if text.startswith(_OPENINGS):
+        return True
+    # Runs on every message: copy and strip a head only when the text starts with blanks.
+    return text[:1].isspace() and text[:400].lstrip().startswith(_OPENINGS)
 
 
 def is_summary_message(message: Message) -> bool:
@@ -301,7 +305,7 @@ _DECISION_RE = re.compile(
     r"\b(decided|decide|will use|going to use|instead of|because|chose|switch(?:ed)? to)\b",
     re.IGNORECASE,
 )
-_PATH_KEYS = ("path", "file_path", "workdir", "output_path", "dir")
+_PATH_KEYS = frozenset(("path", "file_path", "workdir", "output_path", "dir"))
 _SCAN = 4_000  # chars of a message scanned by regexes, to stay linear and bounded
 
 
@@ -367,6 +371,166 @@ def _keep_newest(lines: list[str], limit: int, what: str) -> list[str]:
     return ([f"({start} earlier {what} omitted)"] if start else []) + kept
 
 
+# How many entries of each list the summary shows: the scan stops collecting a list when full.
+_KEEP_CONSTRAINTS = 8
+_KEEP_DECISIONS = 12
+_KEEP_RESOLVED = 12
+_KEEP_FILES = 20
+_KEEP_MODIFIED = 10
+
+
+class _MiddleScan:
+    """What the deterministic summary takes from the middle, newest entries only.
+
+    Every list in the summary shows only its newest entries, so the middle is walked newest
+    first and each list stops collecting when it is full; once all are full the rest of the
+    walk only counts tool calls. Lists come out in chronological order, deduplicated by their
+    newest occurrence.
+    """
+
+    def __init__(self, facts: SummaryFacts, want_actions: int) -> None:
+        self.facts = facts
+        self.actions: list[tuple[str, dict[str, Any], str]] = []  # name, arguments, call id
+        self.action_count = 0
+        self.call_names: dict[str, str] = {}
+        self.result_pos: dict[str, int] = {}
+        self.tool_positions: list[int] = []  # newest first, for the error scan
+        self.constraints: list[str] = []
+        self.decisions: list[str] = []
+        self.resolved: list[str] = []
+        self.files: list[str] = []
+        self.modified: list[str] = []
+        self.last_command: str | None = None
+        self.last_user: str | None = None
+        self.last_user_pos = -1
+        self.last_reply_pos = -1
+        self._walk(want_actions)
+
+    def call_name(self, cid: str) -> str:
+        """The tool name of call ``cid`` (``"tool"`` when unknown)."""
+        known = self.facts.calls.get(cid) if self.facts.calls is not None else None
+        return known[0] if known else self.call_names.get(cid, "tool")
+
+    def outcome(self, cid: str, default: str = "no result recorded") -> str:
+        """The result of call ``cid``: its fold line, else its first line, else ``default``."""
+        pos = self.result_pos.get(cid)
+        if pos is None:
+            return default
+        fold = self.facts.fold_lines.get(pos)
+        if fold:
+            return fold
+        raw = content_text(self.facts.middle[pos].get("content"))
+        return _one_line(raw[:300], 150) or "no output"
+
+    def _walk(self, want_actions: int) -> None:
+        middle = self.facts.middle
+        known = self.facts.calls
+        actions, names, result_pos, tool_positions = (
+            self.actions, self.call_names, self.result_pos, self.tool_positions
+        )  # fmt: skip
+        files: dict[str, None] = {}
+        modified: dict[str, None] = {}
+        constraints: dict[str, None] = {}
+        decisions: dict[str, None] = {}
+        reply: str | None = None  # first visible assistant text after the current position
+        pos = 0
+        for pos in range(len(middle) - 1, -1, -1):
+            message = middle[pos]
+            role = message.get("role")
+            if role == "tool":
+                if len(tool_positions) < _ERROR_SCAN_RESULTS:
+                    tool_positions.append(pos)
+                if len(actions) < want_actions:
+                    result_pos.setdefault(str(message.get("tool_call_id") or ""), pos)
+            elif role == "assistant":
+                # Regexes get an end position instead of a slice: no copy of long texts.
+                text = message.get("content")
+                if type(text) is not str:
+                    text = content_text(text, images=False)
+                if text and not text.isspace():
+                    reply = text
+                    if self.last_reply_pos < 0:
+                        self.last_reply_pos = pos
+                    if len(decisions) < _KEEP_DECISIONS:
+                        match = _DECISION_RE.search(text, 0, _SCAN)
+                        if match:
+                            head = text[:_SCAN]
+                            decisions[f"- {_sentence_around(head, match.start())}"] = None
+                    if len(files) < _KEEP_FILES and text.find("/", 0, _SCAN) != -1:
+                        for path in reversed(_PATH_RE.findall(text, 0, _SCAN)):
+                            files[path] = None
+                calls = tool_calls(message) if message.get("tool_calls") is not None else ()
+                self.action_count += len(calls)
+                calls_needed = (
+                    len(actions) < want_actions
+                    or len(files) < _KEEP_FILES
+                    or len(modified) < _KEEP_MODIFIED
+                    or self.last_command is None
+                )
+                for call in reversed(calls) if calls_needed else ():
+                    cid = tool_call_id(call) or f"#{pos}"
+                    found = known.get(cid) if known is not None else None
+                    if found:
+                        name, args = found
+                    else:
+                        name, args = tool_call_name(call), parse_arguments(call)
+                        names.setdefault(cid, name)
+                    if len(actions) < want_actions:
+                        actions.append((name, args, cid))
+                    for key, value in args.items():
+                        if key in _PATH_KEYS and value and type(value) is str:
+                            if len(files) < _KEEP_FILES:
+                                files[value] = None
+                            if name in ("write_file", "patch") and len(modified) < _KEEP_MODIFIED:
+                                modified[value] = None
+                    if self.last_command is None and name == "terminal" and args.get("command"):
+                        self.last_command = _one_line(str(args["command"]), 120)
+            elif role == "user":
+                text = content_text(message.get("content"), images=False)
+                if self.last_user is None:
+                    self.last_user, self.last_user_pos = text, pos
+                if (
+                    reply is not None
+                    and text.find("?", 0, _SCAN) != -1
+                    and len(self.resolved) < _KEEP_RESOLVED
+                ):
+                    question, answer = _one_line(text[:_SCAN], 200), _one_line(reply[:_SCAN], 200)
+                    self.resolved.append(f"- Q: {question} — A: {answer}")
+                reply = None
+                if len(constraints) < _KEEP_CONSTRAINTS:
+                    match = _CONSTRAINT_RE.search(text, 0, _SCAN)
+                    if match:
+                        head = text[:_SCAN]
+                        constraints[f"- {_sentence_around(head, match.start())}"] = None
+                if len(files) < _KEEP_FILES and text.find("/", 0, _SCAN) != -1:
+                    for path in reversed(_PATH_RE.findall(text, 0, _SCAN)):
+                        files[path] = None
+            # Checked every 32 messages: the lists bound themselves, this only ends the walk.
+            if (
+                not pos & 31
+                and len(actions) >= want_actions
+                and len(files) >= _KEEP_FILES
+                and len(modified) >= _KEEP_MODIFIED
+                and len(decisions) >= _KEEP_DECISIONS
+                and len(constraints) >= _KEEP_CONSTRAINTS
+                and len(self.resolved) >= _KEEP_RESOLVED
+                and len(tool_positions) >= _ERROR_SCAN_RESULTS
+                and self.last_command is not None
+                and self.last_user is not None
+            ):
+                break
+        # Full lists: what is left of the walk only counts the earlier tool calls.
+        for message in middle[:pos]:
+            if message.get("tool_calls") is not None and message.get("role") == "assistant":
+                self.action_count += len(tool_calls(message))
+        actions.reverse()
+        self.resolved.reverse()
+        self.constraints = list(constraints)[::-1]
+        self.decisions = list(decisions)[::-1]
+        self.files = list(files)[::-1]
+        self.modified = list(modified)[::-1]
+
+
 def deterministic_summary(facts: SummaryFacts) -> str:
     """Fill the summary template from the data alone (no LLM).
 
@@ -379,83 +543,25 @@ def deterministic_summary(facts: SummaryFacts) -> str:
     prev = {k.replace("Historical ", ""): v for k, v in prev.items()}
     budget = facts.max_chars
 
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}
-    actions: list[tuple[str, dict[str, Any], str]] = []  # name, arguments, call id
-    outcome_by_call: dict[str, str] = {}
-    errors: list[str] = []
-    files: dict[str, None] = {}
-    modified: dict[str, None] = {}
-    constraints: list[str] = []
-    decisions: list[str] = []
-    resolved: list[str] = []
-    last_user: str | None = None
-    last_user_pos = -1
-    last_reply_pos = -1
-    open_question: str | None = None
-    last_command: str | None = None
-    tool_positions: list[int] = []
-
-    for pos, message in enumerate(facts.middle):
-        role = message.get("role")
-        if role == "assistant":
-            for call in tool_calls(message):
-                cid = tool_call_id(call) or f"#{pos}"
-                known = facts.calls.get(cid) if facts.calls is not None else None
-                name, args = known if known else (tool_call_name(call), parse_arguments(call))
-                calls[cid] = (name, args)
-                actions.append((name, args, cid))
-                for key in _PATH_KEYS:
-                    if isinstance(args.get(key), str) and args[key]:
-                        files[args[key]] = None
-                        if name in ("write_file", "patch"):
-                            modified[args[key]] = None
-                if name == "terminal" and args.get("command"):
-                    last_command = _one_line(str(args["command"]), 120)
-            if has_visible_text(message):
-                text = content_text(message.get("content"), images=False)[:_SCAN]
-                last_reply_pos = pos
-                if open_question is not None:
-                    answer = _one_line(text, 200)
-                    resolved.append(f"- Q: {open_question} — A: {answer}")
-                    open_question = None
-                for match in _DECISION_RE.finditer(text):
-                    sentence = _sentence_around(text, match.start())
-                    decisions.append(f"- {sentence}")
-                    break
-                for path in _PATH_RE.findall(text):
-                    files[path] = None
-        elif role == "user":
-            text = content_text(message.get("content"), images=False)
-            last_user, last_user_pos = text, pos
-            scan = text[:_SCAN]
-            open_question = _one_line(scan, 200) if "?" in scan else None
-            for match in _CONSTRAINT_RE.finditer(scan):
-                constraints.append(f"- {_sentence_around(scan, match.start())}")
-                constraints = list(dict.fromkeys(constraints))[-8:]
-                break
-            for path in _PATH_RE.findall(scan):
-                files[path] = None
-        elif role == "tool":
-            cid = str(message.get("tool_call_id") or "")
-            raw = content_text(message.get("content"))
-            fold = facts.fold_lines.get(pos)
-            outcome = fold or _one_line(raw[:300], 150) or "no output"
-            outcome_by_call[cid] = outcome
-            tool_positions.append(pos)
+    limit = int(budget * 0.40)
+    scan = _MiddleScan(facts, max(1, limit // 40))
+    actions, outcome_of = scan.actions, scan.outcome
+    last_user, last_user_pos = scan.last_user, scan.last_user_pos
 
     # Errors: scan only the newest tool results, newest first, so the work stays bounded.
-    for pos in reversed(tool_positions[-_ERROR_SCAN_RESULTS:]):
+    errors: list[str] = []
+    for pos in scan.tool_positions:
         if len(errors) >= 5:
             break
         message = facts.middle[pos]
         raw = content_text(message.get("content"))
-        scan = raw if len(raw) <= 5_500 else raw[:4_000] + "\n" + raw[-1_500:]
-        match = _ERROR_RE.search(scan)
+        text = raw if len(raw) <= 5_500 else raw[:4_000] + "\n" + raw[-1_500:]
+        match = _ERROR_RE.search(text)
         if match:
-            start = scan.rfind("\n", 0, match.start()) + 1
-            end = scan.find("\n", match.end())
-            line = scan[start : end if end != -1 else len(scan)]
-            name = calls.get(str(message.get("tool_call_id") or ""), ("tool", {}))[0]
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            line = text[start : end if end != -1 else len(text)]
+            name = scan.call_name(str(message.get("tool_call_id") or ""))
             errors.insert(0, f"- [{name}] {_one_line(line, 300)}")
 
     # Completed actions: previous ones first, numbering continued.
@@ -470,17 +576,14 @@ def deterministic_summary(facts: SummaryFacts) -> str:
         if m:
             number = max(number, int(m.group(1)))
     # Only the newest actions can fit the bound; format those, count the rest.
-    limit = int(budget * 0.40)
-    shown = actions[-max(1, limit // 40) :]
-    skipped = len(actions) - len(shown)
+    skipped = scan.action_count - len(actions)
     new_actions: list[str] = []
     number += skipped
-    for name, args, cid in shown:
+    for name, args, cid in actions:
         number += 1
         verb = _VERBS.get(name, "BROWSED" if name.startswith("browser_") else "CALLED")
-        outcome = outcome_by_call.get(cid, "no result recorded")
         new_actions.append(
-            f"{number}. {verb} {_target(name, args)} — {outcome} (on {day}) [tool: {name}]"
+            f"{number}. {verb} {_target(name, args)} — {outcome_of(cid)} (on {day}) [tool: {name}]"
         )
     kept = _keep_newest(prev_actions + new_actions, limit, "actions")
     if skipped:
@@ -488,6 +591,9 @@ def deterministic_summary(facts: SummaryFacts) -> str:
         dropped = int(note.group(1)) if note else 0
         kept = [f"({dropped + skipped} earlier actions omitted)", *(kept[1:] if note else kept)]
     all_actions = kept
+    constraints, decisions, resolved = scan.constraints, scan.decisions, scan.resolved
+    files, modified, last_command = scan.files, scan.modified, scan.last_command
+    last_reply_pos = scan.last_reply_pos
 
     if last_user is not None:
         active_task = _bounded(last_user.strip(), 2_000) or "(empty message)"
@@ -501,7 +607,7 @@ def deterministic_summary(facts: SummaryFacts) -> str:
     if facts.focus:
         state.append(f"- Focus topic: {facts.focus}")
     if modified:
-        state.append("- Modified files: " + ", ".join(list(modified)[-10:]))
+        state.append("- Modified files: " + ", ".join(modified))
     if last_command:
         state.append(f"- Last command run: `{last_command}`")
     tail = list(facts.middle[-4:])
@@ -511,7 +617,7 @@ def deterministic_summary(facts: SummaryFacts) -> str:
             role = str(message.get("role") or "?").upper()
             text = content_text(message.get("content"))[:_SCAN]
             if message.get("role") == "tool":
-                text = outcome_by_call.get(str(message.get("tool_call_id") or ""), text)
+                text = scan.outcome(str(message.get("tool_call_id") or ""), text)
             state.append(f"  - {role}: {_one_line(text, 300) or '(no text)'}")
     if prev_pre:
         state.append("- From the previous summary: " + _bounded(prev_pre, 1_500))
@@ -536,7 +642,7 @@ def deterministic_summary(facts: SummaryFacts) -> str:
     ) + "\n- Verify files, git state and tests with tools before relying on this summary."
     if not _is_none(prev.get("Remaining Work", "")):
         remaining = _bounded(prev["Remaining Work"], 1_000) + "\n" + remaining
-    file_lines = [f"- {p}" for p in list(files)[-20:]]
+    file_lines = [f"- {p}" for p in files]
 
     body = {
         "Active Task": active_task,

@@ -1,4 +1,6 @@
-from compaction import CompactionConfig
+import pytest
+
+from compaction import CompactionConfig, generate_conversation
 from compaction.serialize import serialize_middle
 
 from .builders import assistant, call, image_part, result, user
@@ -43,7 +45,7 @@ def test_long_content_is_truncated_and_reported():
     text, actions = serialize_middle(middle, 7, CompactionConfig())
     assert text == "[USER]: " + "a" * 4_000 + "\n...[truncated]...\n" + "a" * 1_500
     (action,) = actions
-    assert (action.kind, action.index, action.chars_before) == ("truncate", 7, 10_000)
+    assert (action["kind"], action["index"], action["chars_before"]) == ("truncate", 7, 10_000)
 
 
 def test_long_tool_arguments_are_cut():
@@ -62,3 +64,49 @@ def test_whole_input_is_capped_with_a_marker():
     assert text.startswith("[USER]: 0 ")
     assert text.endswith("w" * 100)
     assert len(text) < 10_200
+
+
+def _serialize_all_then_cap(middle, config):
+    """The plain definition: every record joined, then cut to the cap around a marker."""
+    from compaction.serialize import serialize_message
+
+    text = "\n\n".join(serialize_message(m, config)[0] for m in middle)
+    cap = config.summary_input_max_chars
+    if len(text) <= cap:
+        return text
+    marker = (
+        f"\n\n...[summary input truncated: omitted {len(text) - cap:,} chars from the middle to "
+        "keep compression prompt bounded]...\n\n"
+    )
+    head = int(cap * 0.45)
+    return text[:head] + marker + text[len(text) - (cap - head) :]
+
+
+@pytest.mark.parametrize("cap", [1_000, 7_919, 20_000, 64_000, 10_000_000])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_capped_input_equals_serializing_everything_then_cutting(cap, seed):
+    # serialize_middle builds only the records the cap keeps; the result must not differ.
+    config = CompactionConfig(
+        summary_input_max_chars=cap, content_max=3_000, content_head=2_000, content_tail=500
+    )
+    middle = [m for m in generate_conversation(400, seed=seed) if m["role"] != "system"]
+    middle.append(user("b" * 9_000))  # a truncated record in the dropped part or the tail
+    middle.insert(150, user("c" * 9_000))
+    text, actions = serialize_middle(middle, 10, config)
+    assert text == _serialize_all_then_cap(middle, config)
+    assert [a["index"] for a in actions] == [
+        10 + i
+        for i, m in enumerate(middle)
+        if len(m.get("content") or "") > 3_000
+        if isinstance(m.get("content"), str)
+    ]
+
+
+@pytest.mark.parametrize("first", [440, 441, 442, 443])
+def test_cap_cut_next_to_a_record_separator(first):
+    # head share 450 chars: the first record ends right around it, so the cut may fall on
+    # the "\n\n" between records.
+    config = CompactionConfig(summary_input_max_chars=1_000)
+    middle = [user("x" * first), user("y" * 2_000), user("z" * 2_000), user("w" * 549)]
+    text, _ = serialize_middle(middle, 0, config)
+    assert text == _serialize_all_then_cap(middle, config)

@@ -136,7 +136,7 @@ def test_slim_middle_folds_long_results_only_and_reports():
         result("c1", "y" * 1_000),
         result("c2", "short"),
     ]
-    slimmed, actions, folds = slim_middle(
+    slimmed, actions, folds, _ = slim_middle(
         middle, [10, 11, 12, 13], CompactionConfig(), build_call_index(middle)
     )
     assert slimmed[2]["content"] == "[read_file] read a.py from line 1 (1,000 chars)"
@@ -144,23 +144,27 @@ def test_slim_middle_folds_long_results_only_and_reports():
     assert middle[2]["content"] == "y" * 1_000  # input untouched
     assert folds == {2: slimmed[2]["content"]}
     (action,) = actions
-    assert action.to_dict()["index"] == 12
-    assert (action.kind, action.tool_name, action.chars_before) == ("fold", "read_file", 1_000)
-    assert action.fold_line == slimmed[2]["content"]
-    assert len(action.before_excerpt) == 600
+    assert action["index"] == 12
+    assert (action["kind"], action["tool_name"], action["chars_before"]) == (
+        "fold",
+        "read_file",
+        1_000,
+    )
+    assert action["fold_line"] == slimmed[2]["content"]
+    assert len(action["before_excerpt"]) == 600
 
 
 def test_fold_of_a_result_without_its_call_is_generic_unknown():
-    slimmed, _, _ = slim_middle([result("gone", BODY)], [0], CompactionConfig(), {})
+    slimmed, _, _, _ = slim_middle([result("gone", BODY)], [0], CompactionConfig(), {})
     assert slimmed[0]["content"] == "[unknown] (300 chars result)"
 
 
 def test_images_in_the_middle_become_the_placeholder():
     message = {"role": "user", "content": [{"type": "text", "text": "see"}, image_part()]}
-    slimmed, actions, _ = slim_middle([message], [5], CompactionConfig(), {})
+    slimmed, actions, _, _ = slim_middle([message], [5], CompactionConfig(), {})
     assert slimmed[0]["content"][1] == {"type": "text", "text": IMAGE_PLACEHOLDER}
-    assert actions[0].kind == "image"
-    assert actions[0].index == 5
+    assert actions[0]["kind"] == "image"
+    assert actions[0]["index"] == 5
     assert message["content"][1]["type"] == "image_url"
 
 

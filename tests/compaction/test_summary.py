@@ -183,3 +183,30 @@ def test_deterministic_summary_is_bounded():
     assert len(body) <= 12_000
     assert "earlier actions omitted" in body
     assert "cmd 2999" in body
+
+
+def test_deterministic_summary_counts_every_action_when_its_lists_fill_early():
+    # Every list fills within the newest messages, so the walk ends early and only counts
+    # the older calls: the numbering and the omitted count must still cover all 3,000.
+    middle = []
+    for i in range(3_000):
+        middle.append(user(f"You must keep src/m{i}/a.py small, ok {i}?"))
+        middle.append(
+            assistant(
+                f"I decided to split src/m{i}/b.py because it grew.",
+                call(f"c{i}", "patch", path=f"src/m{i}/c.py"),
+                call(f"t{i}", "terminal", command=f"make {i}"),
+            )
+        )
+        middle.append(result(f"c{i}", "ok"))
+        middle.append(result(f"t{i}", "ok"))
+    body = deterministic_summary(facts(middle, max_chars=12_000))
+    actions = body.split("## Completed Actions\n")[1].split("\n\n## ")[0].splitlines()
+    omitted = int(re.match(r"\((\d+) earlier actions omitted\)$", actions[0]).group(1))
+    numbered = actions[1:]
+    assert omitted + len(numbered) == 6_000
+    assert numbered[-1].startswith("6000. RAN `make 2999`")
+    files = body.split("## Relevant Files\n")[1].split("\n\n## ")[0]
+    assert "src/m2999/c.py" in files
+    assert "src/m0/" not in files
+    assert "m2999" in body.split("## Key Decisions\n")[1].split("\n\n## ")[0]
