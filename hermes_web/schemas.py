@@ -1,7 +1,7 @@
 """Input and output schemas of the JSON API (explicit fields; public ids only, never pks)."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ninja import Field, Schema
 
@@ -91,6 +91,30 @@ class MessageOut(Schema):
     archived: bool
     is_summary: bool
     created_at: datetime
+
+    # Columns of Message behind these fields ("name" is tool_name), for .values() listings.
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "position",
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "tool_name",
+        "reasoning",
+        "token_count",
+        "provider_prompt_tokens",
+        "active",
+        "archived",
+        "is_summary",
+        "created_at",
+    )
+
+    @staticmethod
+    def from_row(row: dict) -> dict:
+        """A ``Message.objects.values(*COLUMNS)`` row as this schema's dict."""
+        out = dict(row)
+        out["name"] = out.pop("tool_name")
+        return out
 
     @staticmethod
     def from_message(m) -> dict:

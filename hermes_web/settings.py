@@ -236,6 +236,10 @@ CACHES = {
     )
 }
 
+# Sessions are read on every request: from the cache first (shared Redis at scale), from the
+# database when the cache misses or is down.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
 # --- Celery -------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqla+sqlite:///{DATA_DIR / 'broker.sqlite3'}")
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "django-db")

@@ -38,6 +38,27 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     # new session moves it, so the cached rows are never older than the data (or a minute).
     summary = sessions.aggregate(total=Count("pk"), latest=Max("updated_at"))
     total = summary["total"]
+    rows = functools.cache(functools.partial(_list_rows, sessions))
+    context = {
+        # A callable: the template calls it only when its cached rows are stale.
+        "sessions": rows,
+        "total": total,
+        "limited": total > LIST_LIMIT,
+        "q": q,
+        "source": source,
+        "sources": Session.Source.choices,
+        "has_any": total or Session.objects.for_user(request.user).exists(),
+        "rows_key": summary["latest"].timestamp() if summary["latest"] else 0,
+        "nav": "conversations",
+    }
+    template = "hermes_web/conversation_list.html"
+    if request.htmx:
+        template += "#conversation-rows"
+    return render(request, template, context)
+
+
+def _list_rows(sessions) -> list[Session]:
+    """The newest ``LIST_LIMIT`` sessions with their message, token and compaction counts."""
     # Subqueries, not joins: counting messages and compactions in one join would multiply rows.
     active = Message.objects.filter(session=OuterRef("pk"), active=True).values("session")
     sessions = sessions.annotate(
@@ -60,21 +81,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         ),
         n_children=Count("children"),
     ).order_by("-updated_at")
-    context = {
-        "sessions": sessions[:LIST_LIMIT],
-        "total": total,
-        "limited": total > LIST_LIMIT,
-        "q": q,
-        "source": source,
-        "sources": Session.Source.choices,
-        "has_any": total or Session.objects.for_user(request.user).exists(),
-        "rows_key": summary["latest"].timestamp() if summary["latest"] else 0,
-        "nav": "conversations",
-    }
-    template = "hermes_web/conversation_list.html"
-    if request.htmx:
-        template += "#conversation-rows"
-    return render(request, template, context)
+    return list(sessions[:LIST_LIMIT])
 
 
 def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> list[dict]:
@@ -124,8 +131,13 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
     start = _int_param(request, "start")
     show_archived = request.GET.get("archived") == "1"
-    stats = Message.objects.filter(session=session, active=True).aggregate(
-        n=Count("pk"), tokens=Sum("token_count"), biggest=Max("token_count")
+    # One pass over the session's rows for the header numbers and the archived count.
+    active = Q(active=True)
+    stats = Message.objects.filter(session=session).aggregate(
+        n=Count("pk", filter=active),
+        tokens=Sum("token_count", filter=active),
+        biggest=Max("token_count", filter=active),
+        archived=Count("pk", filter=Q(archived=True)),
     )
 
     @functools.cache
@@ -151,7 +163,7 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.htmx and request.GET.get("chunk"):
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
     context.update(
-        archived=Message.objects.filter(session=session, archived=True).count(),
+        archived=stats["archived"],
         # Reports can be megabytes of JSON; the list needs only the row's columns.
         compactions=list(
             Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]

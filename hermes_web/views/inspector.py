@@ -57,7 +57,7 @@ def _compaction_for(
     runs = Compaction.objects.for_user(request.user).select_related("session", "result_session")
     if defer_report:
         # The report can be megabytes of JSON; pages that cache their panels skip loading it.
-        runs = runs.defer("report").annotate(report_status=KT("report__status"))
+        runs = runs.defer("report")
     return get_object_or_404(runs, public_id=public_id)
 
 
@@ -175,7 +175,15 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         nav="conversations",
         slim_kind=slim_kind,
         slim_page=slim_page,
-        report_status=compaction.report_status,
+        # Only a dry run's page shows the engine's verdict; reading one key of the report
+        # still makes PostgreSQL decompress all of it, so other runs skip the query.
+        report_status=(
+            Compaction.objects.filter(pk=compaction.pk)
+            .values_list(KT("report__status"), flat=True)
+            .first()
+            if compaction.status == Compaction.Status.DRY_RUN
+            else None
+        ),
         panel_cache_seconds=PANEL_CACHE_SECONDS if compaction.is_finished else 0,
     )
     template = "hermes_web/compaction_detail.html"

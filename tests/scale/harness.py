@@ -186,6 +186,7 @@ class WebServer(_Process):
             "120",
             "--graceful-timeout",
             "5",
+            "--preload",  # as in Procfile.scaled: workers fork from a warmed master
         ]
         super().__init__(argv, log_dir / "gunicorn.log", base_env(extra_env))
 

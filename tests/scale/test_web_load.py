@@ -26,6 +26,9 @@ CLIENTS = int(os.environ.get("HERMES_LOAD_CLIENTS", "50"))
 REQUESTS_PER_CLIENT = int(os.environ.get("HERMES_LOAD_REQUESTS", "16"))
 TIME_LIMIT = 120.0
 P95_TARGET_MS = 500
+# As `make run-scaled` runs it by default: 4 single-threaded (sync) gunicorn processes.
+WEB_PROCESSES = int(os.environ.get("HERMES_LOAD_WEB_PROCESSES", "4"))
+WEB_THREADS = int(os.environ.get("HERMES_LOAD_WEB_THREADS", "1"))
 
 
 def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
@@ -50,7 +53,7 @@ def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
             {"Authorization": f"Bearer {key}"},
         ),
     }
-    server = spawn.web(free_port(), workers=4, threads=4)
+    server = spawn.web(free_port(), workers=WEB_PROCESSES, threads=WEB_THREADS)
     baseline: dict[str, float] = {}
     for name, (path, headers) in targets.items():  # check the routes, then time them one at a time
         status, body = server.request("GET", path, headers=headers)
@@ -109,7 +112,7 @@ def test_fifty_clients_on_pages_of_1k_message_conversations(spawn, owner):
     every = [s for v in samples.values() for s in v]
     p95 = percentile(every, 95) * 1000
     print(
-        f"\n[web load] {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests against gunicorn (4 processes x 4 threads) "
+        f"\n[web load] {CLIENTS} clients x {REQUESTS_PER_CLIENT} requests against gunicorn ({WEB_PROCESSES} processes x {WEB_THREADS} threads) "
         f"in {wall:.1f}s: {total} ok, {len(errors)} errors, {total / wall:.1f} req/s"
     )
     for name in names:

@@ -1,6 +1,7 @@
 """The JSON API: auth (cookie + CSRF, bearer keys), isolation between users, every route."""
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,20 @@ def test_bearer_key_works_without_csrf_and_records_use(alice, alice_key):
     assert Session.objects.get().owner == alice
     key.refresh_from_db()
     assert key.last_used_at is not None
+
+
+def test_key_use_is_written_at_most_once_a_minute(client, alice_key):
+    key, raw = alice_key
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 200
+    key.refresh_from_db()
+    first = key.last_used_at
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 200
+    key.refresh_from_db()
+    assert key.last_used_at == first  # no write, no row lock, within the minute
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=first - timedelta(minutes=2))
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 200
+    key.refresh_from_db()
+    assert key.last_used_at > first
 
 
 def test_revoked_or_wrong_key_gets_401(client, alice_key):

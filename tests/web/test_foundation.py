@@ -206,3 +206,32 @@ def test_celery_round_trip_through_a_real_worker(celery_worker_process):
         message=lambda: f"the worker to process the ping; log:\n{celery_worker_process.log()}",
     )
     assert ping.worker
+
+
+def test_the_wsgi_module_starts_warm(tmp_path):
+    # gunicorn --preload imports hermes_web.wsgi once in its master: by then every view is
+    # imported, every template compiled and the token encoding loaded, for the workers to share.
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HERMES_DATA_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+    }
+    code = (
+        "import sys\n"
+        "import hermes_web.wsgi\n"
+        "from django.template import engines\n"
+        "loader = engines['django'].engine.template_loaders[0]\n"
+        "while not hasattr(loader, 'get_template_cache'):\n"
+        "    loader = loader.loaders[0]  # template_partials wraps the cached loader\n"
+        "print(sorted(m for m in sys.modules if m.startswith('hermes_web.views.')))\n"
+        "print(sorted(name for name in loader.get_template_cache))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    views, templates = result.stdout.splitlines()
+    for module in ("inspector", "conversations", "chat", "imports", "accounts"):
+        assert f"hermes_web.views.{module}" in views
+    for name in ("base.html", "hermes_web/compaction_detail.html", "hermes_web/chat.html"):
+        assert name in templates
+    assert "warm-up failed" not in result.stderr
