@@ -112,12 +112,20 @@ def start_chat(*, owner, title: str = "") -> Session:
 def active_turn(session: Session) -> AgentTurn | None:
     """The queued or running turn of this session (or of the one it rotated from)."""
     ids = [session.pk] + ([session.parent_id] if session.parent_id else [])
-    reap_stale_turns(ids)
-    return (
-        AgentTurn.objects.filter(session_id__in=ids, status__in=ACTIVE)
-        .order_by("created_at")
-        .first()
+    turns = list(
+        AgentTurn.objects.filter(session_id__in=ids, status__in=ACTIVE).order_by("created_at")
     )
+    cutoff = timezone.now() - stale_after()
+
+    def stale(turn: AgentTurn) -> bool:
+        started = turn.started_at
+        return turn.status == AgentTurn.Status.RUNNING and started is not None and started < cutoff
+
+    # Reaping is a write: it runs only when a running turn has outlived any real turn.
+    if any(stale(t) for t in turns):
+        reap_stale_turns(ids)
+        turns = [t for t in turns if not stale(t)]
+    return turns[0] if turns else None
 
 
 def send_message(*, session: Session, text: str) -> AgentTurn:
@@ -309,7 +317,9 @@ class TurnLoop:
         # Queue a compaction (if due) before the turn is marked done, so a message sent right
         # after the reply already finds it in progress and its turn waits for it.
         self.usage.pop("activity", None)
-        maybe_auto_compact(Session.objects.get(pk=self.session.pk))
+        maybe_auto_compact(
+            Session.objects.get(pk=self.session.pk), prompt_tokens=self.usage["prompt_tokens"]
+        )
         AgentTurn.objects.filter(pk=self.turn.pk).update(
             status=AgentTurn.Status.DONE,
             usage=self.usage,

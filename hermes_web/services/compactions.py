@@ -187,8 +187,11 @@ def lineage_history(session: Session) -> list[CompactionOutcome]:
     return [CompactionOutcome(before, after) for before, after in rows]
 
 
-def maybe_auto_compact(session: Session) -> Compaction | None:
+def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) -> Compaction | None:
     """Called after each chat reply: queue an automatic compaction when the engine says so.
+
+    ``prompt_tokens`` is the provider's count for the latest call, when the caller has it;
+    otherwise the newest message that recorded one is read.
 
     Returns the queued row; or a ``skipped``/``ineffective`` row when the anti-thrash rule
     blocked a crossing of the threshold (recorded once per crossing, so the timeline can
@@ -196,15 +199,20 @@ def maybe_auto_compact(session: Session) -> Compaction | None:
     """
     if session.end_reason == "compression":
         return None
-    prompt_tokens = (
-        Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
-        .order_by("-position")
-        .values_list("provider_prompt_tokens", flat=True)
-        .first()
-    )
-    if prompt_tokens is None or in_progress(session) is not None:
+    if prompt_tokens is None:
+        prompt_tokens = (
+            Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
+            .order_by("-position")
+            .values_list("provider_prompt_tokens", flat=True)
+            .first()
+        )
+    if prompt_tokens is None:
         return None
     config = compaction_config_for(session)
+    # Below the threshold nothing else matters (the anti-thrash rule only judges crossings):
+    # most replies stop here, before the queries for runs in progress and the history.
+    if prompt_tokens < config.threshold_tokens or in_progress(session) is not None:
+        return None
     decision = should_compact(prompt_tokens, config, lineage_history(session))
     if decision.should:
         return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
