@@ -2,10 +2,27 @@
 
 import logging
 
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
+
+
+class ReusingRedisCacheClient(RedisCacheClient):
+    """Django's client builds a new ``redis.Redis`` for every cache operation, filling its
+    table of ~170 response callbacks each time; a page reads the cache two or three times.
+    One ``redis.Redis`` per connection pool is safe to share (the pool is thread-safe)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._clients = {}
+
+    def get_client(self, key=None, *, write=False):
+        pool = self._get_connection_pool(write)
+        client = self._clients.get(id(pool))
+        if client is None:
+            client = self._clients[id(pool)] = self._client(connection_pool=pool)
+        return client
 
 
 class ForgivingRedisCache(RedisCache):
@@ -14,6 +31,10 @@ class ForgivingRedisCache(RedisCache):
     The cache only holds rendered HTML that the database can always rebuild, so Redis
     restarting must not turn page views into errors.
     """
+
+    def __init__(self, server, params):
+        super().__init__(server, params)
+        self._class = ReusingRedisCacheClient
 
     def get(self, key, default=None, version=None):
         try:

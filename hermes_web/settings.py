@@ -187,6 +187,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# The user of each request comes from the cache (dropped on every save of that user); the
+# plain backend stays listed so sessions signed in before keep working.
+AUTHENTICATION_BACKENDS = [
+    "hermes_web.auth.CachedUserBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 

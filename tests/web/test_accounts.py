@@ -1,5 +1,7 @@
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +78,16 @@ def test_empty_conversation_list_points_to_chat_and_import(alice_client):
     assert "No conversations yet" in html
     assert 'href="/chat/"' in html
     assert 'href="/import/"' in html
+
+
+def test_the_signed_in_user_is_read_from_the_cache_and_dropped_when_saved(client, alice):
+    client.force_login(alice)
+    client.get("/api/me")  # the first request loads the user row and caches it
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/api/me").json() == {"username": "alice"}
+    assert not any('"auth_user"' in q["sql"] for q in queries.captured_queries)
+
+    alice.is_active = False
+    alice.save()  # a deactivation applies on the next request, not when the cache expires
+    assert client.get("/api/me").status_code == 401
+    assert client.get("/conversations/").status_code == 302
