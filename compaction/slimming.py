@@ -354,17 +354,9 @@ def slim_middle(
                 message = {**message, "content": line}
                 folds[pos] = line
                 actions.append(
-                    {
-                        "index": indices[pos],
-                        "kind": "fold",
-                        "role": "tool",
-                        "tool_name": name,
-                        "chars_before": len(text),
-                        "chars_after": len(line),
-                        "fold_line": line,
-                        "before_excerpt": text[:600],
-                        "after": line[:2_000],
-                    }
+                    make_action(
+                        indices[pos], "fold", message, text, line, tool_name=name, fold_line=line
+                    )
                 )
         slimmed.append(message)
     return slimmed, actions, folds, calls

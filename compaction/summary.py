@@ -379,6 +379,21 @@ _KEEP_FILES = 20
 _KEEP_MODIFIED = 10
 
 
+def _add_sentence(pattern: re.Pattern[str], text: str, found: dict[str, None]) -> None:
+    """Add the sentence around the first match of ``pattern`` in the scanned head of ``text``."""
+    # An end position instead of a slice: long texts are not copied unless they match.
+    match = pattern.search(text, 0, _SCAN)
+    if match:
+        found[f"- {_sentence_around(text[:_SCAN], match.start())}"] = None
+
+
+def _add_paths(text: str, found: dict[str, None]) -> None:
+    """Add the file paths named in the scanned head of ``text``, last first (newest-first walk)."""
+    if text.find("/", 0, _SCAN) != -1:
+        for path in reversed(_PATH_RE.findall(text, 0, _SCAN)):
+            found[path] = None
+
+
 class _MiddleScan:
     """What the deterministic summary takes from the middle, newest entries only.
 
@@ -443,7 +458,6 @@ class _MiddleScan:
                 if len(actions) < want_actions:
                     result_pos.setdefault(str(message.get("tool_call_id") or ""), pos)
             elif role == "assistant":
-                # Regexes get an end position instead of a slice: no copy of long texts.
                 text = message.get("content")
                 if type(text) is not str:
                     text = content_text(text, images=False)
@@ -452,13 +466,9 @@ class _MiddleScan:
                     if self.last_reply_pos < 0:
                         self.last_reply_pos = pos
                     if len(decisions) < _KEEP_DECISIONS:
-                        match = _DECISION_RE.search(text, 0, _SCAN)
-                        if match:
-                            head = text[:_SCAN]
-                            decisions[f"- {_sentence_around(head, match.start())}"] = None
-                    if len(files) < _KEEP_FILES and text.find("/", 0, _SCAN) != -1:
-                        for path in reversed(_PATH_RE.findall(text, 0, _SCAN)):
-                            files[path] = None
+                        _add_sentence(_DECISION_RE, text, decisions)
+                    if len(files) < _KEEP_FILES:
+                        _add_paths(text, files)
                 calls = tool_calls(message) if message.get("tool_calls") is not None else ()
                 self.action_count += len(calls)
                 calls_needed = (
@@ -498,13 +508,9 @@ class _MiddleScan:
                     self.resolved.append(f"- Q: {question} — A: {answer}")
                 reply = None
                 if len(constraints) < _KEEP_CONSTRAINTS:
-                    match = _CONSTRAINT_RE.search(text, 0, _SCAN)
-                    if match:
-                        head = text[:_SCAN]
-                        constraints[f"- {_sentence_around(head, match.start())}"] = None
-                if len(files) < _KEEP_FILES and text.find("/", 0, _SCAN) != -1:
-                    for path in reversed(_PATH_RE.findall(text, 0, _SCAN)):
-                        files[path] = None
+                    _add_sentence(_CONSTRAINT_RE, text, constraints)
+                if len(files) < _KEEP_FILES:
+                    _add_paths(text, files)
             # Checked every 32 messages: the lists bound themselves, this only ends the walk.
             if (
                 not pos & 31
