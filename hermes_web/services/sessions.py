@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens
@@ -114,19 +114,13 @@ def append_message(
     with transaction.atomic():
         target_id = session.pk
         seen = {target_id}
-        # The lock, the rotation check and the last position in one round trip.
-        last_position = (
-            Message.objects.filter(session_id=OuterRef("pk"))
-            .order_by("-position")
-            .values("position")[:1]
-        )
         while True:
-            end_reason, last = (
+            end_reason = (
                 Session.objects.select_for_update()
                 .filter(pk=target_id)
-                .values_list("end_reason", Subquery(last_position))
+                .values_list("end_reason", flat=True)
                 .first()
-            ) or (None, None)
+            )
             if end_reason != "compression":
                 break
             child_id = (
@@ -139,6 +133,9 @@ def append_message(
                 break
             seen.add(child_id)
             target_id = child_id
+        # A query of its own, after the lock: on PostgreSQL a subquery in the locking SELECT
+        # would read the snapshot taken before the lock wait and miss the append it waited for.
+        last = Message.objects.filter(session_id=target_id).aggregate(m=Max("position"))["m"]
         message = Message.objects.create(
             session_id=target_id,
             position=0 if last is None else last + 1,
