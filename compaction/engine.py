@@ -7,13 +7,13 @@ stripping → tool-pair sanitization → report.
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from compaction.assemble import assemble
 from compaction.boundary import find_boundaries
@@ -58,6 +58,8 @@ from compaction.trigger import compute_threshold
 __all__ = ["CompactionResult", "compact"]
 
 _KINDS = ("fold", "truncate", "image")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,22 +130,26 @@ def _scan_input(messages: Sequence[Message], token_counts: Sequence[int] | None)
     return summaries
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for one compaction.
+def _gc_paused(function: Callable[P, R]) -> Callable[P, R]:
+    """Run ``function`` with the cyclic garbage collector paused.
 
     The pipeline allocates tens of thousands of acyclic objects (dicts, strings); on a large
     conversation that triggers full collections that walk the caller's whole heap (the
     messages themselves) and cost more than the compaction: 50k messages ran 25 % faster
     without them. Reference counting still frees everything; the collector resumes after.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+
+    @functools.wraps(function)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
 
 
 def _totals(actions: Sequence[SlimAction]) -> dict[str, dict[str, int]]:
@@ -156,6 +162,7 @@ def _totals(actions: Sequence[SlimAction]) -> dict[str, dict[str, int]]:
     return totals
 
 
+@_gc_paused
 def compact(
     messages: Sequence[Message],
     config: CompactionConfig | None = None,
@@ -196,33 +203,6 @@ def compact(
     Raises:
         InputError: malformed messages or token counts.
     """
-    with _gc_paused():
-        return _compact(
-            messages,
-            config,
-            summarizer,
-            now,
-            previous_summary,
-            focus,
-            force,
-            token_counts,
-            provider_prompt_tokens,
-            tokenizer,
-        )
-
-
-def _compact(
-    messages: Sequence[Message],
-    config: CompactionConfig | None,
-    summarizer: Summarizer | None,
-    now: date | None,
-    previous_summary: str | None,
-    focus: str | None,
-    force: bool,
-    token_counts: Sequence[int] | None,
-    provider_prompt_tokens: int | None,
-    tokenizer: TokenCounter | None,
-) -> CompactionResult:
     clock = _Clock()
     cfg = config or CompactionConfig()
     msgs = list(messages)

@@ -288,3 +288,18 @@ def test_previous_summary_message_in_tail_is_replaced():
     result = compact(messages, config=CONFIG, now=DAY)
     assert "old goal" in result.report.summary_body
     assert sum("old goal" in (m["content"] or "") for m in result.messages) == 1
+
+
+def test_the_garbage_collector_is_left_as_it_was_found():
+    import gc
+
+    messages = generate_conversation(60, seed=5)
+    assert gc.isenabled()
+    compact(messages, force=True)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        compact(messages, force=True)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
