@@ -116,23 +116,10 @@ class MessageOut(Schema):
         out["name"] = out.pop("tool_name")
         return out
 
-    @staticmethod
-    def from_message(m) -> dict:
-        return {
-            "position": m.position,
-            "role": m.role,
-            "content": m.content,
-            "tool_calls": m.tool_calls,
-            "tool_call_id": m.tool_call_id,
-            "name": m.tool_name,
-            "reasoning": m.reasoning,
-            "token_count": m.token_count,
-            "provider_prompt_tokens": m.provider_prompt_tokens,
-            "active": m.active,
-            "archived": m.archived,
-            "is_summary": m.is_summary,
-            "created_at": m.created_at,
-        }
+    @classmethod
+    def from_message(cls, m) -> dict:
+        """A ``Message`` instance as this schema's dict (the same fields as ``from_row``)."""
+        return cls.from_row({column: getattr(m, column) for column in cls.COLUMNS})
 
 
 class MessagePage(Schema):
