@@ -4,21 +4,19 @@ Every lookup starts from ``request.user`` (cookie session or API key), so anothe
 ids answer 404 exactly like ids that do not exist.
 """
 
-from datetime import timedelta
-
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from ninja import File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 from ninja.security import HttpBearer
 
 from compaction import ConfigError
 from hermes_web import exporters
+from hermes_web.auth import authenticate_api_key
 from hermes_web.importers import FORMATS as IMPORT_FORMATS
 from hermes_web.importers import import_upload
-from hermes_web.models import ApiKey, Compaction, Message, Session
+from hermes_web.models import Compaction, Message, Session
 from hermes_web.schemas import (
     CompactionDetailOut,
     CompactionIn,
@@ -42,6 +40,7 @@ from hermes_web.services.compactions import (
 )
 from hermes_web.services.sessions import (
     append_message,
+    conversation_stats,
     create_session,
     max_upload_bytes,
     resolve_tip,
@@ -50,27 +49,15 @@ from hermes_web.services.sessions import (
 
 router = Router()
 ERRORS = {401: ErrorOut, 404: ErrorOut}
-LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 class ApiKeyAuth(HttpBearer):
     """``Authorization: Bearer hk_…``: a usable key of an active user."""
 
     def authenticate(self, request, token: str):
-        key = (
-            ApiKey.objects.usable()
-            .select_related("owner")
-            .filter(key_hash=ApiKey.hash(token), owner__is_active=True)
-            .first()
-        )
-        if key is None:
-            return None
-        now = timezone.now()
-        # "Last used" is shown to the minute: writing it on every request would make every
-        # call of one key queue on that key's row lock.
-        if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-        request.user = key.owner
+        key = authenticate_api_key(token)
+        if key is not None:
+            request.user = key.owner
         return key
 
 
@@ -171,10 +158,13 @@ def list_messages(request, session_id: str, page: Query[MessageQuery]):
     session = _session(request, session_id)
     offset, limit = _page(page)
     rows = Message.objects.filter(session=session).order_by("position")
-    if not page.include_archived:
+    if page.include_archived:
+        count = rows.count()
+    else:
         rows = rows.filter(active=True)
+        count = conversation_stats(session)["n"]  # cached until the session changes
     return {
-        "count": rows.count(),
+        "count": count,
         # Rows as dicts: model instances for a page of large messages cost more than the query.
         "items": [
             MessageOut.from_row(r)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens
@@ -155,6 +156,31 @@ def append_message(
     if target_id == session.pk:
         session.updated_at = now
     return message
+
+
+STATS_CACHE_SECONDS = 600
+
+
+def conversation_stats(session: Session) -> dict[str, int | None]:
+    """The header numbers of a conversation: active messages ``n``, their ``tokens`` and the
+    ``biggest`` message, and the ``archived`` count.
+
+    One pass over the session's rows, cached under the session's ``updated_at``: every write
+    to a session's rows (append, in-place commit) moves it, as the conversation page's cached
+    message chunks already rely on.
+    """
+    key = f"conversation-stats:{session.pk}:{session.updated_at.timestamp()}"
+    stats = cache.get(key)
+    if stats is None:
+        active = Q(active=True)
+        stats = Message.objects.filter(session=session).aggregate(
+            n=Count("pk", filter=active),
+            tokens=Sum("token_count", filter=active),
+            biggest=Max("token_count", filter=active),
+            archived=Count("pk", filter=Q(archived=True)),
+        )
+        cache.set(key, stats, STATS_CACHE_SECONDS)
+    return stats
 
 
 def openai_messages(session: Session) -> list[dict]:

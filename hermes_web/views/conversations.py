@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 
 from hermes_web.inspection import anchor_for, message_view
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.sessions import conversation_stats
 
 CHUNK = 200
 LIST_LIMIT = 200
@@ -131,14 +132,7 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
     start = _int_param(request, "start")
     show_archived = request.GET.get("archived") == "1"
-    # One pass over the session's rows for the header numbers and the archived count.
-    active = Q(active=True)
-    stats = Message.objects.filter(session=session).aggregate(
-        n=Count("pk", filter=active),
-        tokens=Sum("token_count", filter=active),
-        biggest=Max("token_count", filter=active),
-        archived=Count("pk", filter=Q(archived=True)),
-    )
+    stats = conversation_stats(session)
 
     @functools.cache
     def chunk() -> tuple[list[dict], int | None]:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from hermes_web.models import ApiKey, Compaction, Session
 from hermes_web.services.compactions import run_compaction
@@ -62,7 +64,7 @@ def test_bearer_key_works_without_csrf_and_records_use(alice, alice_key):
     assert key.last_used_at is not None
 
 
-def test_key_use_is_written_at_most_once_a_minute(client, alice_key):
+def test_key_use_is_written_at_most_once_a_minute(client, alice_key, monkeypatch):
     key, raw = alice_key
     assert client.get("/api/sessions", **bearer(raw)).status_code == 200
     key.refresh_from_db()
@@ -70,21 +72,42 @@ def test_key_use_is_written_at_most_once_a_minute(client, alice_key):
     assert client.get("/api/sessions", **bearer(raw)).status_code == 200
     key.refresh_from_db()
     assert key.last_used_at == first  # no write, no row lock, within the minute
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=first - timedelta(minutes=2))
+    later = first + timedelta(minutes=2)
+    monkeypatch.setattr("hermes_web.auth.timezone.now", lambda: later)
     assert client.get("/api/sessions", **bearer(raw)).status_code == 200
     key.refresh_from_db()
-    assert key.last_used_at > first
+    assert key.last_used_at == later
+
+
+def test_a_known_key_is_checked_without_a_query(client, alice_key):
+    key, raw = alice_key
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 200  # fills the cache
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/api/sessions", **bearer(raw)).status_code == 200
+    touched = [
+        q["sql"] for q in queries if "hermes_web_apikey" in q["sql"] or "auth_user" in q["sql"]
+    ]
+    assert touched == []
 
 
 def test_revoked_or_wrong_key_gets_401(client, alice_key):
     key, raw = alice_key
     assert client.get("/api/sessions", **bearer(raw + "x")).status_code == 401
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 200  # now cached
     key.revoked_at = key.created_at
     key.save(update_fields=["revoked_at"])
     assert client.get("/api/sessions", **bearer(raw)).status_code == 401
 
 
+def test_deleted_key_gets_401(client, alice_key):
+    key, raw = alice_key
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 200
+    key.delete()
+    assert client.get("/api/sessions", **bearer(raw)).status_code == 401
+
+
 def test_key_of_a_deactivated_user_gets_401(client, alice, alice_key):
+    assert client.get("/api/sessions", **bearer(alice_key[1])).status_code == 200
     alice.is_active = False
     alice.save(update_fields=["is_active"])
     assert client.get("/api/sessions", **bearer(alice_key[1])).status_code == 401
@@ -167,6 +190,9 @@ def test_messages_append_and_paginate(alice_client, alice):
     assert page["count"] == 5
     assert [m["content"] for m in page["items"]] == ["m3", "m4"]
     assert page["items"][0]["token_count"] > 0
+    # The count is cached with the session's numbers: the next append must move it.
+    alice_client.post(url, {"role": "user", "content": "m5"}, content_type="application/json")
+    assert alice_client.get(url, {"limit": 2, "offset": 3}).json()["count"] == 6
 
 
 def test_append_rejects_bad_messages(alice_client, alice):

@@ -162,6 +162,31 @@ def test_archived_rows_are_hidden_then_shown_collapsed(alice, alice_client):
     assert reverse("compaction_detail", args=[run.public_id]) in shown
 
 
+def test_header_numbers_follow_appends_and_commits_after_a_view(alice, alice_client):
+    session = seed_conversation(alice, n=60)
+
+    def header() -> tuple[int, int, str]:
+        html = alice_client.get(detail_url(session)).content.decode()
+        n, tokens = re.search(r"(\d+) active messages · (\d+) tokens", html).groups()
+        archived = re.search(r"(\d+) messages were archived", html)
+        return int(n), int(tokens), archived.group(1) if archived else ""
+
+    def expected() -> tuple[int, int, str]:
+        active = Message.objects.filter(session=session, active=True)
+        archived = Message.objects.filter(session=session, archived=True).count()
+        tokens = sum(active.values_list("token_count", flat=True))
+        return active.count(), tokens, str(archived) if archived else ""
+
+    assert header() == expected() == (60, expected()[1], "")
+    append_message(session, role="user", content="one more question")
+    assert header() == expected()
+    assert header()[0] == 61
+    compact_now(session, alice, mode="in_place")
+    session.refresh_from_db()
+    assert header() == expected()
+    assert header()[2] != ""
+
+
 def test_rotated_parent_points_to_its_continuation(alice, alice_client):
     session = seed_conversation(alice, n=60)
     run = compact_now(session, alice, mode="rotation")
