@@ -512,10 +512,10 @@ class _MiddleScan:
                 if len(files) < _KEEP_FILES:
                     _add_paths(text, files)
             # Checked every 32 messages: the lists bound themselves, this only ends the walk.
+            # Files are left out: a conversation may name fewer files than the list holds.
             if (
                 not pos & 31
                 and len(actions) >= want_actions
-                and len(files) >= _KEEP_FILES
                 and len(modified) >= _KEEP_MODIFIED
                 and len(decisions) >= _KEEP_DECISIONS
                 and len(constraints) >= _KEEP_CONSTRAINTS
@@ -525,6 +525,8 @@ class _MiddleScan:
                 and self.last_user is not None
             ):
                 break
+        if len(files) < _KEEP_FILES:
+            pos = self._walk_files(pos, files)
         # Full lists: what is left of the walk only counts the earlier tool calls.
         for message in middle[:pos]:
             if message.get("tool_calls") is not None and message.get("role") == "assistant":
@@ -535,6 +537,52 @@ class _MiddleScan:
         self.decisions = list(decisions)[::-1]
         self.files = list(files)[::-1]
         self.modified = list(modified)[::-1]
+
+    def _walk_files(self, end: int, files: dict[str, None]) -> int:
+        """Go on from ``end`` (excluded) to older messages for file paths only, counting the
+        tool calls passed; returns where it stopped (the list full) or 0.
+
+        Every other list fills within the newest few hundred messages; a conversation that
+        names fewer files than the list holds is walked to its start, so this loop does only
+        what the files need (the same collection as ``_walk``, in the same order).
+        """
+        middle = self.facts.middle
+        known = self.facts.calls
+        names = self.call_names
+        for pos in range(end - 1, -1, -1):
+            message = middle[pos]
+            role = message.get("role")
+            if role == "assistant":
+                text = message.get("content")
+                if type(text) is not str:
+                    text = content_text(text, images=False)
+                if text and not text.isspace():
+                    if self.last_reply_pos < 0:
+                        self.last_reply_pos = pos
+                    _add_paths(text, files)
+                calls = tool_calls(message) if message.get("tool_calls") is not None else ()
+                self.action_count += len(calls)
+                for call in reversed(calls) if len(files) < _KEEP_FILES else ():
+                    cid = tool_call_id(call) or f"#{pos}"
+                    found = known.get(cid) if known is not None else None
+                    if found:
+                        args = found[1]
+                    else:
+                        args = parse_arguments(call)
+                        names.setdefault(cid, tool_call_name(call))
+                    for key, value in args.items():
+                        if (
+                            key in _PATH_KEYS
+                            and value
+                            and type(value) is str
+                            and len(files) < _KEEP_FILES
+                        ):
+                            files[value] = None
+            elif role == "user":
+                _add_paths(content_text(message.get("content"), images=False), files)
+            if len(files) >= _KEEP_FILES:
+                return pos
+        return 0
 
 
 def deterministic_summary(facts: SummaryFacts) -> str:
