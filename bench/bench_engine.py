@@ -5,13 +5,25 @@ pipeline with the precomputed counts and the deterministic summarizer. Prints pe
 times from the report, messages/s, peak memory (tracemalloc, separate run) and the ratio to
 one plain tiktoken pass over the same text. Targets: 10k messages ≤ 150 ms; 50k ≤ 5.5× the
 10k time. Asserts nothing.
+
+On this kind of shared VM the same code runs up to 1.6× slower in one process than in the
+next (how the host backs the process's memory), while the runs inside one process agree.
+So the timings are taken in several fresh processes, each timing every size (the best of a
+few runs per size), and the verdicts use the median process: the median 10k time, and the
+median of each process's own 50k/10k ratio. Every process's figures are printed. Token
+counts are computed once here and handed to the processes (the target is with cached
+counts); each process generates its conversations itself.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -22,6 +34,8 @@ from compaction import CompactionConfig, compact, count_messages_tokens, generat
 from compaction.tokens import get_encoding, message_token_text  # noqa: E402
 
 SIZES = (1_000, 10_000, 50_000)
+RUNS = {1_000: 7, 10_000: 7, 50_000: 7}  # timed runs per size in each process
+PROCESSES = 5
 PHASES = ("boundary", "slimming", "serialize", "summarize", "assemble", "sanitize")
 
 
@@ -33,17 +47,16 @@ def tiktoken_pass(messages: list[dict], config: CompactionConfig) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def time_sizes(counts_file: str) -> dict[int, dict]:
+    """One process's figures: for each size, the best of its runs."""
+    counts_by_size = {int(k): v for k, v in json.loads(Path(counts_file).read_text()).items()}
     config = CompactionConfig()
-    rows = []
+    out = {}
     for size in SIZES:
         messages = generate_conversation(size, seed=42)
-        chars = sum(len(message_token_text(m)[0]) for m in messages)
-        counts = count_messages_tokens(messages, config)
-        tik = tiktoken_pass(messages, config)
-        runs = 7 if size <= 10_000 else 5
+        counts = counts_by_size[size]
         best = None
-        for _ in range(runs):
+        for _ in range(RUNS[size]):
             gc.collect()
             start = time.perf_counter()
             result = compact(messages, config=config, token_counts=counts)
@@ -52,37 +65,89 @@ def main() -> None:
                 best = (elapsed, result.report)
         assert best is not None
         elapsed, report = best
-        gc.collect()
-        tracemalloc.start()
-        compact(messages, config=config, token_counts=counts)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        rows.append((size, chars, sum(counts), elapsed, tik, peak, report))
-        del messages, counts
+        out[size] = {"elapsed": elapsed, "phases": {p: report.timings_ms[p] for p in PHASES}}
+        del messages, counts, result, best
+    return out
+
+
+def describe(size: int, config: CompactionConfig) -> tuple[dict, list[int]]:
+    """Text size, tokens, tiktoken time, peak memory and outcome of one size (this process)."""
+    messages = generate_conversation(size, seed=42)
+    counts = count_messages_tokens(messages, config)
+    gc.collect()
+    tracemalloc.start()
+    result = compact(messages, config=config, token_counts=counts)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    report = result.report
+    return {
+        "chars": sum(len(message_token_text(m)[0]) for m in messages),
+        "tiktoken": tiktoken_pass(messages, config),
+        "peak": peak,
+        "outcome": f"{report.status} ({report.tokens['before']:,} → {report.tokens['after']:,} tokens)",
+        "tokens": report.tokens["before"],
+    }, counts
+
+
+def main() -> None:
+    config = CompactionConfig()
+    facts, counts = {}, {}
+    for size in SIZES:
+        facts[size], counts[size] = describe(size, config)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(counts, handle)
+    try:
+        processes = []
+        for _ in range(PROCESSES):
+            command = [sys.executable, __file__, "--time", handle.name]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            processes.append({int(k): v for k, v in json.loads(done.stdout).items()})
+    finally:
+        os.unlink(handle.name)
+
+    def median_process(size: int) -> dict:
+        return sorted(processes, key=lambda p: p[size]["elapsed"])[len(processes) // 2][size]
 
     print(
-        f"{'messages':>9} {'MB text':>8} {'tokens':>11} {'total ms':>9} {'msg/s':>10} "
+        f"{'messages':>9} {'MB text':>8} {'tokens':>11} {'median ms':>10} {'msg/s':>10} "
         f"{'peak MB':>8} {'tiktoken ms':>12} {'ratio':>6}  status"
     )
-    for size, chars, tokens, elapsed, tik, peak, report in rows:
+    for size in SIZES:
+        f, elapsed = facts[size], median_process(size)["elapsed"]
         print(
-            f"{size:>9,} {chars / 1e6:>8.1f} {tokens:>11,} {elapsed * 1000:>9.1f} "
-            f"{size / elapsed:>10,.0f} {peak / 1e6:>8.1f} {tik * 1000:>12.1f} "
-            f"{elapsed / tik:>6.3f}  {report.status} ({report.tokens['before']:,} → "
-            f"{report.tokens['after']:,} tokens)"
+            f"{size:>9,} {f['chars'] / 1e6:>8.1f} {f['tokens']:>11,} {elapsed * 1000:>10.1f} "
+            f"{size / elapsed:>10,.0f} {f['peak'] / 1e6:>8.1f} {f['tiktoken'] * 1000:>12.1f} "
+            f"{elapsed / f['tiktoken']:>6.3f}  {f['outcome']}"
         )
     print()
-    print(f"{'messages':>9} " + " ".join(f"{p:>10}" for p in PHASES))
-    for size, *_, report in rows:
-        print(f"{size:>9,} " + " ".join(f"{report.timings_ms[p]:>10.1f}" for p in PHASES))
+    print(
+        f"{'process':>9} "
+        + " ".join(f"{size:>10,}" for size in SIZES)
+        + "  50k/10k   (ms, best of its runs)"
+    )
+    ratios = []
+    for index, p in enumerate(processes, 1):
+        ratios.append(p[50_000]["elapsed"] / p[10_000]["elapsed"])
+        print(
+            f"{index:>9} "
+            + " ".join(f"{p[size]['elapsed'] * 1000:>10.1f}" for size in SIZES)
+            + f"  {ratios[-1]:>6.2f}×"
+        )
     print()
-    t10 = next(r[3] for r in rows if r[0] == 10_000)
-    t50 = next(r[3] for r in rows if r[0] == 50_000)
+    print(f"{'messages':>9} " + " ".join(f"{p:>10}" for p in PHASES) + "   (median process)")
+    for size in SIZES:
+        phases = median_process(size)["phases"]
+        print(f"{size:>9,} " + " ".join(f"{phases[p]:>10.1f}" for p in PHASES))
+    print()
+    t10, ratio = median_process(10_000)["elapsed"], statistics.median(ratios)
     verdict = "PASS" if t10 <= 0.150 else "MISS"
-    print(f"{verdict}: 10k messages in {t10 * 1000:.1f} ms (target ≤ 150 ms)")
-    verdict = "PASS" if t50 <= 5.5 * t10 else "MISS"
-    print(f"{verdict}: 50k messages in {t50 / t10:.2f}× the 10k time (target ≤ 5.5×)")
+    print(f"{verdict}: 10k messages in {t10 * 1000:.1f} ms, median process (target ≤ 150 ms)")
+    verdict = "PASS" if ratio <= 5.5 else "MISS"
+    print(f"{verdict}: 50k messages in {ratio:.2f}× the 10k time, median process (target ≤ 5.5×)")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--time"]:
+        print(json.dumps(time_sizes(sys.argv[2])))
+    else:
+        main()

@@ -193,7 +193,7 @@ def fold_tool_result(tool: str, args: Mapping[str, Any], content: str) -> str:
 def is_stub(text: str) -> bool:
     """True for text that is already a fold line, placeholder or stub (never re-folded)."""
     return text.startswith("[") and (
-        (" chars)" in text and len(text) < 400)
+        (len(text) < 400 and " chars)" in text)
         or text.startswith(("[Attached image", "[Result from earlier", "[Duplicate tool output"))
     )
 
