@@ -67,6 +67,14 @@ def _session(request, public_id: str) -> Session:
     )
 
 
+def _session_key(request, public_id: str) -> Session:
+    """The session's id and ``updated_at`` only: for routes that read its messages, where
+    loading the full row and its parent and root cost more than the page of messages."""
+    return get_object_or_404(
+        Session.objects.for_user(request.user).only("pk", "updated_at"), public_id=public_id
+    )
+
+
 def _compaction(request, public_id: str) -> Compaction:
     return get_object_or_404(
         Compaction.objects.for_user(request.user).select_related("session", "result_session"),
@@ -155,7 +163,7 @@ class MessageQuery(PageQuery):
 )
 def list_messages(request, session_id: str, page: Query[MessageQuery]):
     """Messages in order: the active conversation, or the full history with include_archived."""
-    session = _session(request, session_id)
+    session = _session_key(request, session_id)
     offset, limit = _page(page)
     rows = Message.objects.filter(session=session).order_by("position")
     if page.include_archived:

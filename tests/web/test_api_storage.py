@@ -383,3 +383,7 @@ def test_openapi_docs_list_the_routes(alice_client):
     schema = alice_client.get("/api/openapi.json").json()
     assert "/api/sessions/{session_id}/compactions" in schema["paths"]
     assert "413" in schema["paths"]["/api/import"]["post"]["responses"]
+    page = schema["components"]["schemas"]["MessagePage"]["properties"]
+    assert set(page) == {"count", "items"}
+    message = schema["components"]["schemas"]["MessageOut"]["properties"]
+    assert {"position", "role", "content", "tool_calls", "name", "created_at"} <= set(message)
