@@ -163,9 +163,12 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
         ),
         children=list(Session.objects.filter(parent=session).order_by("created_at")),
+        # A rotation always sets the new session's parent: without one, nothing to look up.
         produced_by=Compaction.objects.filter(
             result_session=session, mode=Compaction.Mode.ROTATION
-        ).first(),
+        ).first()
+        if session.parent_id
+        else None,
     )
     return render(request, "hermes_web/conversation_detail.html", context)
 

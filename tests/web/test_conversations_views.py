@@ -3,6 +3,8 @@
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from hermes_web.inspection import anchor_for
@@ -185,6 +187,18 @@ def test_header_numbers_follow_appends_and_commits_after_a_view(alice, alice_cli
     session.refresh_from_db()
     assert header() == expected()
     assert header()[2] != ""
+
+
+def test_a_repeated_view_of_an_unchanged_conversation_reads_no_messages(alice, alice_client):
+    session = seed_conversation(alice, n=60)
+    first = alice_client.get(detail_url(session))
+    with CaptureQueriesContext(connection) as queries:
+        again = alice_client.get(detail_url(session))
+    assert first.status_code == again.status_code == 200
+    tables = [re.findall(r'FROM "(\w+)"', q["sql"]) for q in queries]
+    assert not any("hermes_web_message" in t for t in tables), tables
+    # The session, its compactions and its children; no parent, so no producing rotation.
+    assert len(queries) == 3, tables
 
 
 def test_rotated_parent_points_to_its_continuation(alice, alice_client):
