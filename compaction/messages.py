@@ -155,25 +155,24 @@ def parse_arguments_text(raw: str) -> dict[str, Any]:
     """Arguments given as a JSON string, as a dict; ``{}`` when empty or not a JSON object."""
     if not raw:
         return {}
+    # The C scanner json.loads ends in, called directly: this runs once per tool call, and
+    # json.loads's Python wrapper costs more than the scan of a small object. Anything it
+    # does not take whole (surrounding whitespace, errors) goes through json.loads.
     try:
-        value = _loads(raw)
-    except (ValueError, RecursionError):
+        value, end = _scan_json(raw, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    except RecursionError:
         return {}
+    if end != len(raw):
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            return {}
     return value if type(value) is dict else {}
 
 
 _scan_json = json.JSONDecoder().scan_once
-
-
-def _loads(raw: str) -> Any:
-    # The C scanner json.loads ends in, called directly: arguments are parsed once per tool
-    # call and json.loads's Python wrapper costs more than the scan of a small object.
-    # Anything it does not take whole (surrounding whitespace, errors) goes to json.loads.
-    try:
-        value, end = _scan_json(raw, 0)
-    except (StopIteration, ValueError):
-        return json.loads(raw)
-    return value if end == len(raw) else json.loads(raw)
 
 
 def raw_arguments(call: Mapping[str, Any]) -> str:
