@@ -187,6 +187,8 @@ class WebServer(_Process):
             "--graceful-timeout",
             "5",
             "--preload",  # as in Procfile.scaled: workers fork from a warmed master
+            "--access-logfile",  # as in Procfile.scaled: one line per request, to the log
+            "-",
         ]
         super().__init__(argv, log_dir / "gunicorn.log", base_env(extra_env))
 
