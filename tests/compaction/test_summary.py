@@ -212,6 +212,23 @@ def test_deterministic_summary_counts_every_action_when_its_lists_fill_early():
     assert "m2999" in body.split("## Key Decisions\n")[1].split("\n\n## ")[0]
 
 
+def section(body: str, name: str) -> str:
+    return body.split(f"## {name}\n")[1].split("\n\n## ")[0]
+
+
+def filler_naming_one_file(n: int, *, with_terminal: bool) -> list:
+    """``n`` exchanges that fill every summary list except the files (all name src/a.py)."""
+    out = []
+    for i in range(n):
+        calls = [call(f"c{i}", "patch", path="src/a.py")]
+        if with_terminal:
+            calls.append(call(f"t{i}", "terminal", command=f"make {i}"))
+        out.append(user(f"You must keep it small, ok {i}?"))
+        out.append(assistant("I decided to patch src/a.py because it grew.", *calls))
+        out += [result(c["id"], "ok") for c in calls]
+    return out
+
+
 def test_files_named_only_early_are_found_after_the_other_lists_fill():
     # Every list but the files fills within the newest messages; the files are walked on
     # until the newest 20 distinct ones are known (the section shows the newest 12).
@@ -221,24 +238,13 @@ def test_files_named_only_early_are_found_after_the_other_lists_fill():
             assistant(f"Next, lib/f{i}.py.", call(f"r{i}", "read_file", path=f"x/f{i}.cfg"))
         )
         middle.append(result(f"r{i}", "ok"))
-    for i in range(2_000):
-        middle.append(user(f"You must keep it small, ok {i}?"))
-        middle.append(
-            assistant(
-                "I decided to patch src/a.py because it grew.",
-                call(f"c{i}", "patch", path="src/a.py"),
-                call(f"t{i}", "terminal", command=f"make {i}"),
-            )
-        )
-        middle.append(result(f"c{i}", "ok"))
-        middle.append(result(f"t{i}", "ok"))
+    middle += filler_naming_one_file(2_000, with_terminal=True)
     body = deterministic_summary(facts(middle, max_chars=12_000))
-    files = body.split("## Relevant Files\n")[1].split("\n\n## ")[0]
-    named = re.findall(r"\S+/f\d+\.\w+|src/a\.py", files)
+    named = re.findall(r"\S+/f\d+\.\w+|src/a\.py", section(body, "Relevant Files"))
     # Walked newest first, a message's text before its calls; listed oldest first.
     newest = [name for i in range(24, 0, -1) for name in (f"lib/f{i}.py", f"x/f{i}.cfg")]
     assert named == [*newest[:19][::-1], "src/a.py"][-12:]
-    actions = body.split("## Completed Actions\n")[1].split("\n\n## ")[0].splitlines()
+    actions = section(body, "Completed Actions").splitlines()
     omitted = int(re.match(r"\((\d+) earlier actions omitted\)$", actions[0]).group(1))
     assert omitted + len(actions) - 1 == 24 + 4_000
 
@@ -247,16 +253,8 @@ def test_files_are_walked_to_the_start_when_fewer_than_the_list_holds():
     middle = [user("The config is in etc/first.toml")]
     middle.append(assistant("Reading lib/second.py", call("r0", "read_file", path="x/third.cfg")))
     middle.append(result("r0", "ok"))
-    for i in range(2_000):
-        middle.append(user(f"You must keep it small, ok {i}?"))
-        middle.append(
-            assistant(
-                "I decided to patch src/a.py because it grew.",
-                call(f"c{i}", "patch", path="src/a.py"),
-            )
-        )
-        middle.append(result(f"c{i}", "ok"))
+    middle += filler_naming_one_file(2_000, with_terminal=False)
     body = deterministic_summary(facts(middle, max_chars=12_000))
-    files = body.split("## Relevant Files\n")[1].split("\n\n## ")[0]
+    files = section(body, "Relevant Files")
     named = re.findall(r"etc/first\.toml|lib/second\.py|x/third\.cfg|src/a\.py", files)
     assert named == ["etc/first.toml", "x/third.cfg", "lib/second.py", "src/a.py"]
