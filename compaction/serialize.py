@@ -79,7 +79,7 @@ def _record_length(message: Message, config: CompactionConfig) -> tuple[int, str
     """``len(serialize_message(...)[0])`` without building the record, with its texts.
 
     This runs for nearly every message of a long middle (the records the cap drops are only
-    measured), so the common shapes are measured inline: no label string is built.
+    measured), so no label string is built.
     """
     role, text, sent = _texts(message, config)
     if role == "tool":
@@ -87,25 +87,14 @@ def _record_length(message: Message, config: CompactionConfig) -> tuple[int, str
         # "[TOOL RESULT " + id + "]: "
         return 16 + len(call_id if type(call_id) is str else str(call_id)) + len(sent), text, sent
     length = len(role) + 4 + len(sent)  # "[ROLE]: "
-    if role == "assistant":
-        calls = message.get("tool_calls")
-        if calls and type(calls) is list:
-            count = 0
+    if role == "assistant" and message.get("tool_calls"):
+        calls = tool_calls(message)
+        if calls:
+            length += len("\n[Tool calls:\n") + len("\n]") + len(calls) - 1
             for call in calls:
-                if type(call) is not dict and not isinstance(call, Mapping):
-                    continue
-                count += 1
-                fn = call.get("function")
-                if type(fn) is dict and type(fn.get("arguments")) is str:
-                    name, args = fn.get("name") or "unknown", fn["arguments"]
-                    name = name if type(name) is str else str(name)
-                else:
-                    name, args = _call_parts(call)
+                name, args = _call_parts(call)
                 shown = len(args) if len(args) <= _ARGS_MAX else _ARGS_HEAD + 3
                 length += 4 + len(name) + shown  # "  name(args)"
-            if count:
-                # "\n[Tool calls:\n" + the lines joined by "\n" + "\n]"
-                length += 14 + 2 + count - 1
     return length, text, sent
 
 

@@ -437,12 +437,20 @@ class _MiddleScan:
         raw = content_text(self.facts.middle[pos].get("content"))
         return _one_line(raw[:300], 150) or "no output"
 
+    def _resolve(self, call: Mapping[str, Any], pos: int) -> tuple[str, str, dict[str, Any]]:
+        """``(id, name, arguments)`` of a call at ``pos``, from the call index when it has it;
+        a call it lacks has its name remembered for ``call_name``."""
+        cid = tool_call_id(call) or f"#{pos}"
+        found = self.facts.calls.get(cid) if self.facts.calls is not None else None
+        if found:
+            return cid, found[0], found[1]
+        name = tool_call_name(call)
+        self.call_names.setdefault(cid, name)
+        return cid, name, parse_arguments(call)
+
     def _walk(self, want_actions: int) -> None:
         middle = self.facts.middle
-        known = self.facts.calls
-        actions, names, result_pos, tool_positions = (
-            self.actions, self.call_names, self.result_pos, self.tool_positions
-        )  # fmt: skip
+        actions, result_pos, tool_positions = self.actions, self.result_pos, self.tool_positions
         files: dict[str, None] = {}
         modified: dict[str, None] = {}
         constraints: dict[str, None] = {}
@@ -478,13 +486,7 @@ class _MiddleScan:
                     or self.last_command is None
                 )
                 for call in reversed(calls) if calls_needed else ():
-                    cid = tool_call_id(call) or f"#{pos}"
-                    found = known.get(cid) if known is not None else None
-                    if found:
-                        name, args = found
-                    else:
-                        name, args = tool_call_name(call), parse_arguments(call)
-                        names.setdefault(cid, name)
+                    cid, name, args = self._resolve(call, pos)
                     if len(actions) < want_actions:
                         actions.append((name, args, cid))
                     for key, value in args.items():
@@ -547,8 +549,6 @@ class _MiddleScan:
         what the files need (the same collection as ``_walk``, in the same order).
         """
         middle = self.facts.middle
-        known = self.facts.calls
-        names = self.call_names
         for pos in range(end - 1, -1, -1):
             message = middle[pos]
             role = message.get("role")
@@ -563,13 +563,7 @@ class _MiddleScan:
                 calls = tool_calls(message) if message.get("tool_calls") is not None else ()
                 self.action_count += len(calls)
                 for call in reversed(calls) if len(files) < _KEEP_FILES else ():
-                    cid = tool_call_id(call) or f"#{pos}"
-                    found = known.get(cid) if known is not None else None
-                    if found:
-                        args = found[1]
-                    else:
-                        args = parse_arguments(call)
-                        names.setdefault(cid, tool_call_name(call))
+                    _, _, args = self._resolve(call, pos)
                     for key, value in args.items():
                         if (
                             key in _PATH_KEYS
