@@ -55,8 +55,8 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
 
     Both rows come from the cache when they can (an API call then costs no query for its
     authentication); a revocation or any other save or delete of the key drops the entry
-    (``forget_api_key``), and the owner goes through ``CachedUserBackend``, so a deactivated
-    user's keys stop working on the next request.
+    (``forget_api_key``; only usable keys are ever cached), and the owner goes through
+    ``CachedUserBackend``, so a deactivated user's keys stop working on the next request.
     """
     key_hash = ApiKey.hash(raw_key)
     key = cache.get(_api_key_key(key_hash))
@@ -65,8 +65,6 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
         if key is None:
             return None
         cache.set(_api_key_key(key_hash), key, API_KEY_CACHE_SECONDS)
-    if key.revoked_at is not None:
-        return None
     owner = CachedUserBackend().get_user(key.owner_id)
     if owner is None:
         return None
