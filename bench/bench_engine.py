@@ -56,7 +56,11 @@ def time_sizes(counts_file: str) -> dict[int, dict]:
         messages = generate_conversation(size, seed=42)
         counts = counts_by_size[size]
         best = None
+        result = None
         for _ in range(RUNS[size]):
+            # The previous run's result is freed here: rebinding ``result`` below would free
+            # it inside the timed region and charge one run with the last one's teardown.
+            result = None
             gc.collect()
             start = time.perf_counter()
             result = compact(messages, config=config, token_counts=counts)

@@ -16,25 +16,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.config import CompactionConfig
 from compaction.messages import Message, content_text, raw_arguments, tool_call_name, tool_calls
 from compaction.slimming import SlimAction, make_action, truncate_text
 
-__all__ = ["serialize_message", "serialize_middle"]
+__all__ = ["RecordSizes", "measure_records", "serialize_message", "serialize_middle"]
 
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL | re.IGNORECASE)
 _ARGS_MAX = 1_500
 _ARGS_HEAD = 1_200
 
 
-def _texts(message: Message, config: CompactionConfig) -> tuple[str, str, str]:
+def _texts(
+    message: Message, config: CompactionConfig, fold: str | None = None
+) -> tuple[str, str, str]:
     """``(role, text, sent)``: the role label, the text without reasoning, the text sent."""
     role = message.get("role")
     role = role if type(role) is str and role else str(role or "unknown")
-    content = message.get("content")
-    text = content if type(content) is str else content_text(content)
+    if fold is not None:
+        text = fold
+    else:
+        content = message.get("content")
+        text = content if type(content) is str else content_text(content)
     if role == "assistant" and "<" in text:
         text = _THINK_RE.sub("", text)
     sent = text if len(text) <= config.content_max else truncate_text(text, config)
@@ -52,14 +58,16 @@ def _call_parts(call: Mapping[str, Any]) -> tuple[str, str]:
     return str(name), args
 
 
-def serialize_message(message: Message, config: CompactionConfig) -> tuple[str, str, str]:
+def serialize_message(
+    message: Message, config: CompactionConfig, fold: str | None = None
+) -> tuple[str, str, str]:
     """One summarizer record.
 
     Returns:
         ``(record, full_text, sent_text)``: the record, the message text before truncation
         and the text that went into the record (they differ when truncated).
     """
-    role, text, sent = _texts(message, config)
+    role, text, sent = _texts(message, config, fold)
     if role == "tool":
         return f"[TOOL RESULT {message.get('tool_call_id') or '?'}]: {sent}", text, sent
     record = f"[{role.upper()}]: {sent}"
@@ -75,13 +83,15 @@ def serialize_message(message: Message, config: CompactionConfig) -> tuple[str, 
     return record, text, sent
 
 
-def _record_length(message: Message, config: CompactionConfig) -> tuple[int, str, str]:
+def _record_length(
+    message: Message, config: CompactionConfig, fold: str | None = None
+) -> tuple[int, str, str]:
     """``len(serialize_message(...)[0])`` without building the record, with its texts.
 
     This runs for nearly every message of a long middle (the records the cap drops are only
     measured), so no label string is built.
     """
-    role, text, sent = _texts(message, config)
+    role, text, sent = _texts(message, config, fold)
     if role == "tool":
         call_id = message.get("tool_call_id") or "?"
         # "[TOOL RESULT " + id + "]: "
@@ -98,11 +108,60 @@ def _record_length(message: Message, config: CompactionConfig) -> tuple[int, str
     return length, text, sent
 
 
+@dataclass(slots=True)
+class RecordSizes:
+    """The summed length of a middle's records and its truncations, measured by ranges.
+
+    Attributes:
+        chars: the summed record lengths (separators not included).
+        truncations: one ``"truncate"`` action per truncated record, by position.
+    """
+
+    chars: int = 0
+    truncations: dict[int, SlimAction] = field(default_factory=dict)
+
+
+def measure_records(
+    middle: Sequence[Message],
+    config: CompactionConfig,
+    sizes: RecordSizes,
+    start: int,
+    stop: int,
+    *,
+    folds: Mapping[int, str] | None = None,
+    indices: Sequence[int] | None = None,
+    first_index: int = 0,
+) -> None:
+    """Add the records of ``middle[start:stop]`` to ``sizes`` (lengths only, no record built).
+
+    Args:
+        middle: the slimmed middle (folded results may still hold their original content).
+        config: truncation sizes.
+        sizes: the totals so far.
+        start, stop: the range to measure.
+        folds: fold line per position, standing for that tool result's content.
+        indices: input index of each message (default: consecutive from ``first_index``).
+        first_index: input index of ``middle[0]``.
+    """
+    folds = folds or {}
+    chars = 0
+    for pos in range(start, stop):
+        message = middle[pos]
+        length, full, sent = _record_length(message, config, folds.get(pos))
+        chars += length
+        if sent is not full:
+            index = indices[pos] if indices is not None else first_index + pos
+            sizes.truncations[pos] = make_action(index, "truncate", message, full, sent)
+    sizes.chars += chars
+
+
 def serialize_middle(
     middle: Sequence[Message],
     first_index: int,
     config: CompactionConfig,
     indices: Sequence[int] | None = None,
+    folds: Mapping[int, str] | None = None,
+    sizes: RecordSizes | None = None,
 ) -> tuple[str, list[SlimAction]]:
     """Serialize the slimmed middle and cap it at ``summary_input_max_chars``.
 
@@ -111,6 +170,9 @@ def serialize_middle(
         first_index: input index of ``middle[0]``.
         config: truncation sizes and the cap.
         indices: input index of each message (default: consecutive from ``first_index``).
+        folds: fold line per position, standing for that tool result's content.
+        sizes: ``measure_records`` over the whole middle, when already taken; otherwise the
+            records the cap drops are measured here.
 
     Returns:
         The summarizer input and one ``"truncate"`` action per truncated message. Over the cap,
@@ -120,12 +182,15 @@ def serialize_middle(
     head_chars = int(cap * 0.45)
     tail_chars = cap - head_chars
     n = len(middle)
-    truncated: dict[int, SlimAction] = {}
+    folds = folds or {}
+    measured = sizes is not None
+    if sizes is None:
+        sizes = RecordSizes()
 
     def note(pos: int, message: Message, full: str, sent: str) -> None:
-        if sent is not full:
+        if sent is not full and not measured:
             index = indices[pos] if indices is not None else first_index + pos
-            truncated[pos] = make_action(index, "truncate", message, full, sent)
+            sizes.truncations[pos] = make_action(index, "truncate", message, full, sent)
 
     # Records are built from both ends until each end holds its share of the cap (the "+ 2":
     # a joined end is its records plus a separator between each two); when the
@@ -136,7 +201,7 @@ def serialize_middle(
     front_chars = 0
     pos = 0
     while pos < n and front_chars < head_chars + 2:
-        record, full, sent = serialize_message(middle[pos], config)
+        record, full, sent = serialize_message(middle[pos], config, folds.get(pos))
         note(pos, middle[pos], full, sent)
         front.append(record)
         front_chars += len(record) + 2
@@ -147,16 +212,27 @@ def serialize_middle(
     end = n
     while end > pos and back_chars < tail_chars + 2:
         end -= 1
-        record, full, sent = serialize_message(middle[end], config)
+        record, full, sent = serialize_message(middle[end], config, folds.get(end))
         note(end, middle[end], full, sent)
         back.append(record)
         back_chars += len(record) + 2
         record_chars += len(record)
     back.reverse()
-    for i in range(pos, end):
-        length, full, sent = _record_length(middle[i], config)
-        note(i, middle[i], full, sent)
-        record_chars += length
+    if measured:
+        record_chars = sizes.chars
+    else:
+        measure_records(
+            middle,
+            config,
+            sizes,
+            pos,
+            end,
+            folds=folds,
+            indices=indices,
+            first_index=first_index,
+        )
+        record_chars += sizes.chars
+    truncated = sizes.truncations
     actions = [truncated[i] for i in sorted(truncated)]
     if pos == end:
         text = "\n\n".join(front + back)

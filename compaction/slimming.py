@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from compaction.config import CompactionConfig
@@ -29,11 +30,13 @@ __all__ = [
     "TRUNCATION_MARKER",
     "FoldFunction",
     "SlimAction",
+    "Slimming",
     "CallIndex",
     "build_call_index",
     "fold_tool_result",
     "is_stub",
     "slim_middle",
+    "slim_range",
     "strip_historical_images",
     "truncate_text",
 ]
@@ -306,12 +309,48 @@ def _replace_images(content: list[Any], *, data_only: bool) -> tuple[list[Any], 
     return out, replaced
 
 
+@dataclass(slots=True)
+class Slimming:
+    """What slimming did to a middle; ``slim_range`` fills it block by block, in order.
+
+    Attributes:
+        messages: the middle with inline images replaced (new dicts there; the list given is
+            copied before the first replacement, never written to). Folded tool results stay
+            the original dicts: their fold line is in ``folds``, and consumers
+            (serialization) read it from there; copying thousands of dicts only to swap one
+            value cost more than finding the fold lines.
+        actions: the slimming actions, in message order.
+        folds: fold line per position in the middle.
+        calls: the call index, extended with the calls of the slimmed blocks.
+    """
+
+    messages: Sequence[Message]
+    actions: list[SlimAction] = field(default_factory=list)
+    folds: dict[int, str] = field(default_factory=dict)
+    calls: CallIndex = field(default_factory=dict)
+    _copied: bool = False
+
+    def replace(self, pos: int, message: Message) -> None:
+        """Put ``message`` at ``pos`` (copying the given list the first time)."""
+        if not self._copied:
+            self.messages = list(self.messages)
+            self._copied = True
+        self.messages[pos] = message  # type: ignore[index]
+
+    def slimmed_messages(self) -> list[Message]:
+        """The middle as the summarizer sees it: fold lines in place of the folded results."""
+        folds = self.folds
+        return [
+            {**m, "content": folds[i]} if i in folds else m for i, m in enumerate(self.messages)
+        ]
+
+
 def slim_middle(
     middle: Sequence[Message],
     indices: Sequence[int],
     config: CompactionConfig,
     call_index: Mapping[str, tuple[str, dict[str, Any]]],
-) -> tuple[list[Message], list[SlimAction], dict[int, str], CallIndex]:
+) -> Slimming:
     """Fold long tool results and replace inline images in the middle.
 
     Args:
@@ -321,23 +360,31 @@ def slim_middle(
         call_index: the calls made before the middle (``build_call_index`` over the head).
             The middle's own calls are indexed during the same walk, each before the
             results that answer it.
-
-    Returns:
-        The slimmed messages (new dicts only where something changed), the actions, the
-        fold line per position in ``middle``, and the call index extended with the middle's
-        calls.
     """
-    calls: CallIndex = dict(call_index)
-    slimmed: list[Message] = []
-    actions: list[SlimAction] = []
-    folds: dict[int, str] = {}
+    slimming = Slimming(middle, calls=dict(call_index))
+    slim_range(slimming, indices, config, 0, len(middle))
+    return slimming
+
+
+def slim_range(
+    slimming: Slimming, indices: Sequence[int], config: CompactionConfig, start: int, stop: int
+) -> None:
+    """Slim ``slimming.messages[start:stop]`` (see ``slim_middle``).
+
+    Ranges must come in order, each after the previous one: a result is folded with the
+    call indexed before it. The engine slims a long middle in blocks and measures each
+    block's summarizer records right after, while its messages are still in the CPU cache.
+    """
+    actions, folds, calls = slimming.actions, slimming.folds, slimming.calls
     fold_min = config.fold_min_chars
-    for pos, message in enumerate(middle):
+    for pos in range(start, stop):
+        message = slimming.messages[pos]
         content = message.get("content")
         if type(content) is list and any(is_data_image(p) for p in content):
             before = content_text(content)
             new_content, _ = _replace_images(content, data_only=True)
             message = {**message, "content": new_content}
+            slimming.replace(pos, message)
             content = new_content
             actions.append(
                 make_action(indices[pos], "image", message, before, content_text(content))
@@ -351,15 +398,12 @@ def slim_middle(
             if len(text) > fold_min and not is_stub(text):
                 name, args = calls.get(str(message.get("tool_call_id") or ""), _UNKNOWN)
                 line = fold_tool_result(name, args, text)
-                message = {**message, "content": line}
                 folds[pos] = line
                 actions.append(
                     make_action(
                         indices[pos], "fold", message, text, line, tool_name=name, fold_line=line
                     )
                 )
-        slimmed.append(message)
-    return slimmed, actions, folds, calls
 
 
 _UNKNOWN: tuple[str, dict[str, Any]] = ("unknown", {})

@@ -303,3 +303,48 @@ def test_the_garbage_collector_is_left_as_it_was_found():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("block", [1, 7, 100_000])
+def test_the_result_does_not_depend_on_the_block_size(monkeypatch, block):
+    # The middle is slimmed and measured in blocks; any block size gives the same compaction.
+    import compaction.engine
+
+    messages = generate_conversation(700, seed=3)
+    messages.insert(300, {"role": "user", "content": wrap_summary("## Goal\nearlier goal")})
+    for at in (120, 350, 500):  # truncated records at both ends and in the dropped part
+        messages.insert(at, user(f"long {at} " + "w" * 900))
+    config = CompactionConfig(
+        tail_token_budget=2_000,
+        summary_input_max_chars=30_000,
+        content_max=300,
+        content_head=200,
+        content_tail=50,
+    )
+    expected = compact(messages, config=config, now=DAY).report.to_dict()
+    monkeypatch.setattr(compaction.engine, "_BLOCK", block)
+    result = compact(messages, config=config, now=DAY)
+    report = result.report.to_dict()
+    expected.pop("timings_ms"), report.pop("timings_ms")
+    assert report == expected
+    kinds = {a["kind"] for a in report["slimming"]}
+    assert kinds == {"fold", "truncate", "image"}
+    assert "omitted" in report["summarizer_input"]
+
+
+def test_tuple_input_and_token_counts_are_accepted():
+    messages = long_conversation()
+    counts = [50] * len(messages)
+    as_list = compact(messages, config=CONFIG, token_counts=counts, now=DAY)
+    as_tuple = compact(tuple(messages), config=CONFIG, token_counts=tuple(counts), now=DAY)
+    assert as_tuple.messages == as_list.messages
+    assert as_tuple.report.message_tokens == tuple(counts)
+
+
+@pytest.mark.parametrize(("bad", "position"), [(-1, 2), (True, 0), (1.0, 3), ("5", 1), (None, 4)])
+def test_each_bad_token_count_is_named(bad, position):
+    messages = [system(), user("a"), assistant("b"), user("c"), assistant("d")]
+    counts = [5] * len(messages)
+    counts[position] = bad
+    with pytest.raises(InputError, match=f"message {position}"):
+        compact(messages, token_counts=counts)

@@ -1,7 +1,7 @@
 import pytest
 
 from compaction import CompactionConfig, generate_conversation
-from compaction.serialize import serialize_middle
+from compaction.serialize import RecordSizes, measure_records, serialize_middle
 
 from .builders import assistant, call, image_part, result, user
 
@@ -110,3 +110,26 @@ def test_cap_cut_next_to_a_record_separator(first):
     middle = [user("x" * first), user("y" * 2_000), user("z" * 2_000), user("w" * 549)]
     text, _ = serialize_middle(middle, 0, config)
     assert text == _serialize_all_then_cap(middle, config)
+
+
+@pytest.mark.parametrize("cap", [1_000, 64_000, 10_000_000])
+@pytest.mark.parametrize("block", [1, 33, 10_000])
+def test_fold_lines_and_sizes_measured_in_blocks_give_the_same_input(cap, block):
+    # The engine hands the fold lines separately and measures the records block by block;
+    # the input must equal serializing the folded messages whole.
+    config = CompactionConfig(
+        summary_input_max_chars=cap, content_max=3_000, content_head=2_000, content_tail=500
+    )
+    middle = [m for m in generate_conversation(300, seed=4) if m["role"] != "system"]
+    middle.insert(40, user("c" * 9_000))
+    middle.insert(200, user("d" * 9_000))
+    folds = {i: f"[fold {i}]" for i, m in enumerate(middle) if m["role"] == "tool"}
+    folded = [{**m, "content": folds[i]} if i in folds else m for i, m in enumerate(middle)]
+    sizes = RecordSizes()
+    for start in range(0, len(middle), block):
+        stop = min(start + block, len(middle))
+        measure_records(middle, config, sizes, start, stop, folds=folds, first_index=10)
+    expected = serialize_middle(folded, 10, config)
+    assert serialize_middle(middle, 10, config, folds=folds) == expected
+    assert serialize_middle(middle, 10, config, folds=folds, sizes=sizes) == expected
+    assert [a["index"] for a in expected[1]] == [50, 210]

@@ -7,9 +7,11 @@ from compaction.slimming import (
     FOLDERS,
     IMAGE_PLACEHOLDER,
     TRUNCATION_MARKER,
+    Slimming,
     build_call_index,
     fold_tool_result,
     slim_middle,
+    slim_range,
     strip_historical_images,
     truncate_text,
 )
@@ -136,14 +138,14 @@ def test_slim_middle_folds_long_results_only_and_reports():
         result("c1", "y" * 1_000),
         result("c2", "short"),
     ]
-    slimmed, actions, folds, _ = slim_middle(
-        middle, [10, 11, 12, 13], CompactionConfig(), build_call_index(middle)
-    )
+    slimming = slim_middle(middle, [10, 11, 12, 13], CompactionConfig(), build_call_index(middle))
+    slimmed = slimming.slimmed_messages()
     assert slimmed[2]["content"] == "[read_file] read a.py from line 1 (1,000 chars)"
     assert slimmed[3] is middle[3]
     assert middle[2]["content"] == "y" * 1_000  # input untouched
-    assert folds == {2: slimmed[2]["content"]}
-    (action,) = actions
+    assert slimming.messages[2] is middle[2]  # the fold line lives in folds, not a copy
+    assert slimming.folds == {2: slimmed[2]["content"]}
+    (action,) = slimming.actions
     assert action["index"] == 12
     assert (action["kind"], action["tool_name"], action["chars_before"]) == (
         "fold",
@@ -155,17 +157,19 @@ def test_slim_middle_folds_long_results_only_and_reports():
 
 
 def test_fold_of_a_result_without_its_call_is_generic_unknown():
-    slimmed, _, _, _ = slim_middle([result("gone", BODY)], [0], CompactionConfig(), {})
-    assert slimmed[0]["content"] == "[unknown] (300 chars result)"
+    slimming = slim_middle([result("gone", BODY)], [0], CompactionConfig(), {})
+    assert slimming.folds == {0: "[unknown] (300 chars result)"}
 
 
 def test_images_in_the_middle_become_the_placeholder():
     message = {"role": "user", "content": [{"type": "text", "text": "see"}, image_part()]}
-    slimmed, actions, _, _ = slim_middle([message], [5], CompactionConfig(), {})
-    assert slimmed[0]["content"][1] == {"type": "text", "text": IMAGE_PLACEHOLDER}
-    assert actions[0]["kind"] == "image"
-    assert actions[0]["index"] == 5
+    middle = [message]
+    slimming = slim_middle(middle, [5], CompactionConfig(), {})
+    assert slimming.messages[0]["content"][1] == {"type": "text", "text": IMAGE_PLACEHOLDER}
+    assert slimming.actions[0]["kind"] == "image"
+    assert slimming.actions[0]["index"] == 5
     assert message["content"][1]["type"] == "image_url"
+    assert middle[0] is message  # the list given is copied before the replacement
 
 
 def test_only_the_newest_user_image_message_keeps_images():
@@ -187,3 +191,18 @@ def test_no_user_images_means_nothing_is_stripped():
     out, changes = strip_historical_images([tool_img, user("x")])
     assert out[0] is tool_img
     assert changes == []
+
+
+def test_slimming_range_by_range_equals_slimming_at_once():
+    from compaction import generate_conversation
+
+    middle = generate_conversation(400, seed=9)[1:]
+    indices = list(range(1, 401))
+    whole = slim_middle(middle, indices, CompactionConfig(), {})
+    parts = Slimming(middle)
+    for start in range(0, len(middle), 37):
+        slim_range(parts, indices, CompactionConfig(), start, min(start + 37, len(middle)))
+    assert (parts.actions, parts.folds, parts.calls) == (whole.actions, whole.folds, whole.calls)
+    assert parts.slimmed_messages() == whole.slimmed_messages()
+    assert {a["kind"] for a in whole.actions} == {"fold", "image"}
+    assert parts.messages is not middle  # copied at the first image replacement
