@@ -7,9 +7,10 @@ Earlier summaries are recognized by the current prefix's opening, by the legacy
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -266,6 +267,8 @@ class SummaryFacts:
         now: the date for temporal anchoring.
         max_chars: size bound of the body.
         calls: tool call id → (name, parsed arguments), when already known (saves parsing).
+        files: ``gather_files`` over the whole middle, when already taken (the engine gathers
+            it block by block with slimming); otherwise it is gathered here.
     """
 
     middle: Sequence[Message]
@@ -276,6 +279,7 @@ class SummaryFacts:
     now: date
     max_chars: int = 12_000
     calls: Mapping[str, tuple[str, dict[str, Any]]] | None = None
+    files: MiddleFiles | None = None
 
 
 _VERBS = {
@@ -387,11 +391,79 @@ def _add_sentence(pattern: re.Pattern[str], text: str, found: dict[str, None]) -
         found[f"- {_sentence_around(text[:_SCAN], match.start())}"] = None
 
 
-def _add_paths(text: str, found: dict[str, None]) -> None:
-    """Add the file paths named in the scanned head of ``text``, last first (newest-first walk)."""
+@dataclass(slots=True)
+class MiddleFiles:
+    """The file paths and tool calls of a middle, gathered front to back by ``gather_files``.
+
+    Attributes:
+        paths: every path named (tool arguments, paths in user and assistant text), ordered
+            by its last mention, oldest first; the newest ``_KEEP_FILES`` are the summary's.
+        call_count: the tool calls made in the middle.
+        last_reply_pos: position of the newest assistant message with visible text, or -1.
+    """
+
+    paths: dict[str, None] = field(default_factory=dict)
+    call_count: int = 0
+    last_reply_pos: int = -1
+
+    def newest(self, count: int) -> list[str]:
+        """The ``count`` most recently named paths, oldest first."""
+        paths = self.paths
+        if len(paths) <= count:
+            return list(paths)
+        return list(itertools.islice(reversed(paths), count))[::-1]
+
+
+def gather_files(
+    middle: Sequence[Message],
+    start: int,
+    stop: int,
+    calls: Mapping[str, tuple[str, dict[str, Any]]] | None,
+    into: MiddleFiles,
+) -> None:
+    """Add the paths and tool calls of ``middle[start:stop]`` to ``into`` (ranges in order).
+
+    Every message is read, front to back: a conversation naming fewer files than the summary
+    lists has to be read to its start anyway, and front to back the engine can do it block
+    by block right after slimming, while the messages are still in the CPU cache. A path
+    mentioned again moves to the end, so ``paths`` ends ordered by last mention. Within a
+    message the order is the reverse of reading it newest first: an assistant's calls (each
+    call's arguments last to first), then its text; paths in a text in order.
+    """
+    paths = into.paths
+    count = 0
+    for pos in range(start, stop):
+        message = middle[pos]
+        role = message.get("role")
+        if role == "assistant":
+            if message.get("tool_calls") is not None:
+                message_calls = tool_calls(message)
+                count += len(message_calls)
+                for call in message_calls:
+                    cid = tool_call_id(call) or f"#{pos}"
+                    found = calls.get(cid) if calls is not None else None
+                    args = found[1] if found else parse_arguments(call)
+                    for key, value in reversed(args.items()):
+                        if key in _PATH_KEYS and value and type(value) is str:
+                            paths.pop(value, None)
+                            paths[value] = None
+            text = message.get("content")
+            if type(text) is not str:
+                text = content_text(text, images=False)
+            if text and not text.isspace():
+                into.last_reply_pos = pos
+                _mention_paths(text, paths)
+        elif role == "user":
+            _mention_paths(content_text(message.get("content"), images=False), paths)
+    into.call_count += count
+
+
+def _mention_paths(text: str, paths: dict[str, None]) -> None:
+    """Move the paths named in the scanned head of ``text`` to the end of ``paths``, in order."""
     if text.find("/", 0, _SCAN) != -1:
-        for path in reversed(_PATH_RE.findall(text, 0, _SCAN)):
-            found[path] = None
+        for path in _PATH_RE.findall(text, 0, _SCAN):
+            paths.pop(path, None)
+            paths[path] = None
 
 
 class _MiddleScan:
@@ -451,12 +523,10 @@ class _MiddleScan:
     def _walk(self, want_actions: int) -> None:
         middle = self.facts.middle
         actions, result_pos, tool_positions = self.actions, self.result_pos, self.tool_positions
-        files: dict[str, None] = {}
         modified: dict[str, None] = {}
         constraints: dict[str, None] = {}
         decisions: dict[str, None] = {}
         reply: str | None = None  # first visible assistant text after the current position
-        pos = 0
         for pos in range(len(middle) - 1, -1, -1):
             message = middle[pos]
             role = message.get("role")
@@ -471,32 +541,29 @@ class _MiddleScan:
                     text = content_text(text, images=False)
                 if text and not text.isspace():
                     reply = text
-                    if self.last_reply_pos < 0:
-                        self.last_reply_pos = pos
                     if len(decisions) < _KEEP_DECISIONS:
                         _add_sentence(_DECISION_RE, text, decisions)
-                    if len(files) < _KEEP_FILES:
-                        _add_paths(text, files)
-                calls = tool_calls(message) if message.get("tool_calls") is not None else ()
-                self.action_count += len(calls)
                 calls_needed = (
                     len(actions) < want_actions
-                    or len(files) < _KEEP_FILES
                     or len(modified) < _KEEP_MODIFIED
                     or self.last_command is None
                 )
-                for call in reversed(calls) if calls_needed else ():
-                    cid, name, args = self._resolve(call, pos)
-                    if len(actions) < want_actions:
-                        actions.append((name, args, cid))
-                    for key, value in args.items():
-                        if key in _PATH_KEYS and value and type(value) is str:
-                            if len(files) < _KEEP_FILES:
-                                files[value] = None
-                            if name in ("write_file", "patch") and len(modified) < _KEEP_MODIFIED:
-                                modified[value] = None
-                    if self.last_command is None and name == "terminal" and args.get("command"):
-                        self.last_command = _one_line(str(args["command"]), 120)
+                if calls_needed and message.get("tool_calls") is not None:
+                    for call in reversed(tool_calls(message)):
+                        cid, name, args = self._resolve(call, pos)
+                        if len(actions) < want_actions:
+                            actions.append((name, args, cid))
+                        if name in ("write_file", "patch"):
+                            for key, value in args.items():
+                                if (
+                                    key in _PATH_KEYS
+                                    and value
+                                    and type(value) is str
+                                    and len(modified) < _KEEP_MODIFIED
+                                ):
+                                    modified[value] = None
+                        if self.last_command is None and name == "terminal" and args.get("command"):
+                            self.last_command = _one_line(str(args["command"]), 120)
             elif role == "user":
                 text = content_text(message.get("content"), images=False)
                 if self.last_user is None:
@@ -511,10 +578,7 @@ class _MiddleScan:
                 reply = None
                 if len(constraints) < _KEEP_CONSTRAINTS:
                     _add_sentence(_CONSTRAINT_RE, text, constraints)
-                if len(files) < _KEEP_FILES:
-                    _add_paths(text, files)
             # Checked every 32 messages: the lists bound themselves, this only ends the walk.
-            # Files are left out: a conversation may name fewer files than the list holds.
             if (
                 not pos & 31
                 and len(actions) >= want_actions
@@ -527,56 +591,20 @@ class _MiddleScan:
                 and self.last_user is not None
             ):
                 break
-        if len(files) < _KEEP_FILES:
-            pos = self._walk_files(pos, files)
-        # Full lists: what is left of the walk only counts the earlier tool calls.
-        for message in middle[:pos]:
-            if message.get("tool_calls") is not None and message.get("role") == "assistant":
-                self.action_count += len(tool_calls(message))
+        # Files, the call count and the newest reply need the whole middle: they come from
+        # one front-to-back gathering (the engine's, taken while slimming, or one here).
+        gathered = self.facts.files
+        if gathered is None:
+            gathered = MiddleFiles()
+            gather_files(middle, 0, len(middle), self.facts.calls, gathered)
+        self.action_count = gathered.call_count
+        self.last_reply_pos = gathered.last_reply_pos
         actions.reverse()
         self.resolved.reverse()
         self.constraints = list(constraints)[::-1]
         self.decisions = list(decisions)[::-1]
-        self.files = list(files)[::-1]
+        self.files = gathered.newest(_KEEP_FILES)
         self.modified = list(modified)[::-1]
-
-    def _walk_files(self, end: int, files: dict[str, None]) -> int:
-        """Go on from ``end`` (excluded) to older messages for file paths only, counting the
-        tool calls passed; returns where it stopped (the list full) or 0.
-
-        Every other list fills within the newest few hundred messages; a conversation that
-        names fewer files than the list holds is walked to its start, so this loop does only
-        what the files need (the same collection as ``_walk``, in the same order).
-        """
-        middle = self.facts.middle
-        for pos in range(end - 1, -1, -1):
-            message = middle[pos]
-            role = message.get("role")
-            if role == "assistant":
-                text = message.get("content")
-                if type(text) is not str:
-                    text = content_text(text, images=False)
-                if text and not text.isspace():
-                    if self.last_reply_pos < 0:
-                        self.last_reply_pos = pos
-                    _add_paths(text, files)
-                calls = tool_calls(message) if message.get("tool_calls") is not None else ()
-                self.action_count += len(calls)
-                for call in reversed(calls) if len(files) < _KEEP_FILES else ():
-                    _, _, args = self._resolve(call, pos)
-                    for key, value in args.items():
-                        if (
-                            key in _PATH_KEYS
-                            and value
-                            and type(value) is str
-                            and len(files) < _KEEP_FILES
-                        ):
-                            files[value] = None
-            elif role == "user":
-                _add_paths(content_text(message.get("content"), images=False), files)
-            if len(files) >= _KEEP_FILES:
-                return pos
-        return 0
 
 
 def deterministic_summary(facts: SummaryFacts) -> str:

@@ -1,6 +1,9 @@
 import re
 from datetime import date
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from compaction.summary import (
     END_MARKER,
     PREFIX_OPENING,
@@ -258,3 +261,65 @@ def test_files_are_walked_to_the_start_when_fewer_than_the_list_holds():
     files = section(body, "Relevant Files")
     named = re.findall(r"etc/first\.toml|lib/second\.py|x/third\.cfg|src/a\.py", files)
     assert named == ["etc/first.toml", "x/third.cfg", "lib/second.py", "src/a.py"]
+
+
+def _newest_paths_walking_back(middle, keep):
+    """The plain definition: read newest first (a message's text before its calls, the last
+    call first), keep the first ``keep`` distinct paths, list them oldest first."""
+    from compaction.messages import content_text, parse_arguments, tool_calls
+    from compaction.summary import _PATH_KEYS, _PATH_RE
+
+    seen = {}
+    for message in reversed(middle):
+        text = content_text(message.get("content"), images=False)
+        if message["role"] == "user" or (message["role"] == "assistant" and text.strip()):
+            for path in reversed(_PATH_RE.findall(text[:4_000])):
+                seen.setdefault(path)
+        if message["role"] == "assistant":
+            for c in reversed(tool_calls(message)):
+                for key, value in parse_arguments(c).items():
+                    if key in _PATH_KEYS and value and isinstance(value, str):
+                        seen.setdefault(value)
+    return list(seen)[:keep][::-1]
+
+
+path_names = st.sampled_from([f"src/m{i}/f{i}.py" for i in range(30)])
+
+
+@st.composite
+def messages_naming_files(draw):
+    out = []
+    for i in range(draw(st.integers(0, 60))):
+        texts = " and ".join(draw(st.lists(path_names, max_size=3)))
+        if draw(st.booleans()):
+            out.append(user(f"look at {texts}"))
+            continue
+        calls = [
+            call(f"c{i}_{k}", "patch", **{key: draw(path_names) for key in keys})
+            for k, keys in enumerate(
+                draw(
+                    st.lists(
+                        st.sampled_from([("path",), ("path", "workdir"), ("dir",)]), max_size=3
+                    )
+                )
+            )
+        ]
+        out.append(assistant(draw(st.sampled_from(["", "  ", f"edited {texts}"])), *calls))
+        out += [result(c["id"], "ok") for c in calls]
+    return out
+
+
+@given(middle=messages_naming_files(), cut=st.integers(0, 200))
+@settings(max_examples=150, deadline=None)
+def test_gathered_files_are_the_newest_distinct_paths_in_order(middle, cut):
+    from compaction.summary import MiddleFiles, gather_files
+
+    gathered = MiddleFiles()
+    cut = min(cut, len(middle))
+    gather_files(middle, 0, cut, None, gathered)  # in two ranges, as the engine's blocks
+    gather_files(middle, cut, len(middle), None, gathered)
+    for keep in (1, 5, 20):
+        assert gathered.newest(keep) == _newest_paths_walking_back(middle, keep)
+    assert gathered.call_count == sum(len(m.get("tool_calls") or []) for m in middle)
+    replies = [i for i, m in enumerate(middle) if m["role"] == "assistant" and m["content"].strip()]
+    assert gathered.last_reply_pos == (replies[-1] if replies else -1)
