@@ -40,11 +40,11 @@ from compaction.summarizer import (
 )
 from compaction.summary import (
     SUMMARY_PREFIX,
-    MiddleFiles,
+    MiddleGathered,
     SummaryFacts,
     build_prompt,
     deterministic_summary,
-    gather_files,
+    gather_middle,
     is_summary_message,
     is_summary_text,
     split_summary,
@@ -62,7 +62,7 @@ from compaction.trigger import compute_threshold
 __all__ = ["CompactionResult", "compact"]
 
 _KINDS = ("fold", "truncate", "image")
-_BLOCK = 512  # messages slimmed and measured together (see compact())
+_BLOCK = 512  # messages of the middle slimmed, measured and gathered together (see compact())
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -310,7 +310,7 @@ def compact(
     # every message from memory again (50k messages: 15-20 % of the pipeline).
     slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
     sizes = RecordSizes()
-    files = MiddleFiles()  # what the deterministic summary needs from the whole middle
+    gathered = MiddleGathered()  # what the deterministic summary needs from the whole middle
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
         slim_range(slimming, indices, cfg, start, stop)
@@ -319,7 +319,7 @@ def compact(
             slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
         )
         clock.lap("serialize", add=True)
-        gather_files(middle, start, stop, slimming.calls, files)
+        gather_middle(middle, start, stop, slimming.calls, gathered)
         clock.lap("summarize", add=True)
     actions, folds = slimming.actions, slimming.folds
     summarizer_input, truncations = serialize_middle(
@@ -344,7 +344,7 @@ def compact(
         now=day,
         max_chars=cfg.summary_max_chars,
         calls=slimming.calls,
-        files=files,
+        gathered=gathered,
     )
     prompt = build_prompt(
         summarizer_input,

@@ -267,8 +267,8 @@ class SummaryFacts:
         now: the date for temporal anchoring.
         max_chars: size bound of the body.
         calls: tool call id → (name, parsed arguments), when already known (saves parsing).
-        files: ``gather_files`` over the whole middle, when already taken (the engine gathers
-            it block by block with slimming); otherwise it is gathered here.
+        gathered: ``gather_middle`` over the whole middle, when already taken (the engine
+            gathers it block by block with slimming); otherwise it is gathered here.
     """
 
     middle: Sequence[Message]
@@ -279,7 +279,7 @@ class SummaryFacts:
     now: date
     max_chars: int = 12_000
     calls: Mapping[str, tuple[str, dict[str, Any]]] | None = None
-    files: MiddleFiles | None = None
+    gathered: MiddleGathered | None = None
 
 
 _VERBS = {
@@ -392,8 +392,9 @@ def _add_sentence(pattern: re.Pattern[str], text: str, found: dict[str, None]) -
 
 
 @dataclass(slots=True)
-class MiddleFiles:
-    """The file paths and tool calls of a middle, gathered front to back by ``gather_files``.
+class MiddleGathered:
+    """What the summary needs from the whole middle (files, calls, newest reply), gathered
+    front to back by ``gather_middle``.
 
     Attributes:
         paths: every path named (tool arguments, paths in user and assistant text), ordered
@@ -414,12 +415,12 @@ class MiddleFiles:
         return list(itertools.islice(reversed(paths), count))[::-1]
 
 
-def gather_files(
+def gather_middle(
     middle: Sequence[Message],
     start: int,
     stop: int,
     calls: Mapping[str, tuple[str, dict[str, Any]]] | None,
-    into: MiddleFiles,
+    into: MiddleGathered,
 ) -> None:
     """Add the paths and tool calls of ``middle[start:stop]`` to ``into`` (ranges in order).
 
@@ -593,10 +594,10 @@ class _MiddleScan:
                 break
         # Files, the call count and the newest reply need the whole middle: they come from
         # one front-to-back gathering (the engine's, taken while slimming, or one here).
-        gathered = self.facts.files
+        gathered = self.facts.gathered
         if gathered is None:
-            gathered = MiddleFiles()
-            gather_files(middle, 0, len(middle), self.facts.calls, gathered)
+            gathered = MiddleGathered()
+            gather_middle(middle, 0, len(middle), self.facts.calls, gathered)
         self.action_count = gathered.call_count
         self.last_reply_pos = gathered.last_reply_pos
         actions.reverse()

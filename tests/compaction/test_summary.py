@@ -312,12 +312,12 @@ def messages_naming_files(draw):
 @given(middle=messages_naming_files(), cut=st.integers(0, 200))
 @settings(max_examples=150, deadline=None)
 def test_gathered_files_are_the_newest_distinct_paths_in_order(middle, cut):
-    from compaction.summary import MiddleFiles, gather_files
+    from compaction.summary import MiddleGathered, gather_middle
 
-    gathered = MiddleFiles()
+    gathered = MiddleGathered()
     cut = min(cut, len(middle))
-    gather_files(middle, 0, cut, None, gathered)  # in two ranges, as the engine's blocks
-    gather_files(middle, cut, len(middle), None, gathered)
+    gather_middle(middle, 0, cut, None, gathered)  # in two ranges, as the engine's blocks
+    gather_middle(middle, cut, len(middle), None, gathered)
     for keep in (1, 5, 20):
         assert gathered.newest(keep) == _newest_paths_walking_back(middle, keep)
     assert gathered.call_count == sum(len(m.get("tool_calls") or []) for m in middle)
