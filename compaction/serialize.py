@@ -61,7 +61,7 @@ def _call_parts(call: Mapping[str, Any]) -> tuple[str, str]:
 def serialize_message(
     message: Message, config: CompactionConfig, fold: str | None = None
 ) -> tuple[str, str, str]:
-    """One summarizer record.
+    """One summarizer record; ``fold``, when given, stands for the content (a folded result).
 
     Returns:
         ``(record, full_text, sent_text)``: the record, the message text before truncation
