@@ -311,3 +311,9 @@ HERMES_LOCK_LEASE_SECONDS = env_int("HERMES_LOCK_LEASE_SECONDS", CELERY_TASK_TIM
 HERMES_WORKSPACE = Path(env_str("HERMES_WORKSPACE", str(BASE_DIR / "demo_workspace")))
 HERMES_ENABLE_TERMINAL = env_bool("HERMES_ENABLE_TERMINAL", False)
 HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
+
+# --- Hardening (issue #16) ----------------------------------------------------------------
+# Every user's agent works in a folder of its own (a chat in its own when asked), copied from
+# the HERMES_WORKSPACE template on first use; writes are capped by one quota per workspace.
+HERMES_WORKSPACES_DIR = Path(env_str("HERMES_WORKSPACES_DIR", str(DATA_DIR / "workspaces")))
+HERMES_WORKSPACE_QUOTA_BYTES = env_int("HERMES_WORKSPACE_QUOTA_BYTES", 20 * 1024 * 1024)

@@ -77,6 +77,7 @@ class WorkerProcess:
             "CELERY_BROKER_URL": broker_url,
             "HERMES_BROKER_POLL_SECONDS": "0.05",
             "CELERY_TASK_ALWAYS_EAGER": "false",
+            "HERMES_WORKSPACES_DIR": str(settings.HERMES_WORKSPACES_DIR),
             **(extra_env or {}),
         }
         self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
@@ -178,3 +179,9 @@ def celery_worker_process(transactional_db, tmp_path, settings):
     finally:
         worker.stop()
         point_app_at_broker(original)
+
+
+@pytest.fixture(autouse=True)
+def _own_workspaces_dir(settings, tmp_path_factory):
+    """Per-user agent workspaces go to a fresh folder per test, never to var/."""
+    settings.HERMES_WORKSPACES_DIR = tmp_path_factory.mktemp("workspaces")

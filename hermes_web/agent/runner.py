@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hermes_web.agent import DEMO_CONTEXT_LENGTH, DEMO_MODEL, is_demo_model
-from hermes_web.agent.tools import run_tool, tool_schemas
+from hermes_web.agent.tools import run_tool, tool_schemas, workspace_for
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import compaction_config_for, maybe_auto_compact
 from hermes_web.services.sessions import (
@@ -304,7 +304,9 @@ class TurnLoop:
             for call in calls:
                 name = call["function"]["name"]
                 self.record(None, activity=f"running {name}")
-                result = run_tool(name, call["function"]["arguments"])
+                result = run_tool(
+                    name, call["function"]["arguments"], workspace=workspace_for(self.session)
+                )
                 self.usage["tool_calls"] += 1
                 message = append_message(
                     self.session,

@@ -134,6 +134,10 @@ def chat(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat_new(request: HttpRequest) -> HttpResponse:
     session = start_chat(owner=request.user)
+    if request.POST.get("workspace") == "chat":
+        # The agent gets a copy of the template for this chat alone (see agent.tools).
+        session.extra = {**session.extra, "workspace": "chat"}
+        session.save(update_fields=["extra"])
     text = (request.POST.get("message") or "").strip()
     if text and not text.startswith("/"):
         send_message(session=session, text=text[:MAX_MESSAGE_CHARS])
