@@ -7,7 +7,7 @@ ids answer 404 exactly like ids that do not exist.
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import File, Form, Query, Router, Schema, Status
+from ninja import Field, File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 from ninja.security import HttpBearer
 
@@ -83,8 +83,9 @@ def _compaction(request, public_id: str) -> Compaction:
 
 
 class PageQuery(Schema):
-    limit: int = 50
-    offset: int = 0
+    # Bounded so a huge value is a 422 naming the field, not an integer SQLite cannot bind.
+    limit: int = Field(50, ge=-(10**9), le=10**9)
+    offset: int = Field(0, ge=-(10**9), le=10**9)
 
 
 def _page(query: PageQuery) -> tuple[int, int]:

@@ -4,7 +4,9 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from ninja import Field, Schema
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
+
+from hermes_web import validation
 
 Role = Literal["system", "user", "assistant", "tool"]
 Mode = Literal["rotation", "in_place", "in-place"]
@@ -19,6 +21,12 @@ class SessionIn(Schema):
     model: str = Field("", max_length=200)
     context_length: int | None = Field(None, ge=1_000, le=10_000_000)
     compaction_mode: Literal["", "rotation", "in_place", "in-place"] = ""
+
+    @field_validator("title", "model")
+    @classmethod
+    def _valid_text(cls, value: str, info) -> str:
+        validation.check_text(value, info.field_name)
+        return value
 
 
 class SessionOut(Schema):
@@ -77,6 +85,26 @@ class MessageIn(Schema):
     name: str = Field("", max_length=200)
     reasoning: str | None = None
 
+    # Checked at the entrance, so a stored row can always be rendered and sent to a provider:
+    # a 422 names the field and the place in it (e.g. tool_calls[0].function.name).
+    @field_validator("content")
+    @classmethod
+    def _valid_content(cls, value):
+        validation.check_content(value, "content")
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _valid_tool_calls(cls, value):
+        validation.check_tool_calls(value, "tool_calls")
+        return value
+
+    @field_validator("tool_call_id", "name", "reasoning")
+    @classmethod
+    def _valid_text(cls, value, info):
+        validation.check_text(value, info.field_name)
+        return value
+
 
 class MessageOut(BaseModel):
     """A message as the API returns it.
@@ -89,7 +117,8 @@ class MessageOut(BaseModel):
     position: int
     role: str
     content: Any
-    tool_calls: list[dict[str, Any]] | None
+    # Any, not list[dict]: rows stored before the entrance checks must still list (not 500).
+    tool_calls: Any
     tool_call_id: str
     name: str
     reasoning: Any
@@ -140,6 +169,18 @@ class CompactionIn(Schema):
     focus: str = Field("", max_length=2_000)
     config: dict[str, Any] = Field(default_factory=dict, description="CompactionConfig overrides")
     summarizer: Literal["auto", "deterministic"] = "auto"
+
+    @field_validator("config")
+    @classmethod
+    def _sane_numbers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        validation.check_config_numbers(value, "config")
+        return value
+
+    @field_validator("focus")
+    @classmethod
+    def _valid_focus(cls, value: str) -> str:
+        validation.check_text(value, "focus")
+        return value
 
 
 class CompactionOut(Schema):

@@ -317,3 +317,63 @@ HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
 # the HERMES_WORKSPACE template on first use; writes are capped by one quota per workspace.
 HERMES_WORKSPACES_DIR = Path(env_str("HERMES_WORKSPACES_DIR", str(DATA_DIR / "workspaces")))
 HERMES_WORKSPACE_QUOTA_BYTES = env_int("HERMES_WORKSPACE_QUOTA_BYTES", 20 * 1024 * 1024)
+
+# Login throttling (django-axes): after HERMES_LOGIN_FAILURE_LIMIT wrong passwords from one
+# address, that address gets 429 until the cool-off ends; a success resets its count.
+INSTALLED_APPS += ["csp", "axes"]
+MIDDLEWARE += ["csp.middleware.CSPMiddleware", "axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", *AUTHENTICATION_BACKENDS]
+AXES_FAILURE_LIMIT = env_int("HERMES_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = env_int("HERMES_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "hermes_web.views.accounts.client_ip"
+AXES_VERBOSE = False
+# Sign-ups: at most this many attempts per address and hour (counted in the cache).
+HERMES_SIGNUP_PER_HOUR = env_int("HERMES_SIGNUP_PER_HOUR", 20)
+AUTH_PASSWORD_VALIDATORS += [
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# Content Security Policy (django-csp): no inline script anywhere, no third-party origin.
+# Inline style *attributes* stay allowed (token bars carry their widths); <style> elements do not.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Production behind HTTPS: HERMES_HTTPS=1 turns on HSTS, secure cookies and the HTTPS redirect
+# (`manage.py check --deploy` passes with DEBUG off); HERMES_BEHIND_PROXY=1 trusts the one
+# reverse proxy in front for X-Forwarded-Proto / X-Forwarded-For. Off by default: `make run`
+# serves plain HTTP on 127.0.0.1.
+HERMES_HTTPS = env_bool("HERMES_HTTPS", False)
+HERMES_BEHIND_PROXY = env_bool("HERMES_BEHIND_PROXY", False)
+if HERMES_HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP health probes from the proxy
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("HERMES_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HERMES_HSTS_INCLUDE_SUBDOMAINS", True)
+    # The directive alone lists nothing: submitting the domain to the preload list is a
+    # separate, deliberate step. HERMES_HSTS_PRELOAD=0 leaves it out.
+    SECURE_HSTS_PRELOAD = env_bool("HERMES_HSTS_PRELOAD", True)
+if HERMES_BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Pages render stored data that may predate the input checks: the template backend replaces
+# lone surrogates in its output instead of failing the page (hermes_web.template_backend).
+TEMPLATES[0]["BACKEND"] = "hermes_web.template_backend.ScrubbingDjangoTemplates"
+TEMPLATES[0]["NAME"] = "django"  # the alias django-template-partials wraps

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView
 from django.contrib.staticfiles.views import serve as serve_static
+from django.core.exceptions import SuspiciousFileOperation
+from django.http import Http404
 from django.urls import path, re_path
 
 from hermes_web.api import api
@@ -11,7 +13,13 @@ from hermes_web.views import settings as settings_views
 def static_files(request, path):
     # The app serves its own few static files (no CDN, no separate web server needed);
     # a deployment in front of nginx can still collectstatic and serve them there.
-    return serve_static(request, path, insecure=True)
+    # A path that climbs out (``/static/%2e%2e/...``) is simply not a static file: 404.
+    if ".." in path.replace("\\", "/").split("/") or "\x00" in path:
+        raise Http404("not a static file")
+    try:
+        return serve_static(request, path, insecure=True)
+    except SuspiciousFileOperation:
+        raise Http404("not a static file") from None
 
 
 urlpatterns = [

@@ -18,6 +18,7 @@ import nh3
 
 from compaction.slimming import fold_tool_result
 from hermes_web.models import Message
+from hermes_web.validation import scrub_surrogates
 
 ALLOWED_TAGS = {
     "a",
@@ -68,7 +69,10 @@ OUTPUT_PREVIEW_CHARS = 20_000
 def render_markdown(text: str) -> str:
     """Safe HTML for a model's Markdown (the only string a template may mark safe)."""
     html = markdown_lib.markdown(
-        text, extensions=["fenced_code", "tables", "sane_lists"], output_format="html"
+        # nh3 (Rust) takes only valid Unicode: a stored lone surrogate becomes U+FFFD.
+        scrub_surrogates(text),
+        extensions=["fenced_code", "tables", "sane_lists"],
+        output_format="html",
     )
     return nh3.clean(
         html,
@@ -158,13 +162,18 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
             "html": render_markdown(text) if row.role == Message.Role.ASSISTANT and text else "",
             "calls": [],
         }
-        for call in row.tool_calls or []:
-            function = call.get("function") or {}
+        # Stored rows may predate the entrance checks: a call that is not an object, or an
+        # object without a function, still renders (as "?") instead of failing the page.
+        calls = row.tool_calls if isinstance(row.tool_calls, list) else []
+        for raw_call in calls:
+            call = raw_call if isinstance(raw_call, dict) else {}
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
             name = str(function.get("name") or "?")
             args, pretty = _pretty_arguments(function.get("arguments"))
-            result = results.get(call.get("id") or "")
+            call_id = call.get("id") if isinstance(call.get("id"), str) else ""
+            result = results.get(call_id)
             entry: dict[str, Any] = {
-                "id": call.get("id") or "",
+                "id": call_id,
                 "name": name,
                 "arguments": pretty,
                 "one_line": "",

@@ -199,6 +199,10 @@ def _text_arg(name: str, value: Any, *, required: bool = False) -> str:
         raise ToolError(f"{name} must be a string, got {type(value).__name__}")
     if required and not value:
         raise ToolError(f"{name} is required")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: not text any file can hold
+        raise ToolError(f"{name} contains an invalid character at {exc.start}") from None
     return value
 
 

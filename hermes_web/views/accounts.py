@@ -1,8 +1,11 @@
+from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.views import LoginView
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from hermes_web.health import check_broker, check_database
@@ -28,10 +31,40 @@ class HermesLoginView(LoginView):
         return super().get(request, *args, **kwargs)
 
 
+def client_ip(request: HttpRequest) -> str:
+    """The caller's address: REMOTE_ADDR, or the address the one trusted proxy saw
+    (HERMES_BEHIND_PROXY) — the last X-Forwarded-For hop, the only one a client cannot forge."""
+    if settings.HERMES_BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+        if hops:
+            return hops[-1][:64]
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def signup_throttled(request: HttpRequest) -> bool:
+    """Count this sign-up attempt; True once the address has used up its hourly allowance."""
+    key = f"signup-attempts:{client_ip(request)}:{timezone.now():%Y%m%d%H}"
+    cache.add(key, 0, 3600)
+    try:
+        attempts = cache.incr(key)
+    except ValueError:  # evicted between add and incr
+        cache.set(key, 1, 3600)
+        attempts = 1
+    return attempts > settings.HERMES_SIGNUP_PER_HOUR
+
+
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("conversation_list")
+    if request.method == "POST" and signup_throttled(request):
+        return render(
+            request,
+            "registration/locked_out.html",
+            {"message": "Too many sign-up attempts from your address.", "cooloff_minutes": 60},
+            status=429,
+        )
     form = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()

@@ -19,7 +19,8 @@ LIST_LIMIT = 200
 
 def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
     try:
-        return max(0, int(request.GET.get(name, default)))
+        # Capped: a value past SQLite's 64-bit integers would fail the query (500).
+        return min(max(0, int(request.GET.get(name, default))), 10**9)
     except (TypeError, ValueError):
         return default
 

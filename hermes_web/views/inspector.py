@@ -521,7 +521,10 @@ def compare(request: HttpRequest) -> HttpResponse:
                 for mode in (Compaction.Mode.ROTATION, Compaction.Mode.IN_PLACE)
             ]
         except (ConfigError, ValueError, CompactionRefused) as error:
-            return HttpResponse(f"Could not run the comparison: {error}", status=400)
+            # Plain text (and nosniff): the error may echo the posted value, never as HTML.
+            return HttpResponse(
+                f"Could not run the comparison: {error}", status=400, content_type="text/plain"
+            )
         return redirect(
             f"{reverse('compare')}?session={session.public_id}&a={runs[0].public_id}&b={runs[1].public_id}"
         )

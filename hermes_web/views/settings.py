@@ -2,8 +2,8 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -44,12 +44,37 @@ def create_api_key(request: HttpRequest) -> HttpResponse:
     )
 
 
+# A revoke names its key by a prefix of the key's hash (the page uses 24 characters). Short
+# prefixes are refused: one character would pick a key nearly at random.
+MIN_KEY_ID_CHARS = 12
+
+
+def _refuse_revoke(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    messages.error(request, message)
+    return render(request, "hermes_web/api_keys.html", {"keys": _keys(request)}, status=status)
+
+
 @require_POST
 @login_required
 def revoke_api_key(request: HttpRequest, key_id: str) -> HttpResponse:
-    key = get_object_or_404(
-        ApiKey.objects.filter(owner=request.user), key_hash__startswith=key_id[:64]
-    )
+    key_id = key_id.strip().lower()
+    if len(key_id) < MIN_KEY_ID_CHARS or len(key_id) > 64 or not key_id.isalnum():
+        return _refuse_revoke(
+            request,
+            f"A key id is {MIN_KEY_ID_CHARS} to 64 letters or digits of the key; nothing was revoked.",
+            400,
+        )
+    matches = list(ApiKey.objects.filter(owner=request.user, key_hash__startswith=key_id)[:2])
+    if len(matches) > 1:
+        return _refuse_revoke(
+            request,
+            f"The id {key_id!r} matches more than one of your keys; give more of it. "
+            "Nothing was revoked.",
+            409,
+        )
+    if not matches:
+        raise Http404("no key of yours has that id")
+    key = matches[0]
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
