@@ -373,9 +373,9 @@ def test_hostile_input_sweep(alice, ws, settings):  # noqa: C901 - one sweep, on
             figures["500s"] += 1
             failures.append(f"tool {name} {arguments[:40]} raised {exc!r}")
             continue
-        if name in ("write_file", "patch", "terminal", "no_such_tool") or "1e999" in arguments:
-            if "error" not in result:
-                failures.append(f"tool {name} {arguments[:60]} was not refused")
+        must_refuse = name in ("write_file", "patch", "terminal", "no_such_tool")
+        if (must_refuse or "1e999" in arguments) and "error" not in result:
+            failures.append(f"tool {name} {arguments[:60]} was not refused")
     assert (ws / "notes.md").read_text() == "hello world\n" * 10
     assert not (ws / ".git").exists()
 

@@ -120,7 +120,8 @@ def test_every_page_has_a_strict_csp_and_no_inline_script(alice, web):
         policy = response["Content-Security-Policy"]
         script_src = re.search(r"script-src ([^;]*)", policy).group(1)
         assert "'self'" in script_src
-        assert "unsafe-inline" not in script_src and "unsafe-eval" not in script_src
+        assert "unsafe-inline" not in script_src
+        assert "unsafe-eval" not in script_src
         assert "frame-ancestors 'none'" in policy
         html = response.content.decode()
         assert not INLINE_SCRIPT.search(html), (page, INLINE_SCRIPT.search(html).group(0))
@@ -188,12 +189,14 @@ def test_an_ambiguous_key_prefix_revokes_nothing_and_says_why(alice, web):
     assert "more than one" in response.content.decode()
     one.refresh_from_db()
     two.refresh_from_db()
-    assert one.revoked_at is None and two.revoked_at is None
+    assert one.revoked_at is None
+    assert two.revoked_at is None
     # A longer prefix picks exactly one.
     assert web.post(f"/settings/api-keys/{one.key_hash[:24]}/revoke/").status_code == 302
     one.refresh_from_db()
     two.refresh_from_db()
-    assert one.revoked_at is not None and two.revoked_at is None
+    assert one.revoked_at is not None
+    assert two.revoked_at is None
 
 
 def test_a_one_character_prefix_revokes_nothing(alice, web):
