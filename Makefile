@@ -4,6 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+# Every transitive version, with hashes: runtime only (make run), or runtime + test tools.
+RUNTIME_LOCK := requirements/runtime.lock
+TEST_LOCK := requirements/test.lock
+UV_VERSION := 0.13.8
 HERMES_PORT ?= 8000
 export HERMES_PORT
 export HERMES_WORKER_CONCURRENCY ?= 4
@@ -17,14 +22,33 @@ export PYTHONDONTWRITEBYTECODE := 1
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# Installs come from the lock files only (--require-hashes: a changed or unlisted package fails
+# the install); the project itself is added without dependencies, as an editable install.
+$(STAMP): pyproject.toml $(TEST_LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
-	@touch $(STAMP)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(TEST_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(STAMP) $(RUNTIME_STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml $(RUNTIME_LOCK)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(RUNTIME_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(RUNTIME_STAMP)
 
 .PHONY: install
-install: $(STAMP) ## Create .venv and install the project with its test tools
+install: $(STAMP) ## Create .venv and install the project with its test tools (from the lock)
+
+.PHONY: install-runtime
+install-runtime: $(RUNTIME_STAMP) ## Create .venv with the runtime dependencies only (from the lock)
+
+.PHONY: lock
+lock: ## Re-resolve requirements/*.lock from pyproject.toml (pinned uv, hashes for every file)
+	@test -x var/uv/bin/uv || ($(PYTHON) -m venv var/uv && var/uv/bin/pip install --quiet "uv==$(UV_VERSION)")
+	var/uv/bin/uv pip compile pyproject.toml --generate-hashes --python-version 3.11 \
+	  --python-platform x86_64-unknown-linux-gnu --no-header -o $(RUNTIME_LOCK)
+	var/uv/bin/uv pip compile pyproject.toml --extra test --generate-hashes --python-version 3.11 \
+	  --python-platform x86_64-unknown-linux-gnu --no-header -o $(TEST_LOCK)
 
 .PHONY: system-deps
 system-deps: ## Install Debian packages the tests need (chromium, postgresql, redis) when missing and root
@@ -41,11 +65,11 @@ system-deps: ## Install Debian packages the tests need (chromium, postgresql, re
 	fi
 
 .PHONY: migrate
-migrate: $(STAMP)
+migrate: $(RUNTIME_STAMP)
 	$(BIN)/python manage.py migrate --noinput -v 0
 
 .PHONY: run
-run: migrate ## Start the web server and a Celery worker on embedded defaults (SQLite + SQLite broker)
+run: migrate ## Start gunicorn and a Celery worker on embedded defaults (SQLite + SQLite broker)
 	@$(BIN)/python manage.py load_demo
 	@echo ""
 	@echo "  hermes-web is starting at http://127.0.0.1:$(HERMES_PORT)/  (Ctrl-C stops the server and the worker)"
@@ -75,7 +99,7 @@ export HERMES_WEB_THREADS ?= 1
 SERVICES_DIR := var/services
 
 .PHONY: run-scaled
-run-scaled: $(STAMP) ## PostgreSQL + Redis on 127.0.0.1 (data in var/services), gunicorn and HERMES_WORKERS workers per queue
+run-scaled: $(RUNTIME_STAMP) ## PostgreSQL + Redis on 127.0.0.1 (data in var/services), gunicorn and HERMES_WORKERS workers per queue
 	@eval "$$($(BIN)/python -m hermes_web.localservices start --data $(SERVICES_DIR))"; \
 	export DATABASE_URL CELERY_BROKER_URL; \
 	export SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}; \
