@@ -377,3 +377,5 @@ if HERMES_BEHIND_PROXY:
 # lone surrogates in its output instead of failing the page (hermes_web.template_backend).
 TEMPLATES[0]["BACKEND"] = "hermes_web.template_backend.ScrubbingDjangoTemplates"
 TEMPLATES[0]["NAME"] = "django"  # the alias django-template-partials wraps
+MIDDLEWARE += ["hermes_web.middleware.RefuseNulMiddleware"]
+LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # one INFO line per log-in otherwise

@@ -42,6 +42,10 @@ def _walk(value: Any, where: str, depth: int) -> None:
                 f"{where}: contains a lone surrogate (U+{ord(value[at]):04X}) at character {at}; "
                 "send valid UTF-8 text"
             )
+        if "\x00" in value:  # PostgreSQL's text and jsonb cannot hold it: refuse it everywhere
+            raise ValueError(
+                f"{where}: contains a NUL character (U+0000) at character {value.index(chr(0))}"
+            )
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{where}: {value} is not a finite number")

@@ -1,3 +1,5 @@
+import ipaddress
+
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
@@ -31,20 +33,29 @@ class HermesLoginView(LoginView):
         return super().get(request, *args, **kwargs)
 
 
-def client_ip(request: HttpRequest) -> str:
+def client_ip(request: HttpRequest) -> str | None:
     """The caller's address: REMOTE_ADDR, or the address the one trusted proxy saw
     (HERMES_BEHIND_PROXY) — the last X-Forwarded-For hop, the only one a client cannot forge."""
     if settings.HERMES_BEHIND_PROXY:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
         hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
-        if hops:
-            return hops[-1][:64]
-    return request.META.get("REMOTE_ADDR") or "unknown"
+        if hops and _is_ip(hops[-1]):
+            return hops[-1]
+    # None when unknown (axes stores it in an IP column: PostgreSQL refuses any other text).
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def signup_throttled(request: HttpRequest) -> bool:
     """Count this sign-up attempt; True once the address has used up its hourly allowance."""
-    key = f"signup-attempts:{client_ip(request)}:{timezone.now():%Y%m%d%H}"
+    key = f"signup-attempts:{client_ip(request) or 'unknown'}:{timezone.now():%Y%m%d%H}"
     cache.add(key, 0, 3600)
     try:
         attempts = cache.incr(key)

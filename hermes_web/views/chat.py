@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -40,6 +40,7 @@ from hermes_web.services.sessions import resolve_tip
 
 TEMPLATE = "hermes_web/chat.html"
 MAX_MESSAGE_CHARS = 100_000
+NUL_MESSAGE = "The message contains a NUL character (U+0000); remove it and send again."
 TRANSCRIPT_LIMIT = 400
 
 
@@ -133,6 +134,9 @@ def chat(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def chat_new(request: HttpRequest) -> HttpResponse:
+    if "\x00" in (request.POST.get("message") or ""):
+        # Refused before the chat exists: nothing is half-created (PostgreSQL cannot store NUL).
+        return HttpResponseBadRequest(NUL_MESSAGE, content_type="text/plain")
     session = start_chat(owner=request.user)
     if request.POST.get("workspace") == "chat":
         # The agent gets a copy of the template for this chat alone (see agent.tools).
@@ -215,6 +219,8 @@ def chat_send(request: HttpRequest, public_id: str) -> HttpResponse:
             f"The message is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}.",
             400,
         )
+    if "\x00" in text:
+        return _refuse(request, session, NUL_MESSAGE, 400, text.replace("\x00", ""))
     if text.startswith("/"):
         return _command(request, session, text)
     try:
