@@ -290,16 +290,26 @@ def _lines(handle, chunk: int = 64 * 1024) -> Iterator[bytes]:
 
 
 def _compile_search(pattern: str):
-    """RE2 (linear time: no pattern can take exponential time); literal text when the pattern
-    is not RE2 syntax (backreferences, lookarounds) or too big to compile."""
+    """RE2 (linear time: no pattern can take exponential time), and a note for the model; the
+    literal text, with a note saying so, when the pattern is not RE2 syntax (backreferences,
+    lookarounds) or too big to compile."""
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False
     options.max_mem = 8 * 1024 * 1024
     try:
-        return re2.compile(pattern, options)
-    except re2.error:
-        return re2.compile(re.escape(pattern), options)
+        return re2.compile(pattern, options), ""
+    except re2.error as exc:
+        reason = (
+            exc.args[0].decode(errors="replace")
+            if exc.args and isinstance(exc.args[0], bytes)
+            else str(exc)
+        )
+        note = (
+            f"the pattern is not RE2 syntax ({reason}; backreferences and lookarounds are not "
+            "supported), so it was searched as literal text"
+        )
+        return re2.compile(re.escape(pattern), options), note
 
 
 def search_files(
@@ -330,7 +340,7 @@ def search_files(
         )
     if target != "content":
         raise ToolError("target must be 'content' or 'files'")
-    regex = _compile_search(pattern)
+    regex, note = _compile_search(pattern)
     matches: list[dict[str, Any]] = []
     total = 0
     budget = SEARCH_MAX_BYTES_TOTAL
@@ -354,7 +364,10 @@ def search_files(
                     matches.append(
                         {"path": _relative(file, root), "line": number, "content": line[:300]}
                     )
-    return _ok({"total_count": total, "matches": matches, "truncated": total > len(matches)})
+    payload = {"total_count": total, "matches": matches, "truncated": total > len(matches)}
+    if note:
+        payload["note"] = note
+    return _ok(payload)
 
 
 def list_files(root: Path, path: str = ".", depth: int = 3) -> str:

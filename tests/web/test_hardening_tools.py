@@ -250,7 +250,9 @@ def test_a_catastrophic_regex_finishes_and_still_finds_matches(ws):
 
 def test_a_pattern_re2_cannot_compile_is_searched_as_text(ws):
     (ws / "refs.txt").write_text("(a)\\1 literally\n")
-    assert call(ws, "search_files", {"pattern": "(a)\\1"})["total_count"] == 1
+    result = call(ws, "search_files", {"pattern": "(a)\\1"})
+    assert result["total_count"] == 1
+    assert "searched as literal text" in result["note"]
 
 
 def _bytes_read() -> int:

@@ -365,3 +365,62 @@ def test_a_nul_character_is_a_400_at_every_entrance_and_stores_nothing(alice, we
     )
     assert response.status_code == 422
     assert "NUL" in response.json()["detail"][0]["msg"]
+
+
+def test_real_world_message_shapes_pass_the_entrance_checks(alice, web, api):
+    """Shapes met in public Hermes session files and client fixtures: Korean text with
+    markdown, a call without "type" or "arguments", extra keys on a call (Responses-API ids),
+    a JSON tool result with null fields, parallel calls. None may be refused."""
+    session = Session.objects.create(owner=alice, title="real shapes")
+    url = f"/api/sessions/{session.public_id}/messages"
+    bodies = [
+        {"role": "system", "content": "You are Hermes."},
+        {"role": "user", "content": "[사용자] 웹소설 + 웹툰 전체 파이프라인 그려와. *20컷* 분량."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_ac2b1eab18aa419088bf922b",
+                    "type": "function",
+                    "function": {
+                        "name": "terminal",
+                        "arguments": '{"command": "cd ~/wiki && git status --short", "timeout": 30}',
+                    },
+                },
+                {"id": "call_123", "function": {"name": "read_file"}},
+                {
+                    "id": "call_9",
+                    "response_item_id": "fc_toolu_01NrZ5XYPi",
+                    "type": "function",
+                    "function": {"name": "delegate_task", "arguments": '{"goal": "..."}'},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_ac2b1eab18aa419088bf922b",
+            "name": "terminal",
+            "content": '{"output": "✅ 24 pages | fixes=2 err=0 warn=0\\nEXIT=0", "exit_code": 0, "error": null}',
+        },
+        {"role": "tool", "tool_call_id": "call_123", "content": "success"},
+        {"role": "tool", "tool_call_id": "call_9", "content": ""},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "이 그림은?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ],
+        },
+        {"role": "assistant", "content": "네.", "reasoning": "사용자가 이미지를 보냈다."},
+    ]
+    for body in bodies:
+        response = post_json(web, url, body, **api)
+        assert response.status_code == 201, (body, response.content)
+    assert Message.objects.filter(session=session).count() == len(bodies)
+    refused = post_json(web, url, {"role": "session_meta", "tools": []}, **api)
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["loc"][-1] == "role"
+    web.force_login(alice)
+    for page in (f"/conversations/{session.public_id}/", f"/chat/{session.public_id}/"):
+        assert web.get(page).status_code == 200, page
