@@ -315,7 +315,7 @@ HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
 # --- Hardening (issue #16) ----------------------------------------------------------------
 # Every user's agent works in a folder of its own (a chat in its own when asked), copied from
 # the HERMES_WORKSPACE template on first use; writes are capped by one quota per workspace.
-HERMES_WORKSPACES_DIR = Path(env_str("HERMES_WORKSPACES_DIR", str(DATA_DIR / "workspaces")))
+HERMES_WORKSPACES_DIR = Path(env_str("HERMES_WORKSPACES_DIR") or str(DATA_DIR / "workspaces"))
 HERMES_WORKSPACE_QUOTA_BYTES = env_int("HERMES_WORKSPACE_QUOTA_BYTES", 20 * 1024 * 1024)
 
 # Login throttling (django-axes): after HERMES_LOGIN_FAILURE_LIMIT wrong passwords from one
