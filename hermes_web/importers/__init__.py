@@ -678,7 +678,7 @@ def import_path(
     return report
 
 
-def import_upload(upload, *, owner, fmt: str = "auto") -> ImportReport:
+def import_upload(upload, *, owner, fmt: str = "auto", skip_existing: bool = False) -> ImportReport:
     """An uploaded file (Django UploadedFile): imported from its temp file, or a copy on disk."""
     name = Path(upload.name or "upload").name
     if upload.size is not None and upload.size > max_bytes():
@@ -692,11 +692,17 @@ def import_upload(upload, *, owner, fmt: str = "auto") -> ImportReport:
         )
         return report
     if hasattr(upload, "temporary_file_path"):
-        return import_path(upload.temporary_file_path(), owner=owner, fmt=fmt, name=name)
+        return import_path(
+            upload.temporary_file_path(),
+            owner=owner,
+            fmt=fmt,
+            name=name,
+            skip_existing=skip_existing,
+        )
     with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as copy:
         _copy(upload, copy)
         copy.flush()
-        return import_path(copy.name, owner=owner, fmt=fmt, name=name)
+        return import_path(copy.name, owner=owner, fmt=fmt, name=name, skip_existing=skip_existing)
 
 
 def _copy(upload, target: IO[bytes]) -> None:
