@@ -323,8 +323,9 @@ def check_session(parsed: ParsedSession, file: str) -> None:
 def fidelity(parsed: ParsedSession) -> dict:
     """What the import kept and what it did not, for one session (CLI, page, API)."""
     active = [m for m in parsed.messages if m.active and not m.meta]
-    calls = [c["id"] for m in active for c in m.tool_calls or ()]
-    results = {m.tool_call_id for m in active if m.role == "tool"}
+    turns = [m for m in parsed.messages if not m.meta]  # active and archived
+    calls = [c["id"] for m in turns for c in m.tool_calls or ()]
+    results = {m.tool_call_id for m in turns if m.role == "tool"}
     images = sum(
         1
         for m in parsed.messages
@@ -340,7 +341,7 @@ def fidelity(parsed: ParsedSession) -> dict:
         "summaries": sum(1 for m in parsed.messages if m.is_summary),
         "tool_calls": len(calls),
         "tool_results_paired": sum(1 for c in calls if c in results),
-        "stub_results": sum(1 for m in active if m.role == "tool" and m.extra.get("synthetic")),
+        "stub_results": sum(1 for m in turns if m.role == "tool" and m.extra.get("synthetic")),
         "images": images,
         "reasoning": sum(1 for m in active if m.reasoning),
         "metadata": sorted(k for v in parsed.extra.values() if isinstance(v, dict) for k in v),

@@ -267,6 +267,8 @@ def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bo
         if role is None:
             raise ImportProblem(file, number, f"unknown role {item.get('role')!r}")
         body = _content(item.get("content"), file, number)
+        if role == "user":
+            body = _split_ide_request(build, body, when, number)
         message = ParsedMessage(role=role, content=body, extra=extra, created_at=when)
         kind = context_kind(text_of(body)) if role == "user" else ""
         if kind:
@@ -321,3 +323,30 @@ def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bo
         return ""
     build.session.skip(f"response item of type {itype!r}")
     return ""
+
+
+IDE_REQUEST = "## My request for Codex:"
+
+
+def _split_ide_request(build: _Builder, body: Any, when, number: int) -> Any:
+    """The IDE extension sends ``# Context from my IDE setup: … ## My request for Codex:
+    <request>``: the context becomes a meta row, the request stays the user's turn."""
+    text = text_of(body)
+    if not text.lstrip().startswith("# Context from my IDE setup") or IDE_REQUEST not in text:
+        return body
+    context, _, request = text.partition(IDE_REQUEST)
+    build.add(
+        ParsedMessage(
+            role="user",
+            content=context.strip(),
+            meta="ide_context",
+            extra={"line": number},
+            created_at=when,
+        )
+    )
+    build.session.skip("ide_context block (kept as a meta row)")
+    if isinstance(body, list):
+        return [{"type": "text", "text": request.strip()}] + [
+            p for p in body if p.get("type") != "text"
+        ]
+    return request.strip()
