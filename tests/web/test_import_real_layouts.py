@@ -154,7 +154,8 @@ def test_cli_reports_duplicates_with_a_failing_exit_unless_skip_existing(alice, 
     printed = out.getvalue()
     assert printed.count("imported ") == 2
     assert "4/4 tool calls paired" in printed
-    assert "not a message: " in printed and "progress record" in printed
+    assert "not a message: " in printed
+    assert "progress record" in printed
     err = StringIO()
     with pytest.raises(CommandError, match="already imported"):
         call_command("import_sessions", str(tree), user="alice", stdout=StringIO(), stderr=err)
@@ -268,7 +269,8 @@ def test_a_session_id_with_a_slash_never_breaks_the_pages(alice, alice_client, t
     path.write_text(json.dumps(line) + "\n")
     session = _only(import_path(path, owner=alice))
     assert "/" not in session.public_id
-    assert "?" not in session.public_id and " " not in session.public_id
+    assert "?" not in session.public_id
+    assert " " not in session.public_id
     assert alice_client.get("/conversations/").status_code == 200
     assert alice_client.get("/import/").status_code == 200
     assert alice_client.get(f"/conversations/{session.public_id}/").status_code == 200
