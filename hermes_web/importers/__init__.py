@@ -30,7 +30,6 @@ from typing import IO
 
 from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig
@@ -354,9 +353,11 @@ class _Links:
     """Parent links of one import: each is made inside its session's own transaction.
 
     Children whose parent is not stored yet wait (by the tool's parent id) and are attached
-    when it arrives, in this file or a later one; attaching moves the child's whole subtree
-    with one UPDATE, so a 3,000-deep chain needs no recursion. A link that would close a
-    cycle is refused, naming the ids, and its session is not stored."""
+    when it arrives, in this file or a later one. Which tree a session belongs to is tracked
+    in memory (a union-find over tree tops), so a 3,000-deep chain in any order needs no
+    recursion and no walk per link; a link that would close a cycle is refused, naming the
+    ids, and its session is not stored. Trees that gained a waiting subtree get their
+    ``root`` and depth rewritten level by level when the file is done (``finish``)."""
 
     def __init__(self, owner) -> None:
         self.owner = owner
@@ -367,10 +368,24 @@ class _Links:
             .values_list("pk", "extra")
         ):
             self.waiting.setdefault(str(extra["hermes_parent_id"]), []).append(pk)
+        self.up: dict[int, int] = {}  # union-find: tree top -> the top it was attached under
+        self.parent_of: dict[int, int] = {}  # sessions linked in this import
+        self.names: dict[int, str] = {}
+        self.dirty: set[int] = set()
+
+    def _top(self, pk: int) -> int:
+        path = []
+        while self.up.get(pk, pk) != pk:
+            path.append(pk)
+            pk = self.up[pk]
+        for node in path:
+            self.up[node] = pk
+        return pk
 
     def link(self, session: Session, parsed: ParsedSession) -> None:
         """Inside the session's transaction: attach to its parent, then its waiting children."""
         session.root_id, session.compression_count = session.pk, 0
+        self.names[session.pk] = parsed.public_id
         if parsed.parent_id:
             parent = (
                 Session.objects.filter(public_id=namespaced(parsed.parent_id, self.owner))
@@ -381,6 +396,8 @@ class _Links:
                 session.parent_id = parent.pk
                 session.root_id = parent.root_id or parent.pk
                 session.compression_count = parent.compression_count + 1
+                if parent.pk not in self.parent_of and session.root_id != parent.pk:
+                    self.up.setdefault(parent.pk, session.root_id)
                 if parsed.kind == "sub-agent":
                     _link_task_call(session.pk, parent.pk)
         Session.objects.filter(pk=session.pk).update(
@@ -388,21 +405,24 @@ class _Links:
             root_id=session.root_id,
             compression_count=session.compression_count,
         )
-        tool_id = parsed.public_id
-        for child_pk in self.waiting.get(tool_id, ()):
-            if child_pk == session.root_id:
+        top = self._top(session.parent_id) if session.parent_id else session.pk
+        for child_pk in self.waiting.get(parsed.public_id, ()):
+            if self._top(child_pk) == top:
                 raise ImportProblem(
                     "",
                     parsed.line,
                     f"parent cycle: {' → '.join(self._cycle(session, child_pk))}: refused",
                     parsed.public_id,
                 )
+        self.up[session.pk] = top
+        if session.parent_id:
+            self.parent_of[session.pk] = session.parent_id
+        for child_pk in self.waiting.get(parsed.public_id, ()):
             Session.objects.filter(pk=child_pk).update(parent_id=session.pk)
-            Session.objects.filter(root_id=child_pk).update(
-                root_id=session.root_id,
-                compression_count=F("compression_count") + session.compression_count + 1,
-            )
             _link_task_call(child_pk, session.pk)
+            self.up[child_pk] = top
+            self.parent_of[child_pk] = session.pk
+            self.dirty.add(top)
 
     def stored(self, session: Session, parsed: ParsedSession) -> None:
         """After the commit: the session's children are attached; it may wait for a parent."""
@@ -410,17 +430,48 @@ class _Links:
         if parsed.parent_id and session.parent_id is None:
             self.waiting.setdefault(parsed.parent_id, []).append(session.pk)
 
+    def rolled_back(self, session_pk: int | None) -> None:
+        """The session's transaction failed: forget what ``link`` noted about it."""
+        if session_pk is None:
+            return
+        for mapping in (self.up, self.parent_of, self.names):
+            mapping.pop(session_pk, None)
+
+    def finish(self) -> None:
+        """Rewrite root and depth of every tree that gained a waiting subtree, top down."""
+        for top in {self._top(t) for t in self.dirty}:
+            level, depth = [top], 0
+            with transaction.atomic():
+                while level:
+                    for start in range(0, len(level), _BATCH):
+                        Session.objects.filter(pk__in=level[start : start + _BATCH]).update(
+                            root_id=top, compression_count=depth
+                        )
+                    level = list(
+                        Session.objects.filter(parent_id__in=level)
+                        .exclude(pk=top)
+                        .values_list("pk", flat=True)
+                    )
+                    depth += 1
+        self.dirty.clear()
+
     def _cycle(self, session: Session, child_pk: int) -> list[str]:
         """The tool ids around the cycle: this session, its ancestors up to ``child_pk``, it."""
-        names = [session.extra.get("source_id") or session.public_id]
+        names = [self.names.get(session.pk, session.public_id)]
         current, seen = session.parent_id, {session.pk}
         while current and current not in seen:
             seen.add(current)
-            row = Session.objects.filter(pk=current).values("parent_id", "extra").first()
-            if row is None:
+            if current not in self.names:
+                row = Session.objects.filter(pk=current).values("parent_id", "extra").first()
+                if row is None:
+                    break
+                self.names[current] = (row["extra"] or {}).get("source_id", str(current))
+                if row["parent_id"]:
+                    self.parent_of.setdefault(current, row["parent_id"])
+            names.append(self.names[current])
+            if current == child_pk:
                 break
-            names.append((row["extra"] or {}).get("source_id", str(current)))
-            current = row["parent_id"]
+            current = self.parent_of.get(current)
         names.append(names[0])
         return names
 
@@ -446,7 +497,9 @@ def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None 
     if parsed.parent_id:
         extra["hermes_parent_id"] = parsed.parent_id
     fields = {"public_id": public_id} if public_id else {}
+    own_links = links is None
     links = links or _Links(owner)
+    session = None
     try:
         with transaction.atomic():
             session = Session.objects.create(
@@ -465,6 +518,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None 
             _insert_messages(session, parsed, counts)
             links.link(session, parsed)
     except ImportProblem as problem:
+        links.rolled_back(session.pk if session else None)
         problem.file = problem.file or file
         raise
     except IntegrityError as error:  # a concurrent import took the same id
@@ -485,6 +539,8 @@ def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None 
             parsed.public_id,
         ) from None
     links.stored(session, parsed)
+    if own_links:
+        links.finish()
     session.message_total = report["messages"]
     session.fidelity = report
     return session
@@ -632,6 +688,7 @@ def import_path(
     path = Path(path)
     file = name or path.name
     report = ImportReport(file=file)
+    links = None
     try:
         size = path.stat().st_size
         if size > max_bytes():
@@ -672,6 +729,8 @@ def import_path(
         report.errors.append(
             ImportProblem(file, 0, f"cannot import this file ({type(error).__name__}: {error})")
         )
+    if links is not None:
+        links.finish()
     for session in report.sessions:
         fresh = Session.objects.filter(pk=session.pk).values("parent_id", "root_id").first()
         if fresh:
