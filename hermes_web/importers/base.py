@@ -211,7 +211,8 @@ def pair_tool_results(parsed: ParsedSession) -> None:
     Results written later (after a user note, in another order) are moved up; a call with
     no result at all gets a marked stub result (``extra["synthetic"]``, counted in the
     fidelity report); a second result for a call already answered is kept as a meta row.
-    A result answering a call that is not in the file is kept as a meta row too.
+    A result answering a call that is not in the file is kept as a meta row too (exports
+    that start mid-conversation), except in an OpenAI list, where check_session refuses it.
     Idempotent: an already paired list comes out unchanged.
     """
     out: list[ParsedMessage] = []
@@ -262,10 +263,12 @@ def pair_tool_results(parsed: ParsedSession) -> None:
                 message.meta = "tool_result_duplicate"
                 parsed.skip("second result for an answered call (kept as a meta row)")
                 (held if turn is not None else out).append(message)
-            else:
+            elif parsed.source != "import:openai":  # a hand-made OpenAI list is refused
                 # e.g. an export that starts after the call: kept, but never sent alone
                 message.meta = "tool_result_unknown"
                 parsed.skip("tool result answering no call in the file (kept as a meta row)")
+                (held if turn is not None else out).append(message)
+            else:
                 (held if turn is not None else out).append(message)
             continue
         if message.role == "assistant":

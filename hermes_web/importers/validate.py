@@ -20,6 +20,8 @@ class Invalid(ValueError):
 
 
 def _text_ok(value: str, where: str) -> None:
+    if "\x00" in value:  # PostgreSQL cannot store it; refused on every database alike
+        raise Invalid(f"{where} holds a NUL character (\\u0000)")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -108,8 +110,6 @@ def check_message(message: ParsedMessage) -> None:
 
 def check_parsed(parsed: ParsedSession, file: str) -> None:
     """Raise an ImportProblem naming the first invalid message of the session."""
-    _walk(parsed.title, "title")
-    _walk(parsed.extra, "session metadata")
     for number, message in enumerate(parsed.messages, 1):
         try:
             check_message(message)
@@ -121,3 +121,9 @@ def check_parsed(parsed: ParsedSession, file: str) -> None:
                 f"message {number}: {error}",
                 parsed.public_id,
             ) from None
+    try:
+        _walk(parsed.title, "title")
+        _walk(parsed.public_id, "session id")
+        _walk(parsed.extra, "session metadata")
+    except Invalid as error:
+        raise ImportProblem(file, parsed.line, str(error), "") from None
