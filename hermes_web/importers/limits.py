@@ -35,7 +35,9 @@ class SizeLimitHandler(FileUploadHandler):
         if self.received > max_upload_bytes():
             if self.request is not None:
                 self.request.import_too_large = True
-            raise StopUpload(connection_reset=True)
+            # The rest of the body is read and dropped (a reset connection would leave the
+            # client without the 413); nothing more is written.
+            raise StopUpload(connection_reset=False)
         return raw_data
 
     def file_complete(self, file_size: int) -> None:
@@ -69,4 +71,7 @@ class ImportUploadLimitMiddleware:
             if declared > max_upload_bytes() + SLACK_BYTES:
                 return too_large_response(request)
             request.upload_handlers.insert(0, SizeLimitHandler(request))
+            request.FILES  # noqa: B018 - parse now, under the limit, before any view or check
+            if getattr(request, "import_too_large", False):
+                return too_large_response(request)
         return self.get_response(request)
