@@ -288,3 +288,12 @@ def test_a_claude_code_file_name_never_becomes_a_path(alice, tmp_path):
 def test_json_array_fixture_is_unchanged_by_detection():
     text = EXPORT.read_text()
     assert json.loads(text)["messages"][0]["tool_calls"] == ""
+
+
+def test_meta_rows_are_badged_on_the_conversation_page(alice, alice_client):
+    session = _only(import_path(MAIN, owner=alice))
+    plain = alice_client.get(f"/conversations/{session.public_id}/").content.decode()
+    assert "meta: command" not in plain  # inactive: not in the conversation by default
+    html = alice_client.get(f"/conversations/{session.public_id}/?archived=1").content.decode()
+    assert "meta: command_output" in html
+    assert "never sent to the model" in html
