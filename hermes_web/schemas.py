@@ -213,6 +213,7 @@ class ImportOut(Schema):
     skipped: list[str]
     duplicates: list[ImportProblemOut] = []  # imported before (send skip_existing to skip)
     errors: list[ImportProblemOut]
+    warnings: list[str] = []  # imported, but something was not read (e.g. a state.db -wal)
 
 
 class ImportFailedOut(ImportOut):

@@ -73,6 +73,7 @@ class ImportReport:
     skipped: list[ImportProblem] = field(default_factory=list)  # already there, --skip-existing
     duplicates: list[ImportProblem] = field(default_factory=list)  # already there: a failure
     errors: list[ImportProblem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # imported, but something was not read
 
     @property
     def ok(self) -> bool:
@@ -101,6 +102,7 @@ class ImportReport:
             "skipped": [str(p) for p in self.skipped],
             "duplicates": [p.to_dict() for p in self.duplicates],
             "errors": [e.to_dict() for e in self.errors],
+            "warnings": self.warnings,
         }
 
 
@@ -700,6 +702,14 @@ def import_path(
             raise ImportProblem(
                 file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})"
             )
+        if report.format == "hermes-db":
+            wal = path.with_name(path.name + "-wal")
+            if wal.is_file() and wal.stat().st_size > 0:
+                report.warnings.append(
+                    f"{wal.name} holds changes not yet written into {path.name}; the database "
+                    "is read as immutable, so they are not imported (quit Hermes, or copy the "
+                    "database with `sqlite3 state.db .backup copy.db`, and import again)"
+                )
         links = _Links(owner)
         for item in _pipelined(report.format, path, file):
             if isinstance(item, ImportProblem):

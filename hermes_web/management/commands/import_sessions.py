@@ -83,6 +83,8 @@ class Command(BaseCommand):
                         self.stdout.write(f"  not a message: {count} × {why}")
             for skipped in report.skipped:
                 self.stdout.write(f"skipped {skipped}")
+            for warning in report.warnings:
+                self.stderr.write(f"warning: {report.file}: {warning}")
             for problem in report.duplicates:
                 self.stderr.write(f"duplicate: {problem}")
             for problem in report.errors:
