@@ -481,8 +481,9 @@ class _Links:
 def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None = None) -> Session:
     """One session, one transaction: the session row, all its messages and its parent links,
     or nothing."""
-    pair_tool_results(parsed)
-    check_session(parsed, file)
+    if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
+        pair_tool_results(parsed)
+        check_session(parsed, file)
     public_id = namespaced(parsed.public_id, owner) if parsed.public_id else ""
     if public_id and Session.objects.filter(public_id=public_id).exists():
         raise AlreadyImported(file, parsed.line, "already imported", parsed.public_id)

@@ -53,11 +53,11 @@ def check_content(content: Any, where: str = "content") -> None:
         _text_ok(content, where)
         return
     if not isinstance(content, list):
-        raise Invalid(f"{where} is a {type(content).__name__}, not text or a list of parts")
+        raise Invalid(f"{where} is of type {type(content).__name__}, not text or a list of parts")
     for number, part in enumerate(content, 1):
         here = f"{where} part {number}"
         if not isinstance(part, dict):
-            raise Invalid(f"{here} is a {type(part).__name__}, not an object")
+            raise Invalid(f"{here} is of type {type(part).__name__}, not an object")
         kind = part.get("type")
         if not isinstance(kind, str) or not kind:
             raise Invalid(f"{here} has no string 'type'")
@@ -75,11 +75,11 @@ def check_tool_calls(calls: Any, where: str = "tool_calls") -> None:
     if calls is None:
         return
     if not isinstance(calls, list):
-        raise Invalid(f"{where} is a {type(calls).__name__}, not a list")
+        raise Invalid(f"{where} is of type {type(calls).__name__}, not a list")
     for number, call in enumerate(calls, 1):
         here = f"{where}[{number}]"
         if not isinstance(call, dict):
-            raise Invalid(f"{here} is a {type(call).__name__}, not an object")
+            raise Invalid(f"{here} is of type {type(call).__name__}, not an object")
         if not isinstance(call.get("id"), str) or not call["id"]:
             raise Invalid(f"{here} has no string id")
         function = call.get("function")

@@ -199,7 +199,7 @@ def test_codex_context_blocks_are_metadata_and_images_are_kept(alice):
     }
     assert request.content[1]["type"] == "image_url"
     assert session.title == "Why is the total wrong? See the screenshot."
-    for message in rows.filter(role="user", extra__meta=None):
+    for message in rows.filter(role="user").exclude(extra__has_key="meta"):
         text = message.content if isinstance(message.content, str) else message.content[0]["text"]
         assert not text.startswith(("<environment_context>", "# AGENTS.md", "# Context from"))
 
