@@ -22,6 +22,8 @@ class Invalid(ValueError):
 def _text_ok(value: str, where: str) -> None:
     if "\x00" in value:  # PostgreSQL cannot store it; refused on every database alike
         raise Invalid(f"{where} holds a NUL character (\\u0000)")
+    if value.isascii():  # the common case, checked without copying the text
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
