@@ -30,6 +30,7 @@ from typing import IO
 
 from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig
@@ -390,7 +391,10 @@ class _Links:
         self.names[session.pk] = parsed.public_id
         if parsed.parent_id:
             parent = (
-                Session.objects.filter(public_id=namespaced(parsed.parent_id, self.owner))
+                Session.objects.filter(
+                    Q(public_id=namespaced(parsed.parent_id, self.owner))
+                    | Q(public_id=parsed.parent_id, owner=self.owner)  # imported before namespaces
+                )
                 .only("pk", "root_id", "compression_count")
                 .first()
             )
@@ -485,7 +489,12 @@ def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None 
         pair_tool_results(parsed)
         check_session(parsed, file)
     public_id = namespaced(parsed.public_id, owner) if parsed.public_id else ""
-    if public_id and Session.objects.filter(public_id=public_id).exists():
+    if (
+        public_id
+        and Session.objects.filter(
+            Q(public_id=public_id) | Q(public_id=parsed.public_id, owner=owner)  # or before ids had
+        ).exists()
+    ):  # a namespace
         raise AlreadyImported(file, parsed.line, "already imported", parsed.public_id)
     model = parsed.model
     counts = parsed.token_counts or count_tokens(parsed.messages, model)

@@ -245,3 +245,17 @@ def test_import_token_counts_match_the_engine():
         [p.as_openai() for p in parsed], CompactionConfig(model="gpt-4o")
     )
     assert count_tokens(parsed, "gpt-4o") == engine
+
+
+def test_sessions_imported_before_ids_had_a_namespace_are_still_duplicates_and_parents(
+    alice, tmp_path
+):
+    lines = (FIXTURES / "hermes_export.jsonl").read_text().splitlines()
+    (tmp_path / "root.jsonl").write_text(lines[0] + "\n")
+    (tmp_path / "child.jsonl").write_text(lines[1] + "\n")
+    _ok(import_path(tmp_path / "root.jsonl", owner=alice))
+    Session.objects.filter(owner=alice).update(public_id=ROOT)  # the id an older version gave
+    again = import_path(tmp_path / "root.jsonl", owner=alice)
+    assert len(again.duplicates) == 1
+    _ok(import_path(tmp_path / "child.jsonl", owner=alice))
+    assert Session.objects.get(public_id=_id(CHILD, alice)).parent.public_id == ROOT
