@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import queue
+import re
 import shutil
 import tempfile
 import threading
@@ -183,6 +184,8 @@ def _by_text(path: Path, stream, first: str, file: str) -> str:
     text = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     if '"parentUuid"' in text or '"sessionId"' in text:
         return "claude-code"
+    if re.match(r'\s*\{\s*"role"\s*:\s*"session_meta"', text):  # a Hermes transcript
+        return "hermes-jsonl"
     if '"session_meta"' in text or '"response_item"' in text:
         return "codex"
     if '"messages"' in text and any(

@@ -297,3 +297,21 @@ def test_meta_rows_are_badged_on_the_conversation_page(alice, alice_client):
     html = alice_client.get(f"/conversations/{session.public_id}/?archived=1").content.decode()
     assert "meta: command_output" in html
     assert "never sent to the model" in html
+
+
+def test_a_transcript_whose_first_line_is_longer_than_the_sniff_window(alice, tmp_path):
+    """Hermes writes the whole tool list into the session_meta line: often > 1 MB."""
+    lines = TRANSCRIPT.read_text().splitlines()
+    meta = json.loads(lines[0])
+    meta["tools"] = meta["tools"] * 8000  # ~1.5 MB
+    path = tmp_path / TRANSCRIPT.name
+    path.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+    assert path.stat().st_size > 2**20
+    assert detect_format(path, path.name) == "hermes-jsonl"
+    session = _only(import_path(path, owner=alice))
+    assert [m["role"] for m in openai_messages(session)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
