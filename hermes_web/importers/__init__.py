@@ -184,6 +184,8 @@ def _by_text(path: Path, stream, first: str, file: str) -> str:
     text = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     if '"parentUuid"' in text or '"sessionId"' in text:
         return "claude-code"
+    if re.match(r'\s*\{\s*"type"\s*:\s*"file-history-snapshot"', text):  # a huge snapshot
+        return "claude-code"
     if re.match(r'\s*\{\s*"role"\s*:\s*"session_meta"', text):  # a Hermes transcript
         return "hermes-jsonl"
     if '"session_meta"' in text or '"response_item"' in text:

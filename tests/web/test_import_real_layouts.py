@@ -315,3 +315,14 @@ def test_a_transcript_whose_first_line_is_longer_than_the_sniff_window(alice, tm
         "tool",
         "assistant",
     ]
+
+
+def test_claude_code_whose_first_snapshot_is_longer_than_the_sniff_window(alice, tmp_path):
+    lines = MAIN.read_text().splitlines()
+    snapshot = json.loads(lines[0])
+    snapshot["snapshot"]["trackedFileBackups"] = {f"/f{i}.py": "x" * 100 for i in range(12_000)}
+    path = tmp_path / MAIN.name
+    path.write_text("\n".join([json.dumps(snapshot), *lines[1:]]) + "\n")
+    assert path.stat().st_size > 2**20
+    assert detect_format(path, path.name) == "claude-code"
+    assert _only(import_path(path, owner=alice)).fidelity["tool_calls"] == 4
