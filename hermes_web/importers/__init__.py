@@ -451,18 +451,20 @@ class _Links:
     def finish(self) -> None:
         """Rewrite root and depth of every tree that gained a waiting subtree, top down."""
         for top in {self._top(t) for t in self.dirty}:
-            level, depth = [top], 0
+            level, depth, seen = [top], 0, {top}
             with transaction.atomic():
                 while level:
                     for start in range(0, len(level), _BATCH):
                         Session.objects.filter(pk__in=level[start : start + _BATCH]).update(
                             root_id=top, compression_count=depth
                         )
-                    level = list(
-                        Session.objects.filter(parent_id__in=level)
-                        .exclude(pk=top)
-                        .values_list("pk", flat=True)
-                    )
+                    children = []
+                    for start in range(0, len(level), _BATCH):
+                        children += Session.objects.filter(
+                            parent_id__in=level[start : start + _BATCH]
+                        ).values_list("pk", flat=True)
+                    level = [pk for pk in children if pk not in seen]  # stored data may loop
+                    seen.update(level)
                     depth += 1
         self.dirty.clear()
 
