@@ -313,16 +313,23 @@ def commit(request, compaction_id: str):
     response={200: ImportOut, 400: ImportFailedOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut},
     tags=["import/export"],
 )
-def import_file(request, file: File[UploadedFile], format: Form[str] = "auto"):
-    """Upload a Hermes JSONL export or state.db, OpenAI JSON, Claude Code or Codex transcript."""
+def import_file(
+    request,
+    file: File[UploadedFile],
+    format: Form[str] = "auto",
+    skip_existing: Form[bool] = False,
+):
+    """Upload a Hermes JSONL/JSON export, transcript or state.db, OpenAI JSON, Claude Code or
+    Codex transcript. Sessions imported before are ``duplicates`` (400 when nothing else
+    was imported) unless ``skip_existing``; each imported session has a fidelity report."""
     if format != "auto" and format not in IMPORT_FORMATS:
         return Status(422, {"detail": f"format must be auto or one of {', '.join(IMPORT_FORMATS)}"})
     if file.size > max_upload_bytes():
         return Status(413, {"detail": f"file is larger than {max_upload_bytes() // 2**20} MB"})
-    report = import_upload(file, owner=request.user, fmt=format)
+    report = import_upload(file, owner=request.user, fmt=format, skip_existing=skip_existing)
     body = report.to_dict()
-    if report.errors and not report.sessions and not report.skipped:
-        return Status(400, {**body, "detail": str(report.errors[0])})
+    if report.refused and not report.sessions and not report.skipped:
+        return Status(400, {**body, "detail": str(report.refused[0])})
     return body
 
 

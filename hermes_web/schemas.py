@@ -242,6 +242,9 @@ class ImportedSessionOut(Schema):
     id: str
     title: str
     messages: int | None
+    source_id: str = ""  # the tool's own session id (``id`` is namespaced per user)
+    parent: str | None = None
+    fidelity: dict[str, Any] | None = None  # what the import kept, and what not and why
 
 
 class ImportOut(Schema):
@@ -249,7 +252,9 @@ class ImportOut(Schema):
     format: str
     imported: list[ImportedSessionOut]
     skipped: list[str]
+    duplicates: list[ImportProblemOut] = []  # imported before (send skip_existing to skip)
     errors: list[ImportProblemOut]
+    warnings: list[str] = []  # imported, but something was not read (e.g. a state.db -wal)
 
 
 class ImportFailedOut(ImportOut):

@@ -152,6 +152,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Import uploads refused by size before their body is stored (importers branch).
+    "hermes_web.importers.limits.ImportUploadLimitMiddleware",
 ]
 
 ROOT_URLCONF = "hermes_web.urls"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -56,6 +58,9 @@ class ParsedMessage:
     is_summary: bool = False
     extra: dict = field(default_factory=dict)
     created_at: dt.datetime | None = None
+    # Set on rows that are not conversation turns (a tool's notes, command wrappers, hidden
+    # context): stored inactive, marked ``extra["meta"]``, never given to the model or engine.
+    meta: str = ""
 
     def as_openai(self) -> dict:
         message: dict = {"role": self.role, "content": self.content}
@@ -80,6 +85,13 @@ class ParsedSession:
     extra: dict = field(default_factory=dict)
     line: int = 0  # where it started, for problems found while storing
     token_counts: list[int] | None = None  # filled by the parsing thread
+    records: int = 0  # records (lines, rows) read for this session
+    skipped: Counter = field(default_factory=Counter)  # "why" -> how many records
+    kind: str = ""  # e.g. "sub-agent": shown in the fidelity report
+
+    def skip(self, why: str, n: int = 1) -> None:
+        """Count records not stored as messages, by reason (the fidelity report lists them)."""
+        self.skipped[why] += n
 
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:
@@ -141,6 +153,8 @@ def json_line(text: str, file: str, line: int) -> Any:
         raise ImportProblem(
             file, line, f"broken JSON: {error.msg} at column {error.colno}"
         ) from None
+    except ValueError as error:  # an integer over Python's 4,300-digit conversion limit
+        raise ImportProblem(file, line, f"unreadable number: {error}") from None
     except RecursionError:
         raise ImportProblem(file, line, "JSON nested too deeply to read") from None
 
@@ -159,3 +173,111 @@ def text_of(value: Any) -> str:
             if isinstance(p, dict) and isinstance(p.get("text"), str)
         )
     return ""
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    """Terminal colour and cursor escapes removed (local command output is stored for display)."""
+    return ANSI_ESCAPE.sub("", text) if "\x1b" in text else text
+
+
+# Session ids become URL path segments: anything outside this set is escaped as ~XX, so a
+# hostile id (``a/b``, ``..``, spaces, control characters) can never break a route.
+_SAFE_ID = re.compile(r"[^A-Za-z0-9._:@+-]")
+MAX_ID_CHARS = 100
+
+
+def safe_id(value: str) -> str:
+    """A tool's session id made safe for URLs; stable, so re-imports find the same id."""
+    text = _SAFE_ID.sub(lambda m: "".join(f"~{b:02x}" for b in m.group().encode()), value)
+    if text.strip(".") == "":  # "." and ".." are path segments, not ids
+        text = text.replace(".", "~2e")
+    return text[:MAX_ID_CHARS]
+
+
+def image_part(url: str) -> dict:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+NO_RESULT = "[no result for this call was recorded in the imported file]"
+
+
+def pair_tool_results(parsed: ParsedSession) -> None:
+    """Every active assistant tool call followed by its result, in call order.
+
+    Providers refuse a conversation where a call has no result right after its message.
+    Results written later (after a user note, in another order) are moved up; a call with
+    no result at all gets a marked stub result (``extra["synthetic"]``, counted in the
+    fidelity report); a second result for a call already answered is kept as a meta row.
+    A result answering a call that is not in the file is kept as a meta row too (exports
+    that start mid-conversation), except in an OpenAI list, where check_session refuses it.
+    Idempotent: an already paired list comes out unchanged.
+    """
+    out: list[ParsedMessage] = []
+    turn: ParsedMessage | None = None
+    results: dict[str, ParsedMessage] = {}
+    held: list[ParsedMessage] = []
+    answered: set[str] = set()
+
+    def close() -> None:
+        nonlocal turn, results, held
+        if turn is not None:
+            out.append(turn)
+            for call in turn.tool_calls or ():
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(call_id, str):
+                    continue
+                result = results.pop(call_id, None)
+                if result is None:
+                    function = call.get("function")
+                    name = function.get("name") if isinstance(function, dict) else ""
+                    result = ParsedMessage(
+                        role="tool",
+                        content=NO_RESULT,
+                        tool_call_id=call_id,
+                        tool_name=name if isinstance(name, str) else "",
+                        extra={"synthetic": "no result recorded"},
+                        created_at=turn.created_at,
+                    )
+                    parsed.skip("tool call without a recorded result (stub result added)")
+                out.append(result)
+                answered.add(call_id)
+        out.extend(held)
+        turn, results, held = None, {}, []
+
+    for message in parsed.messages:
+        if not message.active or message.meta:
+            (held if turn is not None else out).append(message)
+            continue
+        if message.role == "tool":
+            open_ids = (
+                {c.get("id") for c in (turn.tool_calls or ()) if isinstance(c, dict)}
+                if turn is not None
+                else set()
+            )
+            if message.tool_call_id in open_ids and message.tool_call_id not in results:
+                results[message.tool_call_id] = message
+            elif message.tool_call_id in answered or message.tool_call_id in results:
+                message.meta = "tool_result_duplicate"
+                parsed.skip("second result for an answered call (kept as a meta row)")
+                (held if turn is not None else out).append(message)
+            elif parsed.source != "import:openai":  # a hand-made OpenAI list is refused
+                # e.g. an export that starts after the call: kept, but never sent alone
+                message.meta = "tool_result_unknown"
+                parsed.skip("tool result answering no call in the file (kept as a meta row)")
+                (held if turn is not None else out).append(message)
+            else:
+                (held if turn is not None else out).append(message)
+            continue
+        if message.role == "assistant":
+            close()
+            if message.tool_calls:
+                turn = message
+            else:
+                out.append(message)
+            continue
+        (held if turn is not None else out).append(message)
+    close()
+    parsed.messages[:] = out

@@ -1,11 +1,23 @@
-"""Claude Code transcripts (``~/.claude/projects/<dir>/<session>.jsonl``).
+"""Claude Code transcripts (``~/.claude/projects/<dir>/<session>.jsonl``), as written by
+Claude Code 1.x and 2.x (checked against 2.1.38/2.1.39 files).
 
 Records of ``type`` user/assistant carry ``message`` (Anthropic format: content is a string
-or blocks text/thinking/tool_use/tool_result) plus uuid/parentUuid/sessionId/timestamp.
-One API response is often split over several assistant records sharing ``message.id``;
-they are merged into one OpenAI assistant message. tool_result blocks become tool messages
-with the tool_use id. Other record types (summary, system, file-history-snapshot…) are
-metadata; a ``summary`` record titles the session.
+or blocks text/thinking/tool_use/tool_result/image) plus uuid/parentUuid/sessionId/timestamp.
+Everything else (file-history-snapshot, progress, queue-operation, system, summary, …) is
+metadata: counted in the fidelity report, never a turn.
+
+- One API response is split over several assistant records sharing ``message.id``, with
+  tool results written between them (parallel calls): the records are merged into one
+  assistant message with all its calls, followed by the results in call order.
+- Meta records (``isMeta``, the local-command caveat, ``<command-name>`` wrappers of slash
+  commands, ``<local-command-stdout>`` with ANSI escapes stripped) are stored as meta rows:
+  inactive, marked, never given to the model or the engine, never a title.
+- ``isCompactSummary`` (Claude Code's own compaction) becomes a summary row the engine
+  recognises as the previous summary; the rows it replaced are archived.
+- A sub-agent transcript (every record ``isSidechain`` with an ``agentId``; stored in
+  ``<session>/subagents/agent-*.jsonl``) carries its parent's ``sessionId``: it becomes its
+  own session ``<parent id>.agent-<agentId>`` linked to the parent.
+- Thinking blocks become reasoning; their signatures are kept in ``extra``.
 """
 
 from __future__ import annotations
@@ -14,60 +26,298 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
+from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
     epoch,
+    image_part,
     iter_lines,
     json_line,
+    safe_id,
+    strip_ansi,
     text_of,
 )
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_CLAUDE_CODE
 MESSAGE_TYPES = {"user", "assistant"}
+# User texts that Claude Code writes for its own bookkeeping, by opening tag.
+WRAPPERS = (
+    ("<local-command-caveat>", "caveat"),
+    ("Caveat: The messages below were generated", "caveat"),
+    ("<command-name>", "command"),
+    ("<command-message>", "command"),
+    ("<local-command-stdout>", "command_output"),
+    ("<local-command-stderr>", "command_output"),
+    ("<bash-input>", "command"),
+    ("<bash-stdout>", "command_output"),
+    ("<bash-stderr>", "command_output"),
+)
+NO_RESULT = "[no result for this call was recorded in the transcript]"
 
 
-def _result_content(value: Any) -> Any:
-    if isinstance(value, list):
-        parts = []
-        for block in value:
-            if isinstance(block, dict) and block.get("type") == "text":
-                parts.append({"type": "text", "text": block.get("text", "")})
-            elif isinstance(block, dict) and block.get("type") == "image":
-                parts.append(block)
-        return (
-            parts
-            if any(p.get("type") != "text" for p in parts)
-            else "\n".join(p["text"] for p in parts)
+def wrapper_kind(text: str) -> str:
+    head = text.lstrip()[:64]
+    return next((kind for opening, kind in WRAPPERS if head.startswith(opening)), "")
+
+
+def _image(block: dict) -> dict | None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return None
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        media = source.get("media_type") if isinstance(source.get("media_type"), str) else ""
+        return image_part(f"data:{media or 'image/png'};base64,{source['data']}")
+    if isinstance(source.get("url"), str):
+        return image_part(source["url"])
+    return None
+
+
+def _parts(blocks: list, file: str, number: int) -> list[dict]:
+    """Text and image blocks as OpenAI parts (other block types: their text, if any)."""
+    parts: list[dict] = []
+    for block in blocks:
+        if isinstance(block, str):
+            parts.append({"type": "text", "text": block})
+            continue
+        if not isinstance(block, dict):
+            raise ImportProblem(file, number, "a content block is not an object")
+        kind = block.get("type")
+        if kind == "image":
+            image = _image(block)
+            if image is None:
+                raise ImportProblem(file, number, "an image block has no readable source")
+            parts.append(image)
+        elif isinstance(block.get("text"), str):
+            parts.append({"type": "text", "text": block["text"]})
+        elif block.get("text") is not None:
+            raise ImportProblem(file, number, f"a {kind} block's text is not text")
+    return parts
+
+
+def _simplify(parts: list[dict]) -> Any:
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+class _Builder:
+    """Collects one transcript's messages, merging split responses and ordering results."""
+
+    def __init__(self, session: ParsedSession, file: str) -> None:
+        self.session, self.file = session, file
+        self.messages = session.messages
+        self.turn: ParsedMessage | None = None  # the open assistant message
+        self.turn_id = ""
+        self.results: dict[str, ParsedMessage] = {}
+        self.held: list[ParsedMessage] = []  # meta rows met while a turn was open
+        self.names: dict[str, str] = {}
+        self.closed_calls: set[str] = set()
+
+    def close(self) -> None:
+        """Emit the open assistant message, then its results in call order."""
+        if self.turn is None:
+            self._flush_held()
+            return
+        self.messages.append(self.turn)
+        for call in self.turn.tool_calls or ():
+            result = self.results.pop(call["id"], None)
+            if result is None:
+                result = ParsedMessage(
+                    role="tool",
+                    content=NO_RESULT,
+                    tool_call_id=call["id"],
+                    tool_name=call["function"]["name"],
+                    extra={"synthetic": "no result recorded"},
+                    created_at=self.turn.created_at,
+                )
+                self.session.skip("tool call without a recorded result (stub result added)")
+            self.messages.append(result)
+            self.closed_calls.add(call["id"])
+        for orphan in self.results.values():
+            self._orphan(orphan)
+        self.turn, self.turn_id, self.results = None, "", {}
+        self._flush_held()
+
+    def _flush_held(self) -> None:
+        self.messages.extend(self.held)
+        self.held = []
+
+    def _orphan(self, result: ParsedMessage) -> None:
+        why = "late" if result.tool_call_id in self.closed_calls else "unknown"
+        result.meta = f"tool_result_{why}"
+        self.session.skip(f"tool result answering an {why} call (kept as a meta row)")
+        self.meta(result)
+
+    def meta(self, message: ParsedMessage) -> None:
+        (self.held if self.turn is not None else self.messages).append(message)
+
+    def assistant(self, message: dict, record: dict, number: int, extra: dict) -> None:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            raise ImportProblem(
+                self.file, number, "assistant content is neither text nor a list of blocks"
+            )
+        texts, calls, thinking, signatures = [], [], [], []
+        for block in blocks:
+            if not isinstance(block, dict):
+                raise ImportProblem(self.file, number, "a content block is not an object")
+            kind = block.get("type")
+            if kind == "text":
+                if not isinstance(block.get("text"), str):
+                    raise ImportProblem(self.file, number, "a text block's text is not text")
+                texts.append(block["text"])
+            elif kind == "thinking":
+                if not isinstance(block.get("thinking", ""), str):
+                    raise ImportProblem(self.file, number, "a thinking block is not text")
+                thinking.append(block.get("thinking") or "")
+                if block.get("signature"):
+                    signatures.append(block["signature"])
+            elif kind == "redacted_thinking":
+                signatures.append({"redacted": block.get("data")})
+            elif kind in ("tool_use", "server_tool_use"):
+                call_id, name = block.get("id"), block.get("name")
+                if not isinstance(call_id, str) or not call_id:
+                    raise ImportProblem(self.file, number, "a tool_use block has no string id")
+                if not isinstance(name, str):
+                    raise ImportProblem(self.file, number, f"tool_use {call_id}: name is not text")
+                self.names[call_id] = name
+                arguments = block.get("input") if block.get("input") is not None else {}
+                calls.append(
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "arguments": json.dumps(arguments, ensure_ascii=False),
+                        },
+                    }
+                )
+            else:
+                self.session.skip(f"assistant block of type {kind!r}")
+        message_id = message.get("id") if isinstance(message.get("id"), str) else ""
+        if self.turn is not None and message_id and message_id == self.turn_id:
+            turn = self.turn
+            turn.content = "\n".join(t for t in (turn.content or "", *texts) if t) or None
+            if calls:
+                turn.tool_calls = (turn.tool_calls or []) + calls
+            if thinking:
+                turn.reasoning = "\n".join(t for t in (turn.reasoning or "", *thinking) if t)
+            if signatures:
+                turn.extra.setdefault("thinking_signatures", []).extend(signatures)
+            turn.extra.setdefault("merged_records", 1)
+            turn.extra["merged_records"] += 1
+            return
+        self.close()
+        if signatures:
+            extra["thinking_signatures"] = signatures
+        if message_id:
+            extra["message_id"] = message_id
+        self.turn = ParsedMessage(
+            role="assistant",
+            content="\n".join(t for t in texts if t) or None,
+            tool_calls=calls or None,
+            reasoning="\n".join(thinking) or None,
+            extra=extra,
+            created_at=epoch(record.get("timestamp")),
         )
-    return "" if value is None else value
+        self.turn_id = message_id
+
+    def result(self, block: dict, record: dict, number: int, extra: dict) -> None:
+        call_id = block.get("tool_use_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ImportProblem(self.file, number, "a tool_result block has no string tool_use_id")
+        raw = block.get("content")
+        if isinstance(raw, list):
+            content = _simplify(_parts(raw, self.file, number))
+        elif raw is None or isinstance(raw, str):
+            content = raw or ""
+        else:
+            raise ImportProblem(self.file, number, "a tool_result's content is not text or blocks")
+        extra = dict(extra)
+        if block.get("is_error"):
+            extra["is_error"] = True
+        outcome = record.get("toolUseResult")
+        if isinstance(outcome, dict) and isinstance(outcome.get("agentId"), str):
+            extra["agent_id"] = outcome["agentId"]  # links the sub-agent transcript
+        message = ParsedMessage(
+            role="tool",
+            content=content,
+            tool_call_id=call_id,
+            tool_name=self.names.get(call_id, ""),
+            extra=extra,
+            created_at=epoch(record.get("timestamp")),
+        )
+        open_calls = {c["id"] for c in (self.turn.tool_calls or ())} if self.turn else set()
+        if call_id in open_calls and call_id not in self.results:
+            self.results[call_id] = message
+        else:
+            self._orphan(message)
+
+    def compact_summary(self, text: str, when, extra: dict) -> None:
+        """Claude Code compacted here: what came before is archived, the summary stays."""
+        self.close()
+        for message in self.messages:
+            if message.active and not message.meta:
+                message.active, message.archived = False, True
+        self.messages.append(
+            ParsedMessage(
+                role="user",
+                content=wrap_summary(text),
+                is_summary=True,
+                extra={**extra, "claude_code_summary": True},
+                created_at=when,
+            )
+        )
+
+
+def _session_id(records_ids: list[str], file: str) -> str:
+    stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return stem if stem in records_ids else (records_ids[0] if records_ids else "")
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
     """The whole file is one session: any bad line fails it (a transcript with a hole is wrong)."""
-    messages: list[ParsedMessage] = []
-    tool_names: dict[str, str] = {}
-    session_id, title, model, first_time = "", "", "", None
-    last_message_id = None
+    session = ParsedSession(source=SOURCE, line=1)
+    build = _Builder(session, file)
+    session_ids: list[str] = []
+    title, summary_title, model = "", "", ""
+    first_time = None
+    agent_id, sidechain_records, main_records = "", 0, 0
+    meta_keys: dict[str, Any] = {}
     for number, text in iter_lines(stream, file):
         if isinstance(text, ImportProblem):
             raise text
+        session.records += 1
         record = json_line(text, file, number)
         if not isinstance(record, dict):
             raise ImportProblem(
                 file, number, f"expected a record object, got a JSON {type(record).__name__}"
             )
         kind = record.get("type")
+        if not isinstance(kind, str):
+            raise ImportProblem(file, number, "record has no 'type': not a Claude Code transcript")
         if kind == "summary" and isinstance(record.get("summary"), str):
-            title = title or record["summary"]
+            summary_title = summary_title or record["summary"]
+            session.skip("summary record (used as the title)")
+            continue
+        if kind == "custom-title" and isinstance(record.get("customTitle"), str):
+            summary_title = record["customTitle"]
+            session.skip("custom-title record (used as the title)")
             continue
         if kind not in MESSAGE_TYPES:
-            if not isinstance(kind, str):
-                raise ImportProblem(
-                    file, number, "record has no 'type': not a Claude Code transcript"
-                )
+            if kind == "system" and record.get("subtype") == "local_command":
+                body = record.get("content")
+                if isinstance(body, str):
+                    build.meta(_meta_row(body, "command", record, number))
+                    continue
+            label = (
+                f"{kind}:{record['subtype']}" if isinstance(record.get("subtype"), str) else kind
+            )
+            session.skip(f"{label} record")
             continue
         message = record.get("message")
         if not isinstance(message, dict):
@@ -75,116 +325,104 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         role = message.get("role")
         if role != kind:
             raise ImportProblem(file, number, f"unknown role {role!r} in a {kind} record")
-        session_id = session_id or str(record.get("sessionId") or "")
+        sid = record.get("sessionId")
+        if isinstance(sid, str) and sid and sid not in session_ids:
+            session_ids.append(sid)
+        for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "cli_version")):
+            if isinstance(record.get(key), str) and record[key]:
+                meta_keys.setdefault(name, record[key])
+        if record.get("isSidechain"):
+            sidechain_records += 1
+            if isinstance(record.get("agentId"), str):
+                agent_id = agent_id or record["agentId"]
+        else:
+            main_records += 1
         when = epoch(record.get("timestamp"))
         first_time = first_time or when
-        extra = {
-            k: record[k]
-            for k in ("uuid", "parentUuid", "timestamp", "cwd", "gitBranch")
-            if record.get(k)
-        }
+        extra = {"line": number}
+        for key in ("uuid", "parentUuid"):
+            if isinstance(record.get(key), str):
+                extra[key] = record[key]
         content = message.get("content")
+        if record.get("isSidechain") and main_records:
+            # An older layout wrote sub-agent records inline in the main transcript.
+            build.meta(_meta_row(_plain(content), "sidechain", record, number))
+            continue
         if kind == "assistant":
-            model = model or str(message.get("model") or "")
-            texts, calls, thinking = [], [], []
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            if not isinstance(blocks, list):
-                raise ImportProblem(
-                    file, number, "assistant content is neither text nor a list of blocks"
-                )
-            for block in blocks:
-                if not isinstance(block, dict):
-                    raise ImportProblem(file, number, "a content block is not an object")
-                btype = block.get("type")
-                if btype == "text":
-                    texts.append(block.get("text") or "")
-                elif btype == "thinking":
-                    thinking.append(block.get("thinking") or "")
-                elif btype == "tool_use":
-                    call_id = str(block.get("id") or "")
-                    tool_names[call_id] = str(block.get("name") or "")
-                    calls.append(
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {
-                                "name": tool_names[call_id],
-                                "arguments": json.dumps(
-                                    block.get("input") or {}, ensure_ascii=False
-                                ),
-                            },
-                        }
-                    )
-            same = (
-                message.get("id")
-                and message.get("id") == last_message_id
-                and messages
-                and messages[-1].role == "assistant"
-            )
-            if same:
-                previous = messages[-1]
-                joined = "\n".join(t for t in (previous.content or "", *texts) if t)
-                previous.content = joined or None
-                previous.tool_calls = (previous.tool_calls or []) + calls or None
-                if thinking:
-                    previous.reasoning = "\n".join(
-                        t for t in (previous.reasoning or "", *thinking) if t
-                    )
-            else:
-                messages.append(
-                    ParsedMessage(
-                        role="assistant",
-                        content="\n".join(t for t in texts if t) or None,
-                        tool_calls=calls or None,
-                        reasoning="\n".join(thinking) or None,
-                        extra=extra,
-                        created_at=when,
-                    )
-                )
-            last_message_id = message.get("id")
+            if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
+                model = model or message["model"]
+            build.assistant(message, record, number, extra)
             continue
-        last_message_id = None
+        if record.get("isCompactSummary"):
+            build.compact_summary(_plain(content), when, extra)
+            continue
+        if record.get("isMeta"):
+            build.meta(_meta_row(_plain(content), "meta", record, number))
+            continue
         if isinstance(content, str):
-            messages.append(
-                ParsedMessage(role="user", content=content, extra=extra, created_at=when)
-            )
-            title = title or content
-            continue
+            content = [{"type": "text", "text": content}]
         if not isinstance(content, list):
             raise ImportProblem(file, number, "user content is neither text nor a list of blocks")
-        user_parts = []
+        user_blocks = []
         for block in content:
-            if not isinstance(block, dict):
-                raise ImportProblem(file, number, "a content block is not an object")
-            if block.get("type") == "tool_result":
-                call_id = str(block.get("tool_use_id") or "")
-                messages.append(
-                    ParsedMessage(
-                        role="tool",
-                        content=_result_content(block.get("content")),
-                        tool_call_id=call_id,
-                        tool_name=tool_names.get(call_id, ""),
-                        extra={**extra, **({"is_error": True} if block.get("is_error") else {})},
-                        created_at=when,
-                    )
-                )
-            elif block.get("type") == "text":
-                user_parts.append({"type": "text", "text": block.get("text") or ""})
-            elif block.get("type") == "image":
-                user_parts.append(block)
-        if user_parts:
-            only_text = all(p["type"] == "text" for p in user_parts)
-            value = "\n".join(p["text"] for p in user_parts) if only_text else user_parts
-            messages.append(ParsedMessage(role="user", content=value, extra=extra, created_at=when))
-            title = title or text_of(value)
-    if not messages:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                build.result(block, record, number, extra)
+            else:
+                user_blocks.append(block)
+        if not user_blocks:
+            continue
+        parts = _parts(user_blocks, file, number)
+        value = _simplify(parts)
+        wrapper = wrapper_kind(text_of(value)) if parts else ""
+        if wrapper:
+            build.meta(_meta_row(text_of(value), wrapper, record, number))
+            continue
+        build.close()
+        build.messages.append(
+            ParsedMessage(role="user", content=value, extra=extra, created_at=when)
+        )
+        if not title and not text_of(value).lstrip().startswith("<"):
+            title = text_of(value)
+    build.close()
+    if not any(m.meta == "" for m in session.messages):
         raise ImportProblem(file, 0, "no user or assistant records: not a Claude Code transcript")
-    yield ParsedSession(
-        source=SOURCE,
-        public_id=session_id,
-        title=" ".join(title.split())[:80],
-        model=model,
-        messages=messages,
-        created_at=first_time,
-        line=1,
+    parent_id = session_ids[0] if session_ids else ""
+    if sidechain_records and not main_records:
+        label = agent_id or "sidechain"
+        session.public_id = safe_id(f"{parent_id}.agent-{label}")
+        session.parent_id = parent_id
+        session.kind = "sub-agent"
+        meta_keys["agent_id"] = agent_id
+        meta_keys["parent_session_id"] = parent_id
+    else:
+        session.public_id = safe_id(_session_id(session_ids, file))
+    session.title = " ".join((summary_title or title).split())[:80]
+    session.model = model
+    session.created_at = first_time
+    session.extra = {"claude_code": meta_keys}
+    yield session
+
+
+def _plain(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b if isinstance(b, str) else str(b.get("text") or "")
+            for b in content
+            if isinstance(b, str | dict)
+        )
+    return ""
+
+
+def _meta_row(text: str, kind: str, record: dict, number: int) -> ParsedMessage:
+    extra = {"line": number}
+    if isinstance(record.get("uuid"), str):
+        extra["uuid"] = record["uuid"]
+    return ParsedMessage(
+        role="user",
+        content=strip_ansi(text),
+        meta=kind,
+        extra=extra,
+        created_at=epoch(record.get("timestamp")),
     )

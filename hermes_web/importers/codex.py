@@ -1,11 +1,16 @@
-"""Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+"""Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``), as written by
+Codex CLI 0.2x–0.104 (wrapped lines) and the older bare-item form.
 
 Current files wrap each line as ``{"timestamp", "type", "payload"}`` with types
-session_meta, response_item, event_msg and turn_context; older files put the session meta
-on the first line and response items bare. Response items map onto OpenAI messages:
-message (user/assistant/developer→system), function_call / custom_tool_call → an
-assistant tool call (merged into the preceding assistant message), *_output → a tool
-message with the same call_id, reasoning → the next assistant message's reasoning.
+session_meta, response_item, event_msg, turn_context and compacted; older files put the
+session meta on the first line and response items bare. Response items map onto OpenAI
+messages: message (user/assistant/developer→system), function_call / custom_tool_call /
+local_shell_call → an assistant tool call, *_output → a tool message with the same call_id
+(results follow their assistant message in call order; a call left without output gets a
+marked stub), reasoning summaries → the next assistant message's reasoning, input_image →
+an image part. ``<environment_context>``, ``<user_instructions>``, AGENTS.md and IDE
+context blocks are metadata (meta rows, and cwd / git / CLI version / model on the session),
+never user turns. ``compacted`` archives what came before and keeps its summary.
 """
 
 from __future__ import annotations
@@ -14,43 +19,186 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
+from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
     epoch,
+    image_part,
     iter_lines,
     json_line,
+    safe_id,
+    text_of,
 )
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_CODEX
 ROLE_MAP = {"user": "user", "assistant": "assistant", "developer": "system", "system": "system"}
-METADATA_TYPES = {"event_msg", "turn_context", "compacted", "state"}
+METADATA_TYPES = {"event_msg", "turn_context", "state"}
+CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+CONTEXT_BLOCKS = (
+    ("<environment_context>", "environment_context"),
+    ("<user_instructions>", "user_instructions"),
+    ("# AGENTS.md instructions", "user_instructions"),
+    ("<INSTRUCTIONS>", "user_instructions"),
+    ("# Context from my IDE setup", "ide_context"),
+    ("<ide_context>", "ide_context"),
+    ("<user_shell_command>", "shell_command"),
+    ("<turn_aborted>", "turn_aborted"),
+)
+NO_RESULT = "[no output for this call was recorded in the rollout]"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and "text" in p)
-    return ""
+def context_kind(text: str) -> str:
+    head = text.lstrip()[:64]
+    return next((kind for opening, kind in CONTEXT_BLOCKS if head.startswith(opening)), "")
 
 
-def _output(value: Any) -> str:
+def _content(value: Any, file: str, number: int) -> Any:
+    """Codex content parts → text, or OpenAI parts when an image is among them."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if not isinstance(value, list):
+        raise ImportProblem(file, number, "message content is neither text nor a list of parts")
+    parts = []
+    for part in value:
+        if not isinstance(part, dict):
+            raise ImportProblem(file, number, "a content part is not an object")
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text", "summary_text"):
+            if not isinstance(part.get("text"), str):
+                raise ImportProblem(
+                    file, number, f"a {kind} part's 'text' is {type(part.get('text')).__name__}"
+                )
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str):
+                raise ImportProblem(file, number, "an input_image part has no string image_url")
+            parts.append(image_part(url))
+        else:
+            raise ImportProblem(file, number, f"unknown content part type {kind!r}")
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _output(value: Any, file: str, number: int) -> Any:
     if isinstance(value, dict):  # {"output": "...", "metadata": {...}} in some versions
-        return str(value.get("output") or value.get("content") or "")
-    return "" if value is None else str(value)
+        value = value.get("output", value.get("content"))
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return _content(value, file, number)
+    raise ImportProblem(file, number, f"a call output is a {type(value).__name__}, not text")
+
+
+class _Builder:
+    def __init__(self, session: ParsedSession, file: str) -> None:
+        self.session, self.file = session, file
+        self.messages = session.messages
+        self.turn: ParsedMessage | None = None
+        self.outputs_seen = False  # an output arrived since the open turn's last call
+        self.results: dict[str, ParsedMessage] = {}
+        self.held: list[ParsedMessage] = []
+        self.names: dict[str, str] = {}
+        self.reasoning: list[str] = []
+        self.reasoning_items: list[dict] = []
+
+    def close(self) -> None:
+        if self.turn is not None:
+            self.messages.append(self.turn)
+            for call in self.turn.tool_calls or ():
+                result = self.results.pop(call["id"], None)
+                if result is None:
+                    result = ParsedMessage(
+                        role="tool",
+                        content=NO_RESULT,
+                        tool_call_id=call["id"],
+                        tool_name=call["function"]["name"],
+                        extra={"synthetic": "no output recorded"},
+                        created_at=self.turn.created_at,
+                    )
+                    self.session.skip("tool call without a recorded output (stub result added)")
+                self.messages.append(result)
+            for orphan in self.results.values():
+                orphan.meta = "tool_result_unknown"
+                self.session.skip("call output answering no call (kept as a meta row)")
+                self.messages.append(orphan)
+        self.turn, self.results, self.outputs_seen = None, {}, False
+        self.messages.extend(self.held)
+        self.held = []
+
+    def add(self, message: ParsedMessage) -> None:
+        """A non-tool message: it ends the open turn unless it is a meta row or system text."""
+        if message.meta or message.role == "system":
+            (self.held if self.turn is not None else self.messages).append(message)
+            return
+        self.close()
+        if message.role == "assistant":
+            self._take_reasoning(message)
+            self.turn = message  # calls that follow attach to it
+            return
+        self.messages.append(message)
+
+    def _take_reasoning(self, message: ParsedMessage) -> None:
+        if self.reasoning:
+            message.reasoning = "\n".join(self.reasoning)
+        if self.reasoning_items:
+            message.extra["codex_reasoning_items"] = self.reasoning_items
+        self.reasoning, self.reasoning_items = [], []
+
+    def call(self, call: dict, when, extra: dict) -> None:
+        if self.turn is None or self.outputs_seen:
+            self.close()
+            self.turn = ParsedMessage(
+                role="assistant", content=None, tool_calls=[], extra=extra, created_at=when
+            )
+            self._take_reasoning(self.turn)
+        elif self.reasoning:  # reasoning between two calls of one turn
+            self._take_reasoning(self.turn)
+        self.turn.tool_calls = (self.turn.tool_calls or []) + [call]
+
+    def output(self, message: ParsedMessage) -> None:
+        open_calls = {c["id"] for c in (self.turn.tool_calls or ())} if self.turn else set()
+        if message.tool_call_id in open_calls and message.tool_call_id not in self.results:
+            self.results[message.tool_call_id] = message
+            self.outputs_seen = len(self.results) == len(open_calls)
+            return
+        message.meta = "tool_result_unknown"
+        self.session.skip("call output answering no open call (kept as a meta row)")
+        (self.held if self.turn is not None else self.messages).append(message)
+
+    def compacted(self, summary: str, when, number: int) -> None:
+        self.close()
+        for message in self.messages:
+            if message.active and not message.meta:
+                message.active, message.archived = False, True
+        if summary.strip():
+            self.messages.append(
+                ParsedMessage(
+                    role="user",
+                    content=wrap_summary(summary),
+                    is_summary=True,
+                    extra={"line": number, "codex_compacted": True},
+                    created_at=when,
+                )
+            )
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
-    messages: list[ParsedMessage] = []
-    tool_names: dict[str, str] = {}
+    session = ParsedSession(source=SOURCE, line=1)
+    build = _Builder(session, file)
     session_id, model, created, title = "", "", None, ""
-    reasoning: list[str] = []
+    meta: dict[str, Any] = {}
     for number, text in iter_lines(stream, file):
         if isinstance(text, ImportProblem):
             raise text
+        session.records += 1
         record = json_line(text, file, number)
         if not isinstance(record, dict):
             raise ImportProblem(
@@ -60,80 +208,145 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         if kind == "session_meta" or (
             number == 1 and "payload" not in record and "instructions" in record
         ):
-            meta = item if isinstance(item, dict) else record
-            session_id = str(meta.get("id") or "")
-            created = epoch(meta.get("timestamp"))
-            model = str(meta.get("model") or "")
+            data = item if isinstance(item, dict) else record
+            if not session_id and isinstance(data.get("id"), str):
+                session_id = data["id"]
+                created = epoch(data.get("timestamp"))
+            for key in ("cwd", "cli_version", "originator", "source", "model_provider", "git"):
+                if data.get(key) not in (None, "", {}):
+                    meta.setdefault(key, data[key])
+            if isinstance(data.get("model"), str):
+                model = model or data["model"]
+            session.skip("session_meta record (kept as session metadata)")
             continue
         if kind in METADATA_TYPES or record.get("record_type") == "state":
             if kind == "turn_context" and isinstance(item, dict):
-                model = model or str(item.get("model") or "")
+                if isinstance(item.get("model"), str):
+                    model = model or item["model"]
+                if isinstance(item.get("cwd"), str):
+                    meta.setdefault("cwd", item["cwd"])
+            label = item.get("type") if isinstance(item, dict) else None
+            session.skip(f"{kind}:{label} record" if isinstance(label, str) else f"{kind} record")
+            continue
+        when = epoch(record.get("timestamp"))
+        if kind == "compacted":
+            summary = item.get("message") if isinstance(item, dict) else None
+            build.compacted(summary if isinstance(summary, str) else "", when, number)
+            history = item.get("replacement_history") if isinstance(item, dict) else None
+            for entry in history if isinstance(history, list) else ():
+                _item(build, entry, when, number, file, replayed=True)
             continue
         if kind != "response_item":
             item = record  # the older, unwrapped form
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             raise ImportProblem(file, number, "record has no item 'type': not a Codex rollout")
-        when = epoch(record.get("timestamp"))
-        itype = item["type"]
-        if itype == "message":
-            role = ROLE_MAP.get(item.get("role"))
-            if role is None:
-                raise ImportProblem(file, number, f"unknown role {item.get('role')!r}")
-            body = _text(item.get("content"))
-            message = ParsedMessage(role=role, content=body, created_at=when)
-            if role == "assistant" and reasoning:
-                message.reasoning, reasoning = "\n".join(reasoning), []
-            messages.append(message)
-            if role == "user" and not title and not body.lstrip().startswith("<"):
-                title = body
-        elif itype in ("function_call", "custom_tool_call", "local_shell_call"):
-            call_id = str(item.get("call_id") or item.get("id") or "")
-            name = str(item.get("name") or ("shell" if itype == "local_shell_call" else ""))
-            arguments = item.get("arguments", item.get("input", item.get("action", "")))
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            tool_names[call_id] = name
-            call = {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            }
-            last = messages[-1] if messages else None
-            if last is not None and last.role == "assistant":
-                last.tool_calls = (last.tool_calls or []) + [call]
-            else:
-                message = ParsedMessage(
-                    role="assistant", content=None, tool_calls=[call], created_at=when
-                )
-                if reasoning:
-                    message.reasoning, reasoning = "\n".join(reasoning), []
-                messages.append(message)
-        elif itype in (
-            "function_call_output",
-            "custom_tool_call_output",
-            "local_shell_call_output",
-        ):
-            call_id = str(item.get("call_id") or "")
-            messages.append(
-                ParsedMessage(
-                    role="tool",
-                    content=_output(item.get("output")),
-                    tool_call_id=call_id,
-                    tool_name=tool_names.get(call_id, ""),
-                    created_at=when,
-                )
-            )
-        elif itype == "reasoning":
-            summary = item.get("summary") or []
-            reasoning.extend(p.get("text", "") for p in summary if isinstance(p, dict))
-    if not messages:
+        first_user = _item(build, item, when, number, file)
+        if first_user and not title:
+            title = first_user
+    build.close()
+    if not any(not m.meta for m in session.messages):
         raise ImportProblem(file, 0, "no response items: not a Codex rollout")
-    yield ParsedSession(
-        source=SOURCE,
-        public_id=session_id,
-        title=" ".join(title.split())[:80],
-        model=model,
-        messages=messages,
-        created_at=created,
-        line=1,
+    session.public_id = safe_id(session_id)
+    session.title = " ".join(title.split())[:80]
+    session.model = model
+    session.created_at = created
+    session.extra = {"codex": meta}
+    yield session
+
+
+def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bool = False) -> str:
+    """One response item into the builder; returns the text of a plain user message."""
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        raise ImportProblem(file, number, "a response item has no 'type'")
+    extra: dict = {"line": number}
+    if replayed:
+        extra["replayed"] = True
+    itype = item["type"]
+    if itype == "message":
+        role = ROLE_MAP.get(item.get("role"))
+        if role is None:
+            raise ImportProblem(file, number, f"unknown role {item.get('role')!r}")
+        body = _content(item.get("content"), file, number)
+        if role == "user":
+            body = _split_ide_request(build, body, when, number)
+        message = ParsedMessage(role=role, content=body, extra=extra, created_at=when)
+        kind = context_kind(text_of(body)) if role == "user" else ""
+        if kind:
+            message.meta = kind
+            build.session.skip(f"{kind} block (kept as a meta row)")
+        build.add(message)
+        return text_of(body) if role == "user" and not kind and not replayed else ""
+    if itype in CALLS:
+        call_id = item.get("call_id") or item.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ImportProblem(file, number, f"a {itype} has no string call_id")
+        name = item.get("name") or ("shell" if itype == "local_shell_call" else "")
+        if not isinstance(name, str):
+            raise ImportProblem(file, number, f"{itype} {call_id}: name is not text")
+        arguments = item.get("arguments", item.get("input", item.get("action", "")))
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        build.names[call_id] = name
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        build.call(call, when, extra)
+        return ""
+    if itype in OUTPUTS:
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ImportProblem(file, number, f"a {itype} has no string call_id")
+        build.output(
+            ParsedMessage(
+                role="tool",
+                content=_output(item.get("output"), file, number),
+                tool_call_id=call_id,
+                tool_name=build.names.get(call_id, ""),
+                extra=extra,
+                created_at=when,
+            )
+        )
+        return ""
+    if itype == "reasoning":
+        summary = item.get("summary") or []
+        if not isinstance(summary, list):
+            raise ImportProblem(file, number, "reasoning summary is not a list")
+        for part in summary:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                build.reasoning.append(part["text"])
+            elif part is not None:
+                raise ImportProblem(file, number, "a reasoning summary part has no text")
+        if item.get("encrypted_content"):
+            build.reasoning_items.append({"encrypted_content": item["encrypted_content"]})
+        return ""
+    build.session.skip(f"response item of type {itype!r}")
+    return ""
+
+
+IDE_REQUEST = "## My request for Codex:"
+
+
+def _split_ide_request(build: _Builder, body: Any, when, number: int) -> Any:
+    """The IDE extension sends ``# Context from my IDE setup: … ## My request for Codex:
+    <request>``: the context becomes a meta row, the request stays the user's turn."""
+    text = text_of(body)
+    if not text.lstrip().startswith("# Context from my IDE setup") or IDE_REQUEST not in text:
+        return body
+    context, _, request = text.partition(IDE_REQUEST)
+    build.add(
+        ParsedMessage(
+            role="user",
+            content=context.strip(),
+            meta="ide_context",
+            extra={"line": number},
+            created_at=when,
+        )
     )
+    build.session.skip("ide_context block (kept as a meta row)")
+    if isinstance(body, list):
+        return [{"type": "text", "text": request.strip()}] + [
+            p for p in body if p.get("type") != "text"
+        ]
+    return request.strip()

@@ -1,20 +1,26 @@
-"""Hermes Agent sessions: the JSONL export (one session object per line) and ``state.db``.
+"""Hermes Agent sessions: the JSONL export (one session object per line), a session JSON
+document (one pretty-printed session object, or a list of them, as export scripts write it),
+the per-session transcript ``sessions/<id>.jsonl`` (a ``session_meta`` line, then one message
+per line) and ``state.db`` (schema v30, opened read-only and immutable).
 
 See reference §13: message flags ``active``/``compacted``/``_compressed_summary``, content
 stored as ``"\\x00json:"`` / ``"\\x01json:"`` + JSON for lists and dicts, ``tool_calls`` as
-JSON text, rotation chains through ``parent_session_id``.
+JSON text (``""`` or NULL when absent), rotation chains through ``parent_session_id``, rows
+of role ``session_meta`` holding session metadata (kept on the session, not as messages).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from compaction import PREFIX_OPENING
 from hermes_web.importers.base import (
+    MAX_LINE_BYTES,
     ImportProblem,
     ParsedMessage,
     ParsedSession,
@@ -22,6 +28,8 @@ from hermes_web.importers.base import (
     epoch,
     iter_lines,
     json_line,
+    max_bytes,
+    safe_id,
     text_of,
 )
 from hermes_web.models import Session
@@ -59,6 +67,8 @@ def decode_content(value: Any) -> Any:
 
 
 def _json_field(value: Any) -> Any:
+    if value == "":
+        return None  # export scripts write NULL columns as ""
     if isinstance(value, str) and value[:1] in ("[", "{"):
         try:
             return json.loads(value)
@@ -75,9 +85,30 @@ def is_summary_row(row: dict, content: Any) -> bool:
 
 
 def _flag(value: Any, default: bool) -> bool:
-    if value is None:
+    if value is None or value == "":
         return default
-    return bool(int(value)) if isinstance(value, int | str | float) else bool(value)
+    if isinstance(value, str):
+        try:
+            return bool(int(float(value)))
+        except (ValueError, OverflowError):
+            return value.strip().lower() in ("true", "yes")
+    return bool(value) if isinstance(value, int | float | bool) else default
+
+
+META_ROLE = "session_meta"
+
+
+def _meta(row: dict) -> dict:
+    """A session_meta row without its bulk: the tool list becomes the tool names."""
+    kept = {k: v for k, v in row.items() if k not in ("role", "tools") and v not in (None, "")}
+    tools = row.get("tools")
+    if isinstance(tools, list):
+        kept["tool_names"] = [
+            t["function"].get("name")
+            for t in tools
+            if isinstance(t, dict) and isinstance(t.get("function"), dict)
+        ]
+    return kept
 
 
 def parse_message(row: dict, file: str, line: int, session_id: str) -> ParsedMessage:
@@ -89,19 +120,24 @@ def parse_message(row: dict, file: str, line: int, session_id: str) -> ParsedMes
     content = decode_content(row.get("content"))
     tool_calls = _json_field(row.get("tool_calls"))
     if tool_calls is not None and not isinstance(tool_calls, list):
-        raise ImportProblem(file, line, "tool_calls is not a list", session_id)
+        raise ImportProblem(
+            file, line, f"tool_calls is {type(tool_calls).__name__}, not a list", session_id
+        )
     active = _flag(row.get("active"), True)
     compacted = _flag(row.get("compacted"), False)
     extra = {k: _json_field(v) for k, v in row.items() if k not in _FIELDS and v not in (None, "")}
     if not active and not compacted:
         extra["superseded"] = True  # a carried-forward duplicate or a rewound row
     reasoning = row.get("reasoning") or row.get("reasoning_content") or None
+    for name in ("tool_call_id", "tool_name", "name"):
+        if row.get(name) is not None and not isinstance(row[name], str):
+            raise ImportProblem(file, line, f"{name} is not text", session_id)
     return ParsedMessage(
         role=role,
         content=content,
         tool_calls=tool_calls or None,
-        tool_call_id=str(row.get("tool_call_id") or ""),
-        tool_name=str(row.get("tool_name") or row.get("name") or ""),
+        tool_call_id=row.get("tool_call_id") or "",
+        tool_name=row.get("tool_name") or row.get("name") or "",
         reasoning=reasoning,
         active=active,
         archived=not active,
@@ -118,6 +154,12 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
     messages = obj.get("messages")
     if not isinstance(messages, list):
         raise ImportProblem(file, line, "session object has no 'messages' list", session_id)
+    messages = _in_id_order(messages)
+    metas = [m for m in messages if isinstance(m, dict) and m.get("role") == META_ROLE]
+    rows = [m for m in messages if not (isinstance(m, dict) and m.get("role") == META_ROLE)]
+    parent = obj.get("parent_session_id")
+    if parent not in (None, "") and not isinstance(parent, str):
+        raise ImportProblem(file, line, "parent_session_id is not text", session_id)
     keep = (
         "cwd",
         "git_branch",
@@ -127,26 +169,71 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
         "output_tokens",
         "message_count",
     )
-    return ParsedSession(
+    hermes_meta = {k: obj[k] for k in keep if obj.get(k) not in (None, "")}
+    if metas:
+        hermes_meta["session_meta"] = [_meta(m) for m in metas]
+    parsed = ParsedSession(
         source=SOURCE,
-        public_id=session_id.strip()[:100],
-        title=str(obj.get("title") or obj.get("display_name") or "")[:200],
-        model=str(obj.get("model") or ""),
-        messages=[parse_message(m, file, line, session_id) for m in messages],
+        public_id=safe_id(session_id.strip()),
+        title=_text(obj.get("title") or obj.get("display_name"))[:200],
+        model=_text(obj.get("model")),
+        messages=[parse_message(m, file, line, session_id) for m in rows],
         created_at=epoch(obj.get("started_at")),
         ended_at=epoch(obj.get("ended_at")),
-        end_reason=str(obj.get("end_reason") or "")[:32],
-        parent_id=str(obj.get("parent_session_id") or ""),
-        extra={
-            "hermes": {k: obj[k] for k in keep if obj.get(k) not in (None, "")},
-            "hermes_source": obj.get("source"),
-        },
+        end_reason=_text(obj.get("end_reason"))[:32],
+        parent_id=safe_id(parent.strip()) if parent else "",
+        extra={"hermes": hermes_meta, "hermes_source": obj.get("source")},
         line=line,
     )
+    parsed.records = len(messages) + 1
+    if metas:
+        parsed.skip("session_meta row (kept as session metadata)", len(metas))
+    return parsed
+
+
+def _in_id_order(messages: list) -> list:
+    """Hermes replays rows by their integer id; export scripts do not always write them in
+    that order. Sorted only when every row has an integer id (stable otherwise)."""
+    keys = []
+    for m in messages:
+        value = m.get("id") if isinstance(m, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return messages
+        try:
+            keys.append(int(value))
+        except (ValueError, OverflowError):
+            return messages
+    if keys == sorted(keys):
+        return messages
+    return [m for _, m in sorted(zip(keys, messages, strict=True), key=lambda pair: pair[0])]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def parse_jsonl(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
-    """One session per line; a bad line is one failed session, the others still import."""
+    """One session per line; a bad line is one failed session, the others still import.
+
+    A file whose first line is a message (``session_meta`` or a role) is a per-session
+    transcript; one whose first line is not whole JSON is a pretty-printed session document.
+    """
+    head = stream.readline(MAX_LINE_BYTES + 1)
+    stream.seek(0)
+    first = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    try:
+        record = json.loads(first) if first else None
+    except ValueError:
+        record = None
+    if first.startswith(("{", "[")) and record is None:
+        yield from _document(stream, file)
+        return
+    if isinstance(record, dict) and "role" in record and "messages" not in record:
+        try:
+            yield _transcript(stream, file)
+        except ImportProblem as problem:
+            yield problem
+        return
     for number, text in iter_lines(stream, file):
         if isinstance(text, ImportProblem):
             yield text
@@ -162,48 +249,209 @@ def parse_jsonl(stream: IO[bytes], file: str) -> Iterator[ParsedSession | Import
             yield problem
 
 
+def _document(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
+    """One JSON document: a session object, or a list of them (bounded by the upload limit)."""
+    raw = stream.read(max_bytes() + 1)
+    if len(raw) > max_bytes():
+        yield ImportProblem(file, 0, f"file larger than {max_bytes() // 2**20} MB")
+        return
+    try:
+        doc = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        yield ImportProblem(file, line, f"not valid UTF-8 (byte {error.start})")
+        return
+    except json.JSONDecodeError as error:
+        yield ImportProblem(file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}")
+        return
+    except ValueError as error:
+        yield ImportProblem(file, 0, f"unreadable number: {error}")
+        return
+    except RecursionError:
+        yield ImportProblem(file, 1, "JSON nested too deeply to read")
+        return
+    sessions = doc if isinstance(doc, list) else [doc]
+    for number, obj in enumerate(sessions, 1):
+        try:
+            if not isinstance(obj, dict):
+                raise ImportProblem(
+                    file, 1, f"session {number} is a JSON {type(obj).__name__}, not an object"
+                )
+            yield _session(obj, file, 1)
+        except ImportProblem as problem:
+            yield problem
+
+
+def _transcript(stream: IO[bytes], file: str) -> ParsedSession:
+    """``sessions/<id>.jsonl``: the id is the file name; session_meta lines are metadata."""
+    stem = file.replace("\\", "/").rsplit("/", 1)[-1]
+    session_id = stem[: -len(".jsonl")] if stem.endswith(".jsonl") else stem.rsplit(".", 1)[0]
+    messages: list[ParsedMessage] = []
+    metas: list[dict] = []
+    records = 0
+    for number, text in iter_lines(stream, file):
+        if isinstance(text, ImportProblem):
+            raise text
+        records += 1
+        row = json_line(text, file, number)
+        if isinstance(row, dict) and row.get("role") == META_ROLE:
+            metas.append(_meta(row))
+            continue
+        message = parse_message(row, file, number, session_id)
+        message.extra["line"] = number
+        messages.append(message)
+    if not messages:
+        raise ImportProblem(file, 0, "the transcript holds no messages", session_id)
+    first_meta = metas[0] if metas else {}
+    title = next(
+        (text_of(m.content) for m in messages if m.role == "user" and text_of(m.content).strip()),
+        "",
+    )
+    parsed = ParsedSession(
+        source=SOURCE,
+        public_id=safe_id(session_id),
+        title=" ".join(title.split())[:80],
+        model=_text(first_meta.get("model")),
+        messages=messages,
+        created_at=epoch(first_meta.get("timestamp")) or messages[0].created_at,
+        extra={"hermes": {"session_meta": metas}, "hermes_source": first_meta.get("platform")},
+        line=1,
+        records=records,
+    )
+    if metas:
+        parsed.skip("session_meta row (kept as session metadata)", len(metas))
+    return parsed
+
+
 # --- state.db --------------------------------------------------------------------------
 
 _REQUIRED = {
     "sessions": {"id", "parent_session_id", "started_at"},
     "messages": {"id", "session_id", "role", "content"},
 }
+# A file we did not write decides how much work each SELECT is: reading is bounded by time
+# (the progress handler interrupts the query), and only plain tables are read.
+READ_SECONDS = 120.0
+_PROGRESS_STEPS = 10_000
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # noqa: S608 - fixed names
 
 
+def _plain_tables_only(db: sqlite3.Connection, file: str) -> None:
+    """Refuse a database whose tables we read are views or virtual tables: their SQL or
+    module code would run inside our SELECTs (a recursive view burns CPU forever).
+
+    Triggers on those tables are refused too, except ``AFTER INSERT/UPDATE/DELETE`` ones:
+    real Hermes databases keep their full-text index with such triggers, and they can never
+    fire here (the connection is ``query_only`` and the file immutable)."""
+    rows = db.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name IN (?, ?) "
+        "OR name IN (?, ?)",
+        ("sessions", "messages", "sessions", "messages"),
+    ).fetchall()
+    for kind, name, table, sql in rows:
+        if kind == "view":
+            raise ImportProblem(file, 0, f"'{name}' is a view, not a table: refused")
+        if kind == "trigger" and not _write_trigger(sql or ""):
+            raise ImportProblem(file, 0, f"table '{table}' has a trigger ('{name}'): refused")
+        if kind == "table" and (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+            raise ImportProblem(file, 0, f"'{name}' is a virtual table: refused")
+
+
+def _write_trigger(sql: str) -> bool:
+    words = " ".join(sql.upper().split())
+    return any(f" AFTER {op} ON " in words for op in ("INSERT", "UPDATE", "DELETE")) or any(
+        f" BEFORE {op} ON " in words for op in ("INSERT", "UPDATE", "DELETE")
+    )
+
+
 def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, set[str]]]:
-    """Open read-only (never writes, never creates) and check it is Hermes's schema."""
+    """Open read-only and immutable (never writes, never creates a -wal or -shm beside the
+    file) and check it is Hermes's schema, made of plain tables."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
     try:
-        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-        db.row_factory = sqlite3.Row
-        columns = {table: _columns(db, table) for table in _REQUIRED}
+        db = sqlite3.connect(uri, uri=True, check_same_thread=False)
     except sqlite3.DatabaseError as error:
         raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
-    for table, needed in _REQUIRED.items():
-        if not columns[table]:
-            db.close()
-            raise ImportProblem(file, 0, f"not a Hermes state.db: it has no '{table}' table")
-        if missing := needed - columns[table]:
-            db.close()
-            raise ImportProblem(
-                file,
-                0,
-                f"not a Hermes state.db: table '{table}' lacks {', '.join(sorted(missing))}",
-            )
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA query_only = ON")
+        db.execute("PRAGMA trusted_schema = OFF")
+        _plain_tables_only(db, file)
+        columns = {table: _columns(db, table) for table in _REQUIRED}
+        for table, needed in _REQUIRED.items():
+            if not columns[table]:
+                raise ImportProblem(file, 0, f"not a Hermes state.db: it has no '{table}' table")
+            if missing := needed - columns[table]:
+                raise ImportProblem(
+                    file,
+                    0,
+                    f"not a Hermes state.db: table '{table}' lacks {', '.join(sorted(missing))}",
+                )
+    except sqlite3.DatabaseError as error:
+        db.close()
+        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+    except ImportProblem:
+        db.close()
+        raise
+    deadline = time.monotonic() + READ_SECONDS
+    db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
     return db, columns
+
+
+def _why(error: sqlite3.DatabaseError) -> str:
+    text = str(error)
+    return f"reading took longer than {READ_SECONDS:.0f} s" if text == "interrupted" else text
+
+
+def _session_rows(db: sqlite3.Connection, file: str) -> Iterator[dict | ImportProblem]:
+    """Every sessions row, oldest first. When the table scan fails (a damaged page), the ids
+    are read through the primary-key index and each row on its own, so one bad page costs
+    the sessions on it, not the whole file."""
+    try:
+        rows = [dict(r) for r in db.execute("SELECT * FROM sessions ORDER BY started_at, id")]
+    except sqlite3.DatabaseError as error:
+        if _why(error) != str(error):
+            raise
+        damaged = _why(error)
+    else:
+        yield from rows
+        return
+    index = db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' "
+        "AND name LIKE 'sqlite_autoindex_sessions_%'"
+    ).fetchone()
+    try:
+        hint = f" INDEXED BY {index[0]}" if index else ""
+        ids = [r[0] for r in db.execute(f"SELECT id FROM sessions{hint}")]  # noqa: S608
+    except sqlite3.DatabaseError as error:
+        yield ImportProblem(file, 0, f"cannot read sessions: {_why(error)}")
+        return
+    yield ImportProblem(
+        file, 0, f"the sessions table is damaged ({damaged}); reading it row by row"
+    )
+    found = []
+    for session_id in ids:
+        try:
+            row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        except sqlite3.DatabaseError as error:
+            yield ImportProblem(file, 0, f"cannot read session {session_id}: {_why(error)}")
+            continue
+        if row is not None:
+            found.append(dict(row))
+    found.sort(key=lambda r: (r.get("started_at") or 0, str(r.get("id"))))
+    yield from found
 
 
 def parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     db, columns = open_state_db(path, file)
     try:
-        order = "started_at, id"
-        for number, row in enumerate(
-            db.execute(f"SELECT * FROM sessions ORDER BY {order}"), start=1
-        ):  # noqa: S608
-            obj = dict(row)
+        for number, obj in enumerate(_session_rows(db, file), start=1):
+            if isinstance(obj, ImportProblem):
+                yield obj
+                continue
             where = f"session {obj.get('id')}"
             try:
                 cursor = db.execute(
@@ -215,8 +463,8 @@ def parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
                 problem.line = problem.line or number
                 yield problem
             except sqlite3.DatabaseError as error:
-                yield ImportProblem(file, number, f"cannot read {where}: {error}")
+                yield ImportProblem(file, number, f"cannot read {where}: {_why(error)}")
     except sqlite3.DatabaseError as error:
-        yield ImportProblem(file, 0, f"cannot read sessions: {error}")
+        yield ImportProblem(file, 0, f"cannot read sessions: {_why(error)}")
     finally:
         db.close()

@@ -69,6 +69,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         raise ImportProblem(
             file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}"
         ) from None
+    except ValueError as error:  # an integer over Python's 4,300-digit conversion limit
+        raise ImportProblem(file, 0, f"unreadable number: {error}") from None
     except RecursionError:
         raise ImportProblem(file, 1, "JSON nested too deeply to read") from None
     title, model = "", ""

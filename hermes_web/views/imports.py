@@ -1,4 +1,11 @@
-"""The Import page: upload a transcript file; per-file results and errors on the same page."""
+"""The Import page: upload a transcript file; per-file results, refusals and the fidelity
+report on the same page.
+
+Refusals reach the page in both modes: a plain form POST that imports nothing answers 4xx
+with the full page; an htmx POST answers 200 with the results partial (htmx does not swap
+4xx responses, so a 400 would leave the page blank), and says the real status in the
+``X-Import-Status`` header.
+"""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -11,7 +18,7 @@ from hermes_web.services.sessions import max_upload_bytes
 
 FORMAT_CHOICES = [
     ("auto", "Detect automatically"),
-    ("hermes-jsonl", "Hermes JSONL export"),
+    ("hermes-jsonl", "Hermes JSONL / JSON export or sessions/<id>.jsonl"),
     ("hermes-db", "Hermes state.db"),
     ("openai", "OpenAI messages (JSON)"),
     ("claude-code", "Claude Code transcript (JSONL)"),
@@ -24,6 +31,8 @@ def _context(request, **extra) -> dict:
         Session.objects.for_user(request.user)
         .filter(source__startswith="import:")
         .order_by("-created_at")[:10]
+        if request.user.is_authenticated
+        else []
     )
     return {
         "nav": "import",
@@ -35,14 +44,25 @@ def _context(request, **extra) -> dict:
     }
 
 
+def _answer(request: HttpRequest, reports: list[ImportReport], status: int, fmt: str):
+    context = _context(request, reports=reports, selected_format=fmt)
+    if request.htmx:
+        response = render(request, "hermes_web/import.html#results", context, status=200)
+        response["X-Import-Status"] = str(status)
+        return response
+    return render(request, "hermes_web/import.html", context, status=status)
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def import_page(request: HttpRequest) -> HttpResponse:
-    template = "hermes_web/import.html#results" if request.htmx else "hermes_web/import.html"
     if request.method == "GET":
         return render(request, "hermes_web/import.html", _context(request))
     fmt = request.POST.get("format", "auto")
+    if getattr(request, "import_too_large", False):  # the upload was stopped while read
+        return too_large(request, f"file is larger than {max_upload_bytes() // 2**20} MB")
     files = request.FILES.getlist("file")
+    skip_existing = request.POST.get("skip_existing") == "on"
     reports: list[ImportReport] = []
     status = 200
     if fmt != "auto" and fmt not in FORMATS:
@@ -59,11 +79,18 @@ def import_page(request: HttpRequest) -> HttpResponse:
                 )
                 status = 413
                 continue
-            reports.append(import_upload(upload, owner=request.user, fmt=fmt))
-        if status == 200 and all(r.errors and not r.sessions and not r.skipped for r in reports):
+            reports.append(
+                import_upload(upload, owner=request.user, fmt=fmt, skip_existing=skip_existing)
+            )
+        if status == 200 and all(r.refused and not r.sessions and not r.skipped for r in reports):
             status = 400  # nothing at all could be imported
-    context = _context(request, reports=reports, selected_format=fmt)
-    return render(request, template, context, status=status)
+    return _answer(request, reports, status, fmt)
+
+
+def too_large(request: HttpRequest, problem: str) -> HttpResponse:
+    """413 (200 + error markup for htmx) before the body was stored; see importers.limits."""
+    fmt = request.GET.get("format", "auto")
+    return _answer(request, [_failed("(upload)", problem)], 413, fmt)
 
 
 def _failed(name: str, problem: str) -> ImportReport:

@@ -262,6 +262,131 @@ def cases() -> list[Case]:
         ),
         Case("absolute-name", b"{broken", "/etc/hermes-traversal-probe.jsonl"),
         Case("dotfile-name", b"{broken", ".bashrc"),
+        # numbers and types nobody writes (issue #16): a 4xx naming the place, never a 500
+        Case(
+            "int-over-4300-digits",
+            b'[{"role": "user", "content": "hi", "n": ' + b"9" * 5000 + b"}]",
+            "bigint.json",
+        ),
+        Case(
+            "int-over-4300-digits-jsonl",
+            b'{"id": "s", "started_at": ' + b"1" * 5000 + b', "messages": []}\n',
+            "bigint.jsonl",
+        ),
+        Case(
+            "codex-text-is-number",
+            _jl(
+                {
+                    "type": "session_meta",
+                    "payload": {"id": "cx1", "timestamp": "2026-01-01T00:00:00Z"},
+                },
+                {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": 5}],
+                    },
+                },
+            ),
+            "rollout-text5.jsonl",
+        ),
+        Case(
+            "claude-tool-use-without-id",
+            _jl(
+                {"type": "user", "sessionId": "c1", "message": {"role": "user", "content": "q"}},
+                {
+                    "type": "assistant",
+                    "sessionId": "c1",
+                    "message": {
+                        "id": "m",
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "name": "Read"}],
+                    },
+                },
+            ),
+            "claude-noid.jsonl",
+        ),
+        Case(
+            "tool-call-arguments-object",
+            _j(
+                [
+                    {"role": "user", "content": "q"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": {"a": 1}},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "r"},
+                ]
+            ),
+            "args.json",
+        ),
+        Case(
+            "tool-call-id-number",
+            _j(
+                [
+                    {"role": "user", "content": "q"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": 7,
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                ]
+            ),
+            "callid.json",
+        ),
+        Case(
+            "content-part-without-type",
+            _j([{"role": "user", "content": [{"text": "x"}]}]),
+            "part.json",
+        ),
+        Case("content-is-number", _j([{"role": "user", "content": 12}]), "content12.json"),
+        Case(
+            "hermes-tool-calls-not-calls",
+            _jl(_hermes([{"role": "assistant", "content": "", "tool_calls": "[1, 2]"}])),
+            "hcalls.jsonl",
+        ),
+        Case(
+            "lone-surrogate-in-tool-call",
+            b'[{"role": "user", "content": "q"}, {"role": "assistant", "content": null, "tool_calls": '
+            b'[{"id": "c1", "type": "function", "function": {"name": "\\udfff", "arguments": "{}"}}]}]',
+            "surrogate2.json",
+        ),
+        Case(
+            "sqlite-recursive-view",
+            _sqlite(
+                [
+                    "CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT)",
+                    "CREATE VIEW sessions AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+                    "SELECT i AS id, NULL AS parent_session_id, i AS started_at FROM n",
+                ]
+            ),
+            "view.db",
+        ),
+        Case(
+            "sqlite-virtual-messages",
+            _sqlite(
+                [
+                    "CREATE TABLE sessions (id TEXT PRIMARY KEY, parent_session_id TEXT, started_at REAL)",
+                    "CREATE VIRTUAL TABLE messages USING fts5(id, session_id, role, content)",
+                    "INSERT INTO sessions VALUES ('s1', NULL, 1)",
+                ]
+            ),
+            "virtual.db",
+        ),
     ]
     return items
 

@@ -96,3 +96,77 @@ def build_state_db(path: Path, jsonl_path: Path) -> Path:
     db.commit()
     db.close()
     return path
+
+
+# Hermes keeps its full-text index with triggers like these (real state.db files have them).
+FTS_TRIGGERS = """
+CREATE VIRTUAL TABLE messages_fts USING fts5(content, tool_name, tool_calls);
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+  INSERT INTO messages_fts(rowid, content, tool_name, tool_calls)
+  VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+  DELETE FROM messages_fts WHERE rowid = old.id;
+END;
+"""
+
+
+def add_session(
+    db: sqlite3.Connection, session_id: str, parent: str | None, started: float, messages=()
+):
+    """One sessions row (and its message rows: (role, content[, extra columns dict]))."""
+    db.execute(
+        "INSERT INTO sessions (id, source, model, parent_session_id, started_at, end_reason) "
+        "VALUES (?, 'cli', 'gpt-4o', ?, ?, ?)",
+        (session_id, parent, started, "compression" if parent is None else None),
+    )
+    for number, (role, content, *more) in enumerate(messages):
+        extra = more[0] if more else {}
+        columns = {
+            "session_id": session_id,
+            "role": role,
+            "content": content,
+            "timestamp": started + number,
+        }
+        columns.update(extra)
+        names = ", ".join(columns)
+        db.execute(
+            f"INSERT INTO messages ({names}) VALUES ({', '.join('?' * len(columns))})",
+            list(columns.values()),
+        )
+
+
+def empty_state_db(
+    path: Path, *, fts: bool = True, page_size: int | None = None
+) -> sqlite3.Connection:
+    db = sqlite3.connect(path)
+    if page_size:
+        db.execute(f"PRAGMA page_size = {page_size}")
+    db.executescript(SCHEMA + (FTS_TRIGGERS if fts else ""))
+    return db
+
+
+def damage_table_page(path: Path, table: str, leaf: int = 0) -> int:
+    """Overwrite one leaf page of ``table``'s b-tree with garbage: a full scan of the table
+    fails from there on, rows on the other leaves stay readable through an index.
+    The table must span several leaves (its root an interior page). Returns the page number."""
+    db = sqlite3.connect(path)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    db.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    header = start + (100 if root == 1 else 0)
+    if data[header] != 0x05:
+        raise ValueError(f"{table} fits on one page; give it more rows")
+    cells = int.from_bytes(data[header + 3 : header + 5], "big")
+    children = []
+    for i in range(cells):
+        pointer = int.from_bytes(data[header + 12 + 2 * i : header + 14 + 2 * i], "big")
+        children.append(int.from_bytes(data[start + pointer : start + pointer + 4], "big"))
+    children.append(int.from_bytes(data[header + 8 : header + 12], "big"))
+    page = children[leaf]
+    offset = (page - 1) * page_size
+    data[offset : offset + page_size] = b"\xa5" * page_size
+    path.write_bytes(bytes(data))
+    return page

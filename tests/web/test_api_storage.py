@@ -307,7 +307,7 @@ def test_import_upload(alice_client):
     assert response.status_code == 200
     body = response.json()
     assert body["format"] == "hermes-jsonl"
-    assert [s["id"] for s in body["imported"]] == [
+    assert [s["source_id"] for s in body["imported"]] == [  # ids are namespaced per user
         "20260511_180601_82f04a",
         "20260511_193215_1c9e0d",
         "api-de1f3305a7c44380",

@@ -22,7 +22,7 @@ def run(*args):
 
 def test_import_prints_the_ids(alice):
     out, _ = run("import_sessions", str(FIXTURES / "hermes_export.jsonl"), "--user", "alice")
-    assert "imported 20260511_180601_82f04a  8 messages  CSV quoted newlines" in out
+    assert f"imported 20260511_180601_82f04a.{alice.pk}  8 messages  CSV quoted newlines" in out
     assert out.count("imported ") == 3
 
 
@@ -66,7 +66,7 @@ def test_hermes_jsonl_round_trip(alice, bob, tmp_path):
     target = tmp_path / "out.jsonl"
     run(
         "export_session",
-        "api-de1f3305a7c44380",
+        f"api-de1f3305a7c44380.{alice.pk}",  # imported ids are namespaced per user
         "--format",
         "hermes-jsonl",
         "--output",

@@ -38,7 +38,7 @@ def test_malformed_line_fails_only_that_session(alice, tmp_path):
     assert (problem.file, problem.line) == ("export.jsonl", 2)
     assert "broken JSON" in problem.problem
     assert "export.jsonl, line 2: broken JSON" in str(problem)
-    assert sorted(s.public_id for s in report.sessions) == [
+    assert sorted(s.extra["source_id"] for s in report.sessions) == [
         "20260511_180601_82f04a",
         "api-de1f3305a7c44380",
     ]
@@ -54,7 +54,7 @@ def test_unknown_role_fails_the_session_and_stores_none_of_it(alice, tmp_path):
     assert problem.line == 2
     assert "unknown role 'wizard'" in problem.problem
     assert problem.session == "20260511_193215_1c9e0d"
-    assert not Session.objects.filter(public_id="20260511_193215_1c9e0d").exists()
+    assert not Session.objects.filter(extra__source_id="20260511_193215_1c9e0d").exists()
     assert Session.objects.count() == 2
 
 
@@ -149,7 +149,7 @@ def test_oversized_line_is_refused_without_buffering_it(alice, tmp_path, monkeyp
     problem = _only_problem(report)
     assert problem.line == 1
     assert "line longer than" in problem.problem
-    assert [s.public_id for s in report.sessions] == ["api-de1f3305a7c44380"]
+    assert [s.extra["source_id"] for s in report.sessions] == ["api-de1f3305a7c44380"]
 
 
 def test_claude_code_broken_line_fails_the_transcript(alice, tmp_path):

@@ -19,13 +19,20 @@ ROOT, CHILD, GATEWAY = "20260511_180601_82f04a", "20260511_193215_1c9e0d", "api-
 
 def _ok(report):
     assert report.errors == [], [str(e) for e in report.errors]
+    assert report.duplicates == [], [str(e) for e in report.duplicates]
     return report
 
 
+def _id(tool_id, owner):
+    """Imported ids live in their owner's namespace."""
+    return f"{tool_id}.{owner.pk}"
+
+
 def _check_hermes_sessions(alice):
-    root = Session.objects.get(public_id=ROOT)
-    child = Session.objects.get(public_id=CHILD)
-    gateway = Session.objects.get(public_id=GATEWAY)
+    root = Session.objects.get(public_id=_id(ROOT, alice))
+    child = Session.objects.get(public_id=_id(CHILD, alice))
+    gateway = Session.objects.get(public_id=_id(GATEWAY, alice))
+    assert root.extra["source_id"] == ROOT
     assert root.owner == alice
     assert root.source == Session.Source.IMPORT_HERMES
     # The rotation chain is rebuilt.
@@ -62,7 +69,7 @@ def _check_hermes_sessions(alice):
 def test_hermes_jsonl_export(alice):
     report = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
     assert report.format == "hermes-jsonl"
-    assert [s.public_id for s in report.sessions] == [ROOT, CHILD, GATEWAY]
+    assert [s.public_id for s in report.sessions] == [_id(i, alice) for i in (ROOT, CHILD, GATEWAY)]
     _check_hermes_sessions(alice)
 
 
@@ -83,23 +90,34 @@ def test_state_db_is_opened_read_only(alice, tmp_path):
     assert not (tmp_path / "state.db-wal").exists()
 
 
-def test_importing_twice_skips_what_is_already_there(alice):
+def test_importing_twice_reports_duplicates(alice):
     _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
-    again = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
+    again = import_path(FIXTURES / "hermes_export.jsonl", owner=alice)
     assert again.sessions == []
-    assert len(again.skipped) == 3
+    assert not again.ok
+    assert [d.session for d in again.duplicates] == [ROOT, CHILD, GATEWAY]
+    assert "duplicate" in str(again.duplicates[0])
     assert Session.objects.count() == 3
 
 
-def test_another_users_ids_get_a_suffix_and_chains_still_link(alice, bob):
+def test_importing_twice_with_skip_existing_skips_quietly(alice):
+    _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
+    again = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice, skip_existing=True))
+    assert again.ok
+    assert again.sessions == []
+    assert len(again.skipped) == 3
+
+
+def test_ids_are_namespaced_so_a_collision_reveals_nothing(alice, bob):
+    """Bob gets the same id whether or not Alice imported the session before him."""
     _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=alice))
     report = _ok(import_path(FIXTURES / "hermes_export.jsonl", owner=bob))
     ids = {s.public_id for s in report.sessions}
-    assert ids == {f"{ROOT}.{bob.pk}", f"{CHILD}.{bob.pk}", f"{GATEWAY}.{bob.pk}"}
-    child = Session.objects.get(public_id=f"{CHILD}.{bob.pk}")
-    assert child.parent.public_id == f"{ROOT}.{bob.pk}"
+    assert ids == {_id(ROOT, bob), _id(CHILD, bob), _id(GATEWAY, bob)}
+    child = Session.objects.get(public_id=_id(CHILD, bob))
+    assert child.parent.public_id == _id(ROOT, bob)
     assert child.parent.owner == bob
-    assert Session.objects.get(public_id=CHILD).parent.owner == alice
+    assert Session.objects.get(public_id=_id(CHILD, alice)).parent.owner == alice
 
 
 def test_a_child_imported_before_its_parent_is_linked_later(alice, tmp_path):
@@ -107,11 +125,12 @@ def test_a_child_imported_before_its_parent_is_linked_later(alice, tmp_path):
     (tmp_path / "child.jsonl").write_text(lines[1] + "\n")
     (tmp_path / "parent.jsonl").write_text(lines[0] + "\n")
     _ok(import_path(tmp_path / "child.jsonl", owner=alice))
-    assert Session.objects.get(public_id=CHILD).parent is None
+    assert Session.objects.get(public_id=_id(CHILD, alice)).parent is None
     _ok(import_path(tmp_path / "parent.jsonl", owner=alice))
-    child = Session.objects.get(public_id=CHILD)
-    assert child.parent.public_id == ROOT
-    assert child.root.public_id == ROOT
+    child = Session.objects.get(public_id=_id(CHILD, alice))
+    assert child.parent.public_id == _id(ROOT, alice)
+    assert child.root.public_id == _id(ROOT, alice)
+    assert child.compression_count == 1
 
 
 @pytest.mark.parametrize("name", ["openai_list.json", "openai_object.json"])
@@ -134,7 +153,7 @@ def test_claude_code_transcript(alice):
     report = _ok(import_path(FIXTURES / "claude_code_session.jsonl", owner=alice))
     assert report.format == "claude-code"
     session = report.sessions[0]
-    assert session.public_id == "5f0c2a4e-8b1d-4c3e-9a7f-2d6b1e0c9f31"
+    assert session.public_id == _id("5f0c2a4e-8b1d-4c3e-9a7f-2d6b1e0c9f31", alice)
     assert session.source == Session.Source.IMPORT_CLAUDE_CODE
     assert session.title == "Add pagination to the todo list endpoint"
     assert session.model == "claude-sonnet-4-20250514"
@@ -169,13 +188,13 @@ def test_codex_rollout(alice):
     report = _ok(import_path(FIXTURES / "codex_rollout.jsonl", owner=alice))
     assert report.format == "codex"
     session = report.sessions[0]
-    assert session.public_id == "0199104c-5c2a-7d83-b4f1-7e3c1b2a9d40"
+    assert session.public_id == _id("0199104c-5c2a-7d83-b4f1-7e3c1b2a9d40", alice)
     assert session.source == Session.Source.IMPORT_CODEX
     assert session.model == "gpt-5-codex"
     assert session.title == "Add a --verbose flag that prints each file processed."
     messages = openai_messages(session)
+    # The <environment_context> block is session metadata, not a user turn.
     assert [m["role"] for m in messages] == [
-        "user",
         "user",
         "assistant",
         "tool",
@@ -183,12 +202,17 @@ def test_codex_rollout(alice):
         "tool",
         "assistant",
     ]
-    call = messages[2]
+    assert not any("<environment_context>" in str(m["content"]) for m in messages)
+    meta = Message.objects.get(session=session, extra__meta="environment_context")
+    assert (meta.active, meta.archived) == (False, False)
+    assert session.extra["codex"]["cli_version"] == "0.30.0"
+    assert session.extra["codex"]["git"]["branch"] == "main"
+    call = messages[1]
     assert call["reasoning"] == "**Locating argument parsing**"
-    assert call["tool_calls"][0]["id"] == messages[3]["tool_call_id"] == "call_Q1w2E3r4"
-    assert messages[3]["name"] == "shell"
-    assert messages[4]["tool_calls"][0]["function"]["name"] == "apply_patch"
-    assert messages[5]["tool_call_id"] == "call_T5y6U7i8"
+    assert call["tool_calls"][0]["id"] == messages[2]["tool_call_id"] == "call_Q1w2E3r4"
+    assert messages[2]["name"] == "shell"
+    assert messages[3]["tool_calls"][0]["function"]["name"] == "apply_patch"
+    assert messages[4]["tool_call_id"] == "call_T5y6U7i8"
 
 
 def test_explicit_format_overrides_detection(alice):
@@ -221,3 +245,17 @@ def test_import_token_counts_match_the_engine():
         [p.as_openai() for p in parsed], CompactionConfig(model="gpt-4o")
     )
     assert count_tokens(parsed, "gpt-4o") == engine
+
+
+def test_sessions_imported_before_ids_had_a_namespace_are_still_duplicates_and_parents(
+    alice, tmp_path
+):
+    lines = (FIXTURES / "hermes_export.jsonl").read_text().splitlines()
+    (tmp_path / "root.jsonl").write_text(lines[0] + "\n")
+    (tmp_path / "child.jsonl").write_text(lines[1] + "\n")
+    _ok(import_path(tmp_path / "root.jsonl", owner=alice))
+    Session.objects.filter(owner=alice).update(public_id=ROOT)  # the id an older version gave
+    again = import_path(tmp_path / "root.jsonl", owner=alice)
+    assert len(again.duplicates) == 1
+    _ok(import_path(tmp_path / "child.jsonl", owner=alice))
+    assert Session.objects.get(public_id=_id(CHILD, alice)).parent.public_id == ROOT

@@ -82,6 +82,110 @@ def test_too_large_is_413(alice_client, settings):
     assert not Session.objects.exists()
 
 
+def test_htmx_upload_that_fails_entirely_still_shows_the_refusal(alice_client):
+    """htmx does not swap 4xx answers: the partial comes with 200 and the errors in it."""
+    response = alice_client.post(
+        "/import/", {"file": SimpleUploadedFile("notes.txt", b"hello")}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    assert response["X-Import-Status"] == "400"
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section id="import-results"')
+    assert 'role="alert"' in html
+    assert "notes.txt, line 1: not a recognized format" in html
+
+
+def test_duplicates_are_refused_on_the_page_unless_skipped(alice_client):
+    assert alice_client.post("/import/", {"file": upload("codex_rollout.jsonl")}).status_code == 200
+    again = alice_client.post("/import/", {"file": upload("codex_rollout.jsonl")})
+    assert again.status_code == 400
+    assert "already imported: a duplicate" in again.content.decode()
+    skipped = alice_client.post(
+        "/import/", {"file": upload("codex_rollout.jsonl"), "skip_existing": "on"}
+    )
+    assert skipped.status_code == 200
+    assert "skipped: " in skipped.content.decode()
+    assert Session.objects.count() == 1
+
+
+def test_the_page_shows_the_fidelity_report(alice_client):
+    name = "7c1e9a52-3b0d-4f8e-a6c4-91d2e5f0b7a3.jsonl"
+    data = (FIXTURES / "claude_code" / name).read_bytes()
+    html = alice_client.post("/import/", {"file": SimpleUploadedFile(name, data)}).content.decode()
+    assert "4/4 tool calls paired" in html
+    assert "meta rows" in html
+    assert "progress record" in html  # what was not stored as a message, and why
+
+
+def test_an_oversized_upload_is_refused_before_its_body_is_read(
+    alice_client, settings, monkeypatch
+):
+    from django.http import multipartparser
+
+    def never(*args, **kwargs):
+        raise AssertionError("the body was parsed")
+
+    monkeypatch.setattr(multipartparser.MultiPartParser, "parse", never)
+    settings.HERMES_MAX_UPLOAD_BYTES = 1000
+
+    def big():
+        return SimpleUploadedFile("big.jsonl", b"x" * 200_000)
+
+    response = alice_client.post("/import/", {"file": big()})
+    assert response.status_code == 413
+    assert "file is larger than" in response.content.decode()
+    htmx = alice_client.post("/import/", {"file": big()}, HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 200
+    assert htmx["X-Import-Status"] == "413"
+    assert "file is larger than" in htmx.content.decode()
+    api = alice_client.post("/api/import", {"file": big()})
+    assert api.status_code == 413
+    assert "larger than" in api.json()["detail"]
+    assert not Session.objects.exists()
+
+
+def test_an_upload_without_a_declared_length_stops_at_the_limit(alice_client, settings):
+    settings.HERMES_MAX_UPLOAD_BYTES = 1000  # under the slack: the handler stops it while read
+    response = alice_client.post(
+        "/import/", {"file": SimpleUploadedFile("big.jsonl", b"x" * 20_000)}
+    )
+    assert response.status_code == 413
+    assert not Session.objects.exists()
+
+
+def test_api_hostile_numbers_and_types_are_a_400_naming_the_place(alice_client):
+    bigint = b'[{"role": "user", "content": "hi", "n": ' + b"9" * 5000 + b"}]"
+    response = alice_client.post("/api/import", {"file": SimpleUploadedFile("big.json", bigint)})
+    assert response.status_code == 400
+    assert "4300 digits" in response.json()["detail"]
+    rollout = (
+        b'{"type": "session_meta", "payload": {"id": "x1"}}\n'
+        b'{"type": "response_item", "payload": {"type": "message", "role": "user", '
+        b'"content": [{"type": "input_text", "text": 5}]}}\n'
+    )
+    response = alice_client.post(
+        "/api/import", {"file": SimpleUploadedFile("rollout.jsonl", rollout)}
+    )
+    assert response.status_code == 400
+    assert "rollout.jsonl, line 2: a input_text part's 'text' is int" in response.json()["detail"]
+    assert not Session.objects.exists()
+
+
+def test_api_reports_duplicates_and_fidelity(alice_client):
+    first = alice_client.post("/api/import", {"file": upload("codex_rollout.jsonl")}).json()
+    (session,) = first["imported"]
+    assert session["source_id"] == "0199104c-5c2a-7d83-b4f1-7e3c1b2a9d40"
+    assert session["fidelity"]["tool_calls"] == session["fidelity"]["tool_results_paired"] == 2
+    again = alice_client.post("/api/import", {"file": upload("codex_rollout.jsonl")})
+    assert again.status_code == 400
+    assert again.json()["duplicates"][0]["session"] == "0199104c-5c2a-7d83-b4f1-7e3c1b2a9d40"
+    skipped = alice_client.post(
+        "/api/import", {"file": upload("codex_rollout.jsonl"), "skip_existing": "true"}
+    )
+    assert skipped.status_code == 200
+    assert len(skipped.json()["skipped"]) == 1
+
+
 # --- API keys ----------------------------------------------------------------------------
 
 

@@ -1,0 +1,77 @@
+"""Uploads to the import endpoints refused by size before their body is stored.
+
+Django parses a multipart body (and writes its files to disk) the first time anything reads
+``request.POST`` or ``request.FILES`` — the CSRF check does, before any view runs. This
+middleware answers 413 from the ``Content-Length`` header alone, and for bodies that do not
+declare their length (chunked) it installs an upload handler that stops reading once the
+limit is passed, so at most the limit is ever written.
+"""
+
+from __future__ import annotations
+
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+
+from hermes_web.services.sessions import max_upload_bytes
+
+# Form fields and multipart framing around the file.
+SLACK_BYTES = 64 * 1024
+
+
+def too_large_text() -> str:
+    return f"file is larger than {max_upload_bytes() // 2**20} MB"
+
+
+class SizeLimitHandler(FileUploadHandler):
+    """Counts the bytes of every uploaded file; past the limit the upload stops."""
+
+    def __init__(self, request: HttpRequest | None = None) -> None:
+        super().__init__(request)
+        self.received = 0
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        self.received += len(raw_data)
+        if self.received > max_upload_bytes():
+            if self.request is not None:
+                self.request.import_too_large = True
+            # The rest of the body is read and dropped (a reset connection would leave the
+            # client without the 413); nothing more is written.
+            raise StopUpload(connection_reset=False)
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None
+
+
+def import_paths() -> tuple[str, ...]:
+    return (reverse("import_page"), reverse("api:import_file"))
+
+
+def too_large_response(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith(reverse("api:import_file")):
+        return JsonResponse({"detail": too_large_text()}, status=413)
+    from hermes_web.views.imports import too_large  # the page renders its own partial
+
+    return too_large(request, too_large_text())
+
+
+class ImportUploadLimitMiddleware:
+    """See the module docstring; only POSTs to the import page and ``/api/import``."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "POST" and request.path in import_paths():
+            try:
+                declared = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                declared = 0
+            if declared > max_upload_bytes() + SLACK_BYTES:
+                return too_large_response(request)
+            request.upload_handlers.insert(0, SizeLimitHandler(request))
+            request.FILES  # noqa: B018 - parse now, under the limit, before any view or check
+            if getattr(request, "import_too_large", False):
+                return too_large_response(request)
+        return self.get_response(request)
