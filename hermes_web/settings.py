@@ -311,3 +311,8 @@ HERMES_LOCK_LEASE_SECONDS = env_int("HERMES_LOCK_LEASE_SECONDS", CELERY_TASK_TIM
 HERMES_WORKSPACE = Path(env_str("HERMES_WORKSPACE", str(BASE_DIR / "demo_workspace")))
 HERMES_ENABLE_TERMINAL = env_bool("HERMES_ENABLE_TERMINAL", False)
 HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
+
+# --- OpenAI-compatible endpoint (/v1/chat/completions) --------------------------------------
+# litellm model names a client may ask for besides HERMES_CHAT_MODEL and the demo model
+# (comma-separated); they are called with HERMES_CHAT_API_BASE / HERMES_CHAT_API_KEY when set.
+HERMES_API_MODELS = env_list("HERMES_API_MODELS", [])

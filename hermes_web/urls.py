@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView
 from django.contrib.staticfiles.views import serve as serve_static
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from hermes_web.api import api
 from hermes_web.views import accounts, chat, conversations, imports, inspector
@@ -76,6 +76,7 @@ urlpatterns = [
         name="revoke_api_key",
     ),
     path("api/", api.urls),
+    path("v1/", include("hermes_web.openai_compat.urls")),
     path("admin/", admin.site.urls),
     re_path(r"^static/(?P<path>.*)$", static_files),
 ]
