@@ -1,0 +1,60 @@
+"""Pages around the OpenAI-compatible endpoint: API key snippets, sessions made by clients."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from hermes_web.models import ApiKey, Session
+from tests.fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def upstream(settings):
+    server = FakeOpenAIServer().start()
+    settings.HERMES_CHAT_MODEL = "openai/fake-chat"
+    settings.HERMES_CHAT_API_BASE = server.base_url
+    settings.HERMES_CHAT_API_KEY = "x"
+    settings.HERMES_LLM_MAX_RETRIES = 0
+    yield server
+    server.stop()
+
+
+def test_the_api_keys_page_shows_the_base_url_and_working_snippets(alice_client, upstream):
+    page = alice_client.get(reverse("api_keys")).content.decode()
+    assert "Use it from your own agent" in page
+    assert "http://testserver/v1" in page
+    assert 'base_url="http://testserver/v1", api_key="hk_…"' in page
+    assert 'model="openai/fake-chat"' in page
+    assert "curl http://testserver/v1/chat/completions" in page
+    created = alice_client.post(reverse("create_api_key"), {"name": "my agent"}).content.decode()
+    raw = created.split('id="raw-key">', 1)[1].split("<", 1)[0]
+    assert raw.startswith("hk_")
+    assert f'api_key="{raw}"' in created
+    assert f"Authorization: Bearer {raw}" in created
+
+
+def test_a_session_made_by_a_client_shows_its_source_and_name(
+    alice, alice_client, client, upstream
+):
+    raw = ApiKey.issue(owner=alice, name="agent")[1]
+    upstream.enqueue({"content": "Hi there."})
+    response = client.post(
+        "/v1/chat/completions",
+        data=json.dumps(
+            {"model": "openai/fake-chat", "messages": [{"role": "user", "content": "Hello bot"}]}
+        ),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {raw}", "User-Agent": "crab-agent/2.1 (darwin)"},
+    )
+    assert response.status_code == 200, response.content
+    session = Session.objects.get(public_id=response.headers["X-Hermes-Session"])
+    assert (session.title, session.client_name) == ("Hello bot", "crab-agent/2.1")
+    listing = alice_client.get(reverse("conversation_list")).content.decode()
+    assert "API client" in listing
+    assert "crab-agent/2.1" in listing
+    detail = alice_client.get(reverse("conversation_detail", args=[session.public_id]))
+    assert "API client (crab-agent/2.1)" in detail.content.decode()
+    assert "API client" in dict(Session.Source.choices).values()
