@@ -20,25 +20,26 @@ from hermes_web.services.sessions import resolve_tip
 
 
 def canonical(message: dict) -> bytes:
-    """The parts of a message that identify it in a history, as stable bytes."""
+    """The parts of a message that identify it in a history, as unambiguous bytes (each part
+    length-prefixed; a plain join, as json.dumps per message cost more than the hashing)."""
     role = message.get("role")
-    calls = [
-        (call.get("id"), (call.get("function") or {}).get("name"), _arguments(call))
-        for call in message.get("tool_calls") or ()
-        if isinstance(call, dict)
-    ]
-    fields = [
-        "system" if role == "developer" else role,
-        message.get("content") or "",
-        calls,
-        message.get("tool_call_id") or "",
-    ]
-    return json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    parts = ["system" if role == "developer" else str(role), content]
+    parts.append(message.get("tool_call_id") or "")
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function") or {}
+            parts += [call.get("id") or "", function.get("name") or "", _arguments(function)]
+    return "".join(f"{len(part)}:{part}" for part in parts).encode("utf-8", "surrogatepass")
 
 
-def _arguments(call: dict) -> str:
-    arguments = (call.get("function") or {}).get("arguments")
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)
+def _arguments(function: dict) -> str:
+    arguments = function.get("arguments")
+    if arguments is None or isinstance(arguments, str):
+        return arguments or ""
+    return json.dumps(arguments, sort_keys=True)
 
 
 def prefix_hashes(messages: list[dict]) -> list[str]:

@@ -11,7 +11,7 @@ append the new messages and the reply, remember the client's prefix, then let th
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -56,7 +56,7 @@ class Prepared:
     match: Match | None
     upstream_messages: list[dict]
     compaction: Compaction | None = None  # the committed compaction the context comes from
-    public_id: str = field(default_factory=new_public_id)  # the session's id, known up front
+    public_id: str = ""  # the session's id, known before the reply (set in prepare)
     mode: str = ""
 
     @property
@@ -112,7 +112,9 @@ def prepare(
         upstream_messages=request.messages,
         mode=mode,
     )
-    if match is not None:
+    if match is None:
+        prepared.public_id = new_public_id()
+    else:
         prepared.public_id = match.session.public_id
         if match.session.compression_count:
             _use_compacted_context(prepared, match.session)

@@ -6,9 +6,11 @@ registered on first use, so the endpoint works offline too.
 
 from __future__ import annotations
 
+import functools
+import gc
 import itertools
+import random
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +77,8 @@ def completion_kwargs(
 class Reply:
     """The model's answer, whole (non-streaming) or as gathered from a stream."""
 
-    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:24]}")
+    # Not uuid4: os.urandom was measured at ~1 ms a call on a loaded VM; an id needs no secrecy.
+    id: str = field(default_factory=lambda: f"chatcmpl-{random.getrandbits(96):024x}")
     created: int = field(default_factory=lambda: int(time.time()))
     content: str = ""
     reasoning: str = ""
@@ -94,10 +97,14 @@ class Reply:
         return message
 
 
+@functools.cache
 def _import_litellm():
     import litellm
 
     litellm.suppress_debug_info = True
+    # litellm's import leaves ~400k long-lived objects; every full collection scanned them
+    # again (330 ms measured on the loaded dev VM). Frozen, collections skip them.
+    gc.freeze()
     return litellm
 
 
