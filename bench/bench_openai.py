@@ -126,6 +126,7 @@ def main() -> int:
         server.wait(timeout=15)
         upstream.stop()
 
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     verdict = True
     for streamed, (
         overheads,
@@ -151,6 +152,11 @@ def main() -> int:
         print(
             f"  endpoint overhead     median {median:7.1f} ms   p95 {p95(overheads):7.1f} ms   "
             f"(target median <= {TARGET_MEDIAN_MS:.0f} ms)"
+        )
+        upstream_phase = phases.get("upstream") or phases.get("upstream-first-chunk") or [0]
+        print(
+            f"  of which litellm (server upstream phase - direct call), median "
+            f"{statistics.median(upstream_phase) - statistics.median(models):.1f} ms"
         )
         print(
             "  server phases (median ms): "
