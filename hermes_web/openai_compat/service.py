@@ -11,7 +11,7 @@ append the new messages and the reply, remember the client's prefix, then let th
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.utils import timezone
@@ -58,6 +58,10 @@ class Prepared:
     compaction: Compaction | None = None  # the committed compaction the context comes from
     public_id: str = ""  # the session's id, known before the reply (set in prepare)
     mode: str = ""
+    # Of a compacted session's stored context: the tool call ids it holds, and the ids that
+    # already have a result there (a stub when the call was pending at the snapshot).
+    stored_calls: set[str] = field(default_factory=set)
+    stored_results: set[str] = field(default_factory=set)
 
     @property
     def new_messages(self) -> list[dict]:
@@ -129,7 +133,12 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     )
     if compaction is None:
         return
-    messages = merge_repeated_results(openai_messages(session) + prepared.new_messages)
+    stored = openai_messages(session)
+    prepared.stored_calls = call_ids(stored)
+    prepared.stored_results = {m.get("tool_call_id") or "" for m in stored if m["role"] == "tool"}
+    messages = restore_dropped_calls(
+        merge_repeated_results(stored + prepared.new_messages), prepared.request.messages
+    )
     problems = validate_tool_pairs(messages)
     if problems:
         # Never break the client's agent over our stored context: send its own history.
@@ -141,6 +150,16 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
         return
     prepared.upstream_messages = messages
     prepared.compaction = compaction
+
+
+def call_ids(messages: list[dict]) -> set[str]:
+    """The ids of every tool call made in ``messages``."""
+    return {
+        call.get("id") or ""
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if isinstance(call, dict)
+    }
 
 
 def merge_repeated_results(messages: list[dict]) -> list[dict]:
@@ -162,6 +181,28 @@ def merge_repeated_results(messages: list[dict]) -> list[dict]:
             first[call_id] = len(merged)
         merged.append(message)
     return merged
+
+
+def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dict]:
+    """Put back, from the client's own history, the assistant message of a tool result whose
+    call is missing: a compaction that strips calls still waiting for their results (the
+    ``strip`` sanitize mode) removed it, and its results arrived after the snapshot."""
+    present = call_ids(messages)
+    owners = {
+        call_id: message
+        for message in history
+        if message.get("role") == "assistant"
+        for call_id in call_ids([message])
+    }
+    restored: list[dict] = []
+    for message in messages:
+        call_id = message.get("tool_call_id") or ""
+        if message.get("role") == "tool" and call_id not in present and call_id in owners:
+            owner = owners[call_id]
+            restored.append(owner)
+            present |= call_ids([owner])
+        restored.append(message)
+    return restored
 
 
 def _title(messages: list[dict]) -> str:
@@ -215,14 +256,28 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
     new_hash = extend_hash(prepared.hashes[-1], answer)
     with transaction.atomic():
         session = _continue(prepared)
+        # Stubs and stripped calls are mended only against the stored context prepare saw.
+        mend = session is not None and prepared.compaction is not None
         to_store = prepared.new_messages
         if session is None:  # a new conversation, or one that moved on meanwhile (a fork)
             session = _create(prepared)
             to_store = request.messages
         landed = session
+        owners = {
+            call_id: message
+            for message in request.messages
+            if message.get("role") == "assistant"
+            for call_id in call_ids([message])
+        }
         for message in to_store:
-            if _replaced_stub(landed, message, names):
-                continue
+            call_id = message.get("tool_call_id") or ""
+            if mend and message["role"] == "tool":
+                if call_id in prepared.stored_results and _replaced_stub(landed, message, names):
+                    continue
+                if call_id not in prepared.stored_calls and call_id in owners:
+                    # The compaction stripped this pending call: store it again first.
+                    landed = _landing(landed, _append(landed, owners[call_id], names))
+                    prepared.stored_calls |= call_ids([owners[call_id]])
             landed_row = _append(landed, message, names)
             landed = _landing(landed, landed_row)
         reply_row = _append(
@@ -251,8 +306,6 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
 def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bool:
     """Write a tool result over the stub a compaction gave its call (see
     ``merge_repeated_results``); False when there is no such stub row."""
-    if message.get("role") != "tool" or not session.compression_count:
-        return False
     stub = (
         Message.objects.filter(
             session_id=session.pk, active=True, role="tool", tool_call_id=message["tool_call_id"]

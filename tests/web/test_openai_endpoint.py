@@ -13,7 +13,7 @@ import pytest
 
 from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import ApiKey, Compaction, Message, Session
-from hermes_web.services.compactions import run_compaction
+from hermes_web.services.compactions import request_compaction, run_compaction
 from tests.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -519,3 +519,35 @@ def test_upstream_failures_are_passed_on_and_nothing_is_stored(
     assert again.choices[0].message.content == "second answer"
     assert Session.objects.count() == 1
     assert Message.objects.count() == len(before) + 2
+
+
+def test_a_call_the_compaction_stripped_while_its_result_was_pending_comes_back(sdk, upstream):
+    messages = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Read the sources."},
+    ]
+    agent_loop(sdk, upstream, messages, 10)
+    session = Session.objects.get()
+    Compaction.objects.all().delete()
+    # Hermes's newer sanitizer removes a call whose result is missing, instead of a stub.
+    run = request_compaction(
+        session=session,
+        trigger=Compaction.Trigger.MANUAL,
+        config_overrides={"sanitize_mode": "strip"},
+    )
+    run = run_compaction(run.pk)
+    assert run.status == Compaction.Status.COMMITTED, run.error
+    pending = messages[-2]["tool_calls"][0]["id"]
+    stored = [m.to_openai() for m in run.result_session.messages.active()]
+    assert pending not in json.dumps(stored)  # the snapshot ended with the unanswered call
+    messages.append({"role": "user", "content": "Go on."})
+    upstream.enqueue({"content": "Done."})
+    _, headers = create(sdk, messages)
+    assert headers["x-hermes-compaction"].endswith(f"/compactions/{run.public_id}/")
+    sent = upstream.requests[-1]["messages"]
+    assert validate_tool_pairs(sent) == []
+    assert [m.get("content") for m in sent if m.get("tool_call_id") == pending] == [
+        messages[-2]["content"]
+    ]
+    stored = [m.to_openai() for m in run.result_session.messages.active()]
+    assert validate_tool_pairs(stored) == []
