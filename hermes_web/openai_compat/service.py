@@ -298,7 +298,8 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
         Session.objects.filter(pk=landed.pk).update(**remembered)
-    landed.refresh_from_db()
+    for name, value in remembered.items():
+        setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
     return landed, queued
 
