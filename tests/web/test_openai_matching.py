@@ -98,3 +98,43 @@ def test_developer_messages_and_multi_part_content_are_accepted():
     )
     assert (request.stream, request.include_usage) == (True, True)
     assert request.params == {"temperature": 0.2}
+
+
+@pytest.mark.django_db
+def test_two_requests_continuing_one_history_at_once_do_not_interleave(alice, settings):
+    """Both requests matched the same session; the second to store becomes a fork (a new
+    session with its whole history) instead of appending after the first one's reply."""
+    from hermes_web.models import ApiKey, Session
+    from hermes_web.openai_compat.service import prepare, store
+    from hermes_web.openai_compat.upstream import Reply
+
+    settings.HERMES_CHAT_MODEL = "openai/fake-chat"
+    key = ApiKey.issue(owner=alice, name="k")[0]
+    first = parse_request(
+        b'{"model": "openai/fake-chat", "messages": [{"role": "user", "content": "hi"}]}'
+    )
+    session, _ = store(prepare(key, first), Reply(content="hello"))
+    follow_up = (
+        b'{"model": "openai/fake-chat", "messages": [{"role": "user", "content": "hi"},'
+        b' {"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}]}'
+    )
+    a = prepare(key, parse_request(follow_up))
+    b = prepare(key, parse_request(follow_up))
+    assert a.match.session.pk == b.match.session.pk == session.pk
+    landed_a, _ = store(a, Reply(content="answer A"))
+    landed_b, _ = store(b, Reply(content="answer B"))
+    assert landed_a.pk == session.pk
+    assert landed_b.pk != session.pk
+    assert [m.content for m in session.messages.order_by("position")] == [
+        "hi",
+        "hello",
+        "again",
+        "answer A",
+    ]
+    assert [m.content for m in landed_b.messages.order_by("position")] == [
+        "hi",
+        "hello",
+        "again",
+        "answer B",
+    ]
+    assert Session.objects.count() == 2
