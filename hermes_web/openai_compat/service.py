@@ -353,7 +353,7 @@ def _create(prepared: Prepared) -> Session:
         owner=prepared.key.owner,
         title=_title(prepared.request.messages),
         source=Session.Source.API,
-        model=prepared.request.model,
+        model=model,  # the provider model the name resolved to (tokenizer, window)
         context_length=context_length_for(model),
         compaction_mode=prepared.mode,
     )

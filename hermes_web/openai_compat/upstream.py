@@ -30,9 +30,18 @@ def allowed_models() -> list[str]:
 
 
 def resolve_model(name: str) -> str:
-    """The litellm model for a requested name; ApiError 404 when it is not allowed here."""
-    if name in allowed_models():
+    """The litellm model for a requested name; ApiError 404 when it is not allowed here.
+
+    A name without the provider prefix also works (``gpt-4o-mini`` for an allowed
+    ``openai/gpt-4o-mini``): agents written for OpenAI send bare names, and changing only
+    the base URL and key must be enough.
+    """
+    allowed = allowed_models()
+    if name in allowed:
         return name
+    for model in allowed:
+        if "/" in model and model.split("/", 1)[1] == name:
+            return model
     raise ApiError(
         404,
         f"The model `{name}` does not exist or you do not have access to it. "

@@ -376,6 +376,14 @@ def test_models_lists_what_a_client_may_ask_for(sdk, upstream):
     )
     assert completion.model == "openai/fake-other"
     assert upstream.requests[-1]["model"] == "fake-other"
+    # An agent written for OpenAI sends the bare name: it reaches the allowed provider model.
+    upstream.enqueue({"content": "bare name"})
+    completion = sdk.chat.completions.create(
+        model="fake-chat", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert completion.model == "fake-chat"
+    assert upstream.requests[-1]["model"] == "fake-chat"
+    assert Session.objects.filter(title="hi", model="openai/fake-chat").count() == 1
 
 
 def test_the_demo_model_answers_offline(sdk, upstream):
