@@ -18,6 +18,9 @@ from hermes_web.models import ApiKey, Session
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.services.sessions import resolve_tip
 
+# How many of the newest prefixes the first lookup tries (see find_session).
+RECENT_PREFIXES = 32
+
 
 def canonical(message: dict) -> bytes:
     """The parts of a message that identify it in a history, as unambiguous bytes (each part
@@ -109,6 +112,19 @@ def find_session(key: ApiKey, hashes: list[str], *, named: str = "") -> Match | 
     if not hashes:
         return None
     position = {digest: index + 1 for index, digest in enumerate(hashes)}
+    # A client adds a few messages per request: the newest prefixes are tried first, so the
+    # usual lookup binds a few dozen hashes rather than one per message of a long history.
+    recent, older = hashes[-RECENT_PREFIXES:], hashes[:-RECENT_PREFIXES]
+    for window in (recent, older):
+        match = _best(key, window, position)
+        if match is not None or not older:
+            return match
+    return None
+
+
+def _best(key: ApiKey, hashes: list[str], position: dict[str, int]) -> Match | None:
+    if not hashes:
+        return None
     candidates = Session.objects.filter(api_key_id=key.pk, prefix_hash__in=hashes).order_by(
         "-client_messages", "-updated_at"
     )

@@ -138,3 +138,31 @@ def test_two_requests_continuing_one_history_at_once_do_not_interleave(alice, se
         "answer B",
     ]
     assert Session.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_request_adding_more_than_the_recent_window_still_continues_its_session(alice, settings):
+    import json
+
+    from hermes_web.models import ApiKey
+    from hermes_web.openai_compat.matching import RECENT_PREFIXES
+    from hermes_web.openai_compat.service import prepare, store
+    from hermes_web.openai_compat.upstream import Reply
+
+    settings.HERMES_CHAT_MODEL = "openai/fake-chat"
+    key = ApiKey.issue(owner=alice, name="k")[0]
+    history = [{"role": "user", "content": "start"}]
+    session, _ = store(
+        prepare(key, parse_request(json.dumps({"model": "openai/fake-chat", "messages": history}).encode())),
+        Reply(content="ok"),
+    )
+    history.append({"role": "assistant", "content": "ok"})
+    history += [
+        {"role": "user" if n % 2 else "assistant", "content": f"m{n}"}
+        for n in range(1, RECENT_PREFIXES + 12)
+    ]
+    body = json.dumps({"model": "openai/fake-chat", "messages": history}).encode()
+    prepared = prepare(key, parse_request(body))
+    assert prepared.match is not None
+    assert (prepared.match.session.pk, prepared.match.covered) == (session.pk, 2)
+    assert len(prepared.new_messages) == RECENT_PREFIXES + 11
