@@ -158,6 +158,11 @@ def main() -> int:
             f"  of which litellm (server upstream phase - direct call), median "
             f"{statistics.median(upstream_phase) - statistics.median(models):.1f} ms"
         )
+        cpu = phases.pop("cpu", [0.0])
+        print(
+            f"  server CPU per request (thread time, load-independent)  median "
+            f"{statistics.median(cpu):.1f} ms   p95 {p95(cpu):.1f} ms"
+        )
         print(
             "  server phases (median ms): "
             + ", ".join(f"{name} {statistics.median(v):.1f}" for name, v in phases.items())

@@ -58,3 +58,25 @@ def test_a_session_made_by_a_client_shows_its_source_and_name(
     detail = alice_client.get(reverse("conversation_detail", args=[session.public_id]))
     assert "API client (crab-agent/2.1)" in detail.content.decode()
     assert "API client" in dict(Session.Source.choices).values()
+
+
+def test_a_request_over_the_upload_limit_gets_413_and_stores_nothing(alice, client, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2_000
+    raw = ApiKey.issue(owner=alice, name="agent")[1]
+    body = {"model": "hermes-demo/agent", "messages": [{"role": "user", "content": "x" * 5_000}]}
+    response = client.post(
+        "/v1/chat/completions",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {raw}"},
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert not Session.objects.exists()
+
+
+def test_wrong_methods_get_405_in_openais_shape(client):
+    response = client.get("/v1/chat/completions")
+    assert (response.status_code, response["Allow"]) == (405, "POST")
+    assert response.json()["error"]["code"] == "method_not_allowed"
+    assert client.post("/v1/models").status_code == 405
