@@ -559,3 +559,24 @@ def test_a_call_the_compaction_stripped_while_its_result_was_pending_comes_back(
     ]
     stored = [m.to_openai() for m in run.result_session.messages.active()]
     assert validate_tool_pairs(stored) == []
+
+
+def test_a_stream_cut_off_mid_reply_ends_with_an_error_and_stores_nothing(sdk, upstream):
+    upstream.enqueue({"content": "first answer"})
+    history = [{"role": "user", "content": "a question"}]
+    first = sdk.chat.completions.create(model="openai/fake-chat", messages=history)
+    history += [as_dict(first.choices[0].message), {"role": "user", "content": "go on"}]
+    before = list(Message.objects.values_list("pk", "content"))
+    upstream.enqueue({"content": "a long reply that never arrives whole", "break_after": 1})
+    stream = sdk.chat.completions.create(model="openai/fake-chat", messages=history, stream=True)
+    received = []
+
+    def read_all():
+        for chunk in stream:
+            received.extend(c.delta.content or "" for c in chunk.choices)
+
+    with pytest.raises(openai.APIError) as caught:
+        read_all()
+    assert "".join(received).startswith("a long")  # the client saw the start of the reply...
+    assert "upstream" in caught.value.code
+    assert list(Message.objects.values_list("pk", "content")) == before  # ...nothing half stored
