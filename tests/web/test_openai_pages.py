@@ -80,3 +80,45 @@ def test_wrong_methods_get_405_in_openais_shape(client):
     assert (response.status_code, response["Allow"]) == (405, "POST")
     assert response.json()["error"]["code"] == "method_not_allowed"
     assert client.post("/v1/models").status_code == 405
+
+
+def test_a_replayed_agent_log_continues_one_session_call_after_call(alice, client, upstream):
+    """Requests and responses in the shape of a real agent log (the agent re-sends each reply
+    without the fields the API added, keys in another order): every call continues the same
+    session and the model receives exactly what the agent sent."""
+    from pathlib import Path
+
+    from hermes_web.models import Message
+
+    log = json.loads((Path(__file__).parent.parent / "fixtures/openai_agent_log.json").read_text())
+    raw = ApiKey.issue(owner=alice, name="agent")[1]
+    sessions = set()
+    for call in log["calls"]:
+        message = call["response"]["choices"][0]["message"]
+        upstream.enqueue(
+            {
+                "content": message["content"],
+                "tool_calls": message["tool_calls"],
+                "prompt_tokens": call["response"]["usage"]["prompt_tokens"],
+            }
+        )
+        response = client.post(
+            "/v1/chat/completions",
+            data=json.dumps({"model": "fake-chat", "messages": call["messages"]}),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {raw}", "User-Agent": "OpenAI/Python 1.98.0"},
+        )
+        assert response.status_code == 200, response.content
+        sessions.add(response.headers["X-Hermes-Session"])
+        sent = upstream.requests[-1]["messages"]
+        assert [m.get("content") for m in sent] == [m.get("content") for m in call["messages"]]
+    assert len(sessions) == 1
+    session = Session.objects.get(public_id=sessions.pop())
+    final = log["calls"][-1]
+    rows = list(Message.objects.filter(session=session).active())
+    assert len(rows) == len(final["messages"]) + 1
+    assert rows[-1].content == final["response"]["choices"][0]["message"]["content"]
+    assert [r.provider_prompt_tokens for r in rows if r.role == "assistant"] == [
+        c["response"]["usage"]["prompt_tokens"] for c in log["calls"]
+    ]
+    assert session.client_name == "OpenAI/Python 1.98.0"
