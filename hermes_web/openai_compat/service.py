@@ -183,17 +183,24 @@ def merge_repeated_results(messages: list[dict]) -> list[dict]:
     return merged
 
 
-def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dict]:
-    """Put back, from the client's own history, the assistant message of a tool result whose
-    call is missing: a compaction that strips calls still waiting for their results (the
-    ``strip`` sanitize mode) removed it, and its results arrived after the snapshot."""
-    present = call_ids(messages)
-    owners = {
+def _call_owners(history: list[dict]) -> dict[str, dict]:
+    """Each tool call id of ``history`` mapped to the assistant message that made it."""
+    return {
         call_id: message
         for message in history
         if message.get("role") == "assistant"
         for call_id in call_ids([message])
     }
+
+
+def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dict]:
+    """Put back, from the client's own history, the assistant message of a tool result whose
+    call is missing: a compaction that strips calls still waiting for their results (the
+    ``strip`` sanitize mode) removed it, and its results arrived after the snapshot."""
+    present = call_ids(messages)
+    if all(m.get("tool_call_id") in present for m in messages if m.get("role") == "tool"):
+        return messages  # the usual case: nothing was stripped
+    owners = _call_owners(history)
     restored: list[dict] = []
     for message in messages:
         call_id = message.get("tool_call_id") or ""
@@ -263,21 +270,18 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
             session = _create(prepared)
             to_store = request.messages
         landed = session
-        owners = {
-            call_id: message
-            for message in request.messages
-            if message.get("role") == "assistant"
-            for call_id in call_ids([message])
-        }
+        owners: dict[str, dict] | None = None
         for message in to_store:
             call_id = message.get("tool_call_id") or ""
             if mend and message["role"] == "tool":
                 if call_id in prepared.stored_results and _replaced_stub(landed, message, names):
                     continue
-                if call_id not in prepared.stored_calls and call_id in owners:
-                    # The compaction stripped this pending call: store it again first.
-                    landed = _landing(landed, _append(landed, owners[call_id], names))
-                    prepared.stored_calls |= call_ids([owners[call_id]])
+                if call_id not in prepared.stored_calls:
+                    owners = owners if owners is not None else _call_owners(request.messages)
+                    if call_id in owners:
+                        # The compaction stripped this pending call: store it again first.
+                        landed = _landing(landed, _append(landed, owners[call_id], names))
+                        prepared.stored_calls |= call_ids([owners[call_id]])
             landed_row = _append(landed, message, names)
             landed = _landing(landed, landed_row)
         reply_row = _append(
