@@ -32,6 +32,7 @@ class Session(models.Model):
         IMPORT_CLAUDE_CODE = "import:claude-code", "Claude Code import"
         IMPORT_CODEX = "import:codex", "Codex import"
         IMPORT_OPENAI = "import:openai", "OpenAI import"
+        API = "api", "API client"
 
     class Mode(models.TextChoices):
         ROTATION = "rotation", "rotation"
@@ -60,6 +61,15 @@ class Session(models.Model):
     extra = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    # Sessions created through the OpenAI-compatible endpoint (/v1/chat/completions): the key
+    # that created them, the client's name (its User-Agent), and how much of the client's own
+    # history they hold: ``client_messages`` messages whose chained hash is ``prefix_hash``.
+    api_key = models.ForeignKey(
+        "ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
+    client_name = models.CharField(max_length=200, blank=True)
+    prefix_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    client_messages = models.PositiveIntegerField(default=0)
 
     objects = SessionQuerySet.as_manager()
 

@@ -381,3 +381,7 @@ TEMPLATES[0]["BACKEND"] = "hermes_web.template_backend.ScrubbingDjangoTemplates"
 TEMPLATES[0]["NAME"] = "django"  # the alias django-template-partials wraps
 MIDDLEWARE += ["hermes_web.middleware.RefuseNulMiddleware"]
 LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # one INFO line per log-in otherwise
+# --- OpenAI-compatible endpoint (/v1/chat/completions) --------------------------------------
+# litellm model names a client may ask for besides HERMES_CHAT_MODEL and the demo model
+# (comma-separated); they are called with HERMES_CHAT_API_BASE / HERMES_CHAT_API_KEY when set.
+HERMES_API_MODELS = env_list("HERMES_API_MODELS", [])

@@ -3,7 +3,7 @@ from django.contrib.auth.views import LogoutView
 from django.contrib.staticfiles.views import serve as serve_static
 from django.core.exceptions import SuspiciousFileOperation
 from django.http import Http404
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from hermes_web.api import api
 from hermes_web.views import accounts, chat, conversations, imports, inspector
@@ -84,6 +84,7 @@ urlpatterns = [
         name="revoke_api_key",
     ),
     path("api/", api.urls),
+    path("v1/", include("hermes_web.openai_compat.urls")),
     path("admin/", admin.site.urls),
     re_path(r"^static/(?P<path>.*)$", static_files),
 ]

@@ -11,7 +11,8 @@
 Each reply is a dict with any of: ``content`` (str), ``tool_calls`` (list, OpenAI format),
 ``reasoning_content``, ``finish_reason``, ``prompt_tokens``, ``completion_tokens``,
 ``status`` (an HTTP error status; ``error`` sets its message), ``sleep`` (seconds before
-answering). When the queue is empty ``default_reply`` is used. ``stream: true`` requests get
+answering), ``break_after`` (a stream closes after that many content pieces, with no
+finish and no ``[DONE]``). When the queue is empty ``default_reply`` is used. ``stream: true`` requests get
 SSE chunks (content in a few pieces, then a usage chunk when
 ``stream_options.include_usage`` is set, then ``[DONE]``).
 """
@@ -170,7 +171,10 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             content = str(reply.get("content") or "")
             send(chunk({"role": "assistant", "content": ""}))
             size = max(1, len(content) // 3)
-            for start in range(0, len(content), size):
+            for number, start in enumerate(range(0, len(content), size)):
+                if reply.get("break_after") is not None and number >= reply["break_after"]:
+                    self.close_connection = True  # the connection drops mid-reply
+                    return
                 send(chunk({"content": content[start : start + size]}))
             if reply.get("tool_calls"):
                 calls = [{**c, "index": i} for i, c in enumerate(reply["tool_calls"])]

@@ -1,0 +1,140 @@
+"""Conversation identity: which stored session a request continues.
+
+A client sends its whole history every time. A session made through the endpoint remembers
+how many of the client's messages it holds (``client_messages``) and the chained hash of
+them (``prefix_hash``, over role, content, tool calls and tool_call_id only, so the fields an
+SDK adds or drops on the way back, like ``refusal: null`` or a null content, do not matter).
+A request continues the session whose hash equals the hash of one of its own prefixes,
+among the sessions of the same API key; the longest such prefix wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from hermes_web.models import ApiKey, Session
+from hermes_web.openai_compat.errors import ApiError
+from hermes_web.services.sessions import resolve_tip
+
+# How many of the newest prefixes the first lookup tries (see find_session).
+RECENT_PREFIXES = 32
+
+
+def canonical(message: dict) -> bytes:
+    """The parts of a message that identify it in a history, as unambiguous bytes (each part
+    length-prefixed; a plain join, as json.dumps per message cost more than the hashing)."""
+    role = message.get("role")
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    parts = ["system" if role == "developer" else str(role), content]
+    parts.append(message.get("tool_call_id") or "")
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function") or {}
+            parts += [call.get("id") or "", function.get("name") or "", _arguments(function)]
+    return "".join(f"{len(part)}:{part}" for part in parts).encode("utf-8", "surrogatepass")
+
+
+def _arguments(function: dict) -> str:
+    arguments = function.get("arguments")
+    if arguments is None or isinstance(arguments, str):
+        return arguments or ""
+    return json.dumps(arguments, sort_keys=True)
+
+
+def prefix_hashes(messages: list[dict]) -> list[str]:
+    """``hashes[k]`` is the chained hash of ``messages[: k + 1]``."""
+    digest = b""
+    hashes = []
+    for message in messages:
+        digest = hashlib.sha256(digest + canonical(message)).digest()
+        hashes.append(digest.hex())
+    return hashes
+
+
+def extend_hash(previous: str, message: dict) -> str:
+    """The chained hash after one more message (``previous`` empty for the first)."""
+    return hashlib.sha256(bytes.fromhex(previous) + canonical(message)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Match:
+    """The live session a request continues and how many of its messages it already holds."""
+
+    session: Session
+    covered: int
+    prefix_hash: str
+
+
+def bookkeeping(session: Session) -> tuple[int, str]:
+    """(client messages held, their hash) of ``session``, else of its nearest ancestor that
+    has them: a rotation's child holds what its parent held until a request writes its own."""
+    seen = set()
+    current: Session | None = session
+    while current is not None and current.pk not in seen:
+        if current.prefix_hash:
+            return current.client_messages, current.prefix_hash
+        seen.add(current.pk)
+        current = current.parent
+    return 0, ""
+
+
+def find_session(key: ApiKey, hashes: list[str], *, named: str = "") -> Match | None:
+    """The match for a request whose prefix hashes are ``hashes``, or None (a new session).
+
+    ``named`` (the ``X-Hermes-Session`` header) picks the session outright; ApiError 404 if
+    the key's owner has no such session, 409 if the request's history does not start with
+    the messages that session holds.
+    """
+    if named:
+        session = Session.objects.filter(owner_id=key.owner_id, public_id=named).first()
+        if session is None:
+            raise ApiError(
+                404,
+                f"No session {named!r} (X-Hermes-Session) for this API key's user.",
+                code="session_not_found",
+            )
+        tip = resolve_tip(session)
+        covered, expected = bookkeeping(tip)
+        if not covered or covered > len(hashes) or hashes[covered - 1] != expected:
+            raise ApiError(
+                409,
+                f"The messages do not continue session {named!r}: it holds {covered} of the "
+                "client's messages and this request's history does not start with them. "
+                "Send the full history, or drop X-Hermes-Session to start a new session.",
+                type="invalid_request_error",
+                code="session_history_mismatch",
+            )
+        return Match(tip, covered, expected)
+    if not hashes:
+        return None
+    position = {digest: index + 1 for index, digest in enumerate(hashes)}
+    # A client adds a few messages per request: the newest prefixes are tried first, so the
+    # usual lookup binds a few dozen hashes rather than one per message of a long history.
+    recent, older = hashes[-RECENT_PREFIXES:], hashes[:-RECENT_PREFIXES]
+    for window in (recent, older):
+        match = _best(key, window, position)
+        if match is not None or not older:
+            return match
+    return None
+
+
+def _best(key: ApiKey, hashes: list[str], position: dict[str, int]) -> Match | None:
+    if not hashes:
+        return None
+    candidates = Session.objects.filter(api_key_id=key.pk, prefix_hash__in=hashes).order_by(
+        "-client_messages", "-updated_at"
+    )
+    for candidate in candidates:
+        if position.get(candidate.prefix_hash) == candidate.client_messages:
+            tip = resolve_tip(candidate)
+            # A continuation that has since taken other messages is not this history's.
+            if tip.pk == candidate.pk or bookkeeping(tip) == (
+                candidate.client_messages,
+                candidate.prefix_hash,
+            ):
+                return Match(tip, candidate.client_messages, candidate.prefix_hash)
+    return None

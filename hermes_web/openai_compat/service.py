@@ -1,0 +1,366 @@
+"""What one chat-completions request does, between the HTTP layer and the model.
+
+``prepare`` (no writes): find the session the request continues, work out what the client
+added since, and build what the model receives: the client's own messages, or, once the
+session has a committed compaction, its stored compacted context (head + summary + tail)
+plus the new messages. ``store`` (after a successful model call only, in one transaction):
+append the new messages and the reply, remember the client's prefix, then let the chat's
+``maybe_auto_compact`` queue a background compaction when the prompt crossed the threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
+from hermes_web.agent.runner import context_length_for
+from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
+from hermes_web.openai_compat.errors import ApiError
+from hermes_web.openai_compat.matching import (
+    Match,
+    bookkeeping,
+    extend_hash,
+    find_session,
+    prefix_hashes,
+)
+from hermes_web.openai_compat.upstream import Reply, resolve_model
+from hermes_web.openai_compat.validation import ChatRequest
+from hermes_web.services.compactions import maybe_auto_compact
+from hermes_web.services.sessions import (
+    append_message,
+    create_session,
+    normalize_mode,
+    openai_messages,
+    resolve_tip,
+    token_model,
+)
+
+log = logging.getLogger(__name__)
+
+CLIENT_NAME_LIMIT = 200
+
+
+@dataclass
+class Prepared:
+    """Everything decided before the model call."""
+
+    key: ApiKey
+    request: ChatRequest
+    upstream_model: str
+    client_name: str
+    hashes: list[str]
+    match: Match | None
+    upstream_messages: list[dict]
+    compaction: Compaction | None = None  # the committed compaction the context comes from
+    public_id: str = ""  # the session's id, known before the reply (set in prepare)
+    mode: str = ""
+    # Of a compacted session's stored context: the tool call ids it holds, and the ids that
+    # already have a result there (a stub when the call was pending at the snapshot).
+    stored_calls: set[str] = field(default_factory=set)
+    stored_results: set[str] = field(default_factory=set)
+
+    @property
+    def new_messages(self) -> list[dict]:
+        """What the client added since the stored session (everything for a new session)."""
+        covered = self.match.covered if self.match else 0
+        return self.request.messages[covered:]
+
+
+def client_name_from(user_agent: str) -> str:
+    """The client's name as people read it: the User-Agent's first product token.
+
+    ``OpenAI/Python 2.3.0`` → ``OpenAI/Python 2.3.0``; ``my-agent/1.2 (linux) httpx`` →
+    ``my-agent/1.2``. The openai SDK's own User-Agent is kept whole (it is short).
+    """
+    agent = " ".join((user_agent or "").split())
+    if not agent:
+        return ""
+    if agent.startswith("OpenAI/"):
+        return agent[:CLIENT_NAME_LIMIT]
+    return agent.split(" (", 1)[0].split(" ", 1)[0][:CLIENT_NAME_LIMIT]
+
+
+def prepare(
+    key: ApiKey,
+    request: ChatRequest,
+    *,
+    session_header: str = "",
+    mode_header: str = "",
+    user_agent: str = "",
+) -> Prepared:
+    """Decide the session and the model's messages; raises ApiError (nothing is written)."""
+    upstream_model = resolve_model(request.model)
+    mode = ""
+    if mode_header:
+        try:
+            mode = normalize_mode(mode_header.strip().lower())
+        except ValueError:
+            raise ApiError(
+                400,
+                f"X-Hermes-Compaction-Mode must be rotation or in-place, got {mode_header!r}.",
+                code="invalid_compaction_mode",
+            ) from None
+    hashes = prefix_hashes(request.messages)
+    match = find_session(key, hashes, named=session_header.strip())
+    prepared = Prepared(
+        key=key,
+        request=request,
+        upstream_model=upstream_model,
+        client_name=client_name_from(user_agent),
+        hashes=hashes,
+        match=match,
+        upstream_messages=request.messages,
+        mode=mode,
+    )
+    if match is None:
+        prepared.public_id = new_public_id()
+    else:
+        prepared.public_id = match.session.public_id
+        if match.session.compression_count:
+            _use_compacted_context(prepared, match.session)
+    return prepared
+
+
+def _use_compacted_context(prepared: Prepared, session: Session) -> None:
+    compaction = (
+        Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+    if compaction is None:
+        return
+    stored = openai_messages(session)
+    prepared.stored_calls = call_ids(stored)
+    prepared.stored_results = {m.get("tool_call_id") or "" for m in stored if m["role"] == "tool"}
+    messages = restore_dropped_calls(
+        merge_repeated_results(stored + prepared.new_messages), prepared.request.messages
+    )
+    problems = validate_tool_pairs(messages)
+    if problems:
+        # Never break the client's agent over our stored context: send its own history.
+        log.warning(
+            "session %s: compacted context has broken tool pairs (%s); sending the client's",
+            session.public_id,
+            "; ".join(problems[:3]),
+        )
+        return
+    prepared.upstream_messages = messages
+    prepared.compaction = compaction
+
+
+def call_ids(messages: list[dict]) -> set[str]:
+    """The ids of every tool call made in ``messages``."""
+    return {
+        call.get("id") or ""
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if isinstance(call, dict)
+    }
+
+
+def merge_repeated_results(messages: list[dict]) -> list[dict]:
+    """A tool result that appears twice takes the place of the first copy.
+
+    A compaction that snapshots a session right after a reply with tool calls (the client
+    sends their results with its next request) gives those calls stub results; the real
+    results arrive later and replace the stubs, so every call keeps exactly one result.
+    """
+    first: dict[str, int] = {}
+    merged: list[dict] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id") or ""
+            if call_id in first:
+                at = first[call_id]
+                merged[at] = {**merged[at], "content": message.get("content")}
+                continue
+            first[call_id] = len(merged)
+        merged.append(message)
+    return merged
+
+
+def _call_owners(history: list[dict]) -> dict[str, dict]:
+    """Each tool call id of ``history`` mapped to the assistant message that made it."""
+    return {
+        call_id: message
+        for message in history
+        if message.get("role") == "assistant"
+        for call_id in call_ids([message])
+    }
+
+
+def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dict]:
+    """Put back, from the client's own history, the assistant message of a tool result whose
+    call is missing: a compaction that strips calls still waiting for their results (the
+    ``strip`` sanitize mode) removed it, and its results arrived after the snapshot."""
+    present = call_ids(messages)
+    if all(m.get("tool_call_id") in present for m in messages if m.get("role") == "tool"):
+        return messages  # the usual case: nothing was stripped
+    owners = _call_owners(history)
+    restored: list[dict] = []
+    for message in messages:
+        call_id = message.get("tool_call_id") or ""
+        if message.get("role") == "tool" and call_id not in present and call_id in owners:
+            owner = owners[call_id]
+            restored.append(owner)
+            present |= call_ids([owner])
+        restored.append(message)
+    return restored
+
+
+def _title(messages: list[dict]) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(
+                    part.get("text", "") for part in content if isinstance(part, dict)
+                )
+            text = " ".join(str(content or "").split())
+            if text:
+                return text[:80]
+    return "API conversation"
+
+
+def _tool_names(messages: list[dict]) -> dict[str, str]:
+    names = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            names[call.get("id")] = (call.get("function") or {}).get("name") or ""
+    return names
+
+
+def _append(
+    session: Session, message: dict, names: dict[str, str], extra: dict | None = None, **fields
+) -> Message:
+    role = message["role"]
+    call_id = message.get("tool_call_id") or ""
+    tool_name = (message.get("name") or names.get(call_id, "")) if role == "tool" else ""
+    return append_message(
+        session,
+        role="system" if role == "developer" else role,  # stored as the system prompt it is
+        content=message.get("content"),
+        tool_calls=message.get("tool_calls") or None,
+        tool_call_id=call_id,
+        tool_name=tool_name,
+        extra={**(extra or {}), **({"role": role} if role == "developer" else {})},
+        **fields,
+    )
+
+
+def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]:
+    """Store the new messages and the reply in one transaction; then queue a compaction if
+    the provider's prompt count crossed the threshold. Returns the session the messages
+    landed on and the compaction queued (or None)."""
+    request = prepared.request
+    answer = reply.message()
+    prompt_tokens = reply.usage.get("prompt_tokens")
+    names = _tool_names([*request.messages, answer])
+    new_hash = extend_hash(prepared.hashes[-1], answer)
+    with transaction.atomic():
+        session = _continue(prepared)
+        # Stubs and stripped calls are mended only against the stored context prepare saw.
+        mend = session is not None and prepared.compaction is not None
+        to_store = prepared.new_messages
+        if session is None:  # a new conversation, or one that moved on meanwhile (a fork)
+            session = _create(prepared)
+            to_store = request.messages
+        landed = session
+        owners: dict[str, dict] | None = None
+        for message in to_store:
+            call_id = message.get("tool_call_id") or ""
+            if mend and message["role"] == "tool":
+                if call_id in prepared.stored_results and _replaced_stub(landed, message, names):
+                    continue
+                if call_id not in prepared.stored_calls:
+                    owners = owners if owners is not None else _call_owners(request.messages)
+                    if call_id in owners:
+                        # The compaction stripped this pending call: store it again first.
+                        landed = _landing(landed, _append(landed, owners[call_id], names))
+                        prepared.stored_calls |= call_ids([owners[call_id]])
+            landed_row = _append(landed, message, names)
+            landed = _landing(landed, landed_row)
+        reply_row = _append(
+            landed,
+            answer,
+            names,
+            extra={"model": prepared.upstream_model, "client": prepared.client_name},
+            provider_prompt_tokens=prompt_tokens,
+            reasoning=reply.reasoning or None,
+        )
+        landed = _landing(landed, reply_row)
+        remembered = {
+            "api_key": prepared.key,
+            "client_name": prepared.client_name or landed.client_name,
+            "prefix_hash": new_hash,
+            "client_messages": len(request.messages) + 1,
+        }
+        if prepared.mode:
+            remembered["compaction_mode"] = prepared.mode
+        Session.objects.filter(pk=landed.pk).update(**remembered)
+    for name, value in remembered.items():
+        setattr(landed, name, value)
+    queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
+    return landed, queued
+
+
+def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bool:
+    """Write a tool result over the stub a compaction gave its call (see
+    ``merge_repeated_results``); False when there is no such stub row."""
+    stub = (
+        Message.objects.filter(
+            session_id=session.pk, active=True, role="tool", tool_call_id=message["tool_call_id"]
+        )
+        .order_by("-position")
+        .first()
+    )
+    if stub is None:
+        return False
+    config = CompactionConfig(model=token_model(session))
+    stub.content = message.get("content")
+    stub.tool_name = stub.tool_name or names.get(stub.tool_call_id, "")
+    stub.token_count = count_message_tokens(stub.to_openai(), config)
+    stub.extra = {**stub.extra, "replaced_stub": True}
+    stub.save(update_fields=["content", "tool_name", "token_count", "extra"])
+    Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    return True
+
+
+def _landing(session: Session, row: Message) -> Session:
+    # A rotation that committed meanwhile sends appends to the continuation.
+    return session if row.session_id == session.pk else Session.objects.get(pk=row.session_id)
+
+
+def _continue(prepared: Prepared) -> Session | None:
+    """The matched session, locked, if the chain still holds exactly what was matched."""
+    match = prepared.match
+    if match is None:
+        return None
+    locked = Session.objects.select_for_update().filter(pk=match.session.pk).first()
+    if locked is None:
+        return None
+    tip = resolve_tip(locked)
+    if bookkeeping(tip) != (match.covered, match.prefix_hash):
+        log.info("session %s moved on during the request; storing a fork", tip.public_id)
+        prepared.public_id = new_public_id()
+        return None
+    return tip
+
+
+def _create(prepared: Prepared) -> Session:
+    model = prepared.upstream_model
+    session = create_session(
+        owner=prepared.key.owner,
+        title=_title(prepared.request.messages),
+        source=Session.Source.API,
+        model=model,  # the provider model the name resolved to (tokenizer, window)
+        context_length=context_length_for(model),
+        compaction_mode=prepared.mode,
+    )
+    session.public_id = prepared.public_id
+    session.save(update_fields=["public_id"])
+    return session

@@ -1,0 +1,307 @@
+"""The model behind the endpoint: which names a client may use, and the litellm call.
+
+litellm is imported lazily (seconds to import); the demo model is a litellm custom provider
+registered on first use, so the endpoint works offline too.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import itertools
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from hermes_web.agent import DEMO_MODEL, is_demo_model
+from hermes_web.agent.runner import chat_model
+from hermes_web.openai_compat.errors import ApiError
+
+
+def allowed_models() -> list[str]:
+    """Model names a client may ask for: HERMES_CHAT_MODEL (or the demo model when none is
+    configured), HERMES_API_MODELS, and the offline demo model."""
+    names = [chat_model(), *settings.HERMES_API_MODELS, DEMO_MODEL]
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def resolve_model(name: str) -> str:
+    """The litellm model for a requested name; ApiError 404 when it is not allowed here.
+
+    A name without the provider prefix also works (``gpt-4o-mini`` for an allowed
+    ``openai/gpt-4o-mini``): agents written for OpenAI send bare names, and changing only
+    the base URL and key must be enough.
+    """
+    allowed = allowed_models()
+    if name in allowed:
+        return name
+    for model in allowed:
+        if "/" in model and model.split("/", 1)[1] == name:
+            return model
+    raise ApiError(
+        404,
+        f"The model `{name}` does not exist or you do not have access to it. "
+        f"This server serves: {', '.join(allowed_models())}.",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def completion_kwargs(
+    model: str, messages: list[dict], params: dict[str, Any], *, stream: bool
+) -> dict[str, Any]:
+    """litellm.completion arguments: the client's parameters, our timeout and credentials."""
+    kwargs: dict[str, Any] = {
+        **params,
+        "model": model,
+        "messages": messages,
+        "timeout": settings.HERMES_LLM_TIMEOUT,
+        "max_retries": settings.HERMES_LLM_MAX_RETRIES,
+        "num_retries": 0,
+    }
+    if stream:
+        # Always asked for: the prompt count is what decides a compaction.
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+    if is_demo_model(model):
+        from hermes_web.agent.demo_model import register
+
+        register()
+        if not params.get("tools"):
+            kwargs["tool_choice"] = "none"  # the demo model plans tool calls only when offered
+    else:
+        if settings.HERMES_CHAT_API_BASE:
+            kwargs["api_base"] = settings.HERMES_CHAT_API_BASE
+        if settings.HERMES_CHAT_API_KEY:
+            kwargs["api_key"] = settings.HERMES_CHAT_API_KEY
+        elif settings.HERMES_CHAT_API_BASE:
+            kwargs["api_key"] = "no-key-needed"  # the OpenAI client refuses to send none
+    return kwargs
+
+
+@dataclass
+class Reply:
+    """The model's answer, whole (non-streaming) or as gathered from a stream."""
+
+    # Not uuid4: os.urandom was measured at ~1 ms a call on a loaded VM; an id needs no secrecy.
+    id: str = field(default_factory=lambda: f"chatcmpl-{random.getrandbits(96):024x}")
+    created: int = field(default_factory=lambda: int(time.time()))
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def message(self) -> dict:
+        """The assistant message as stored and as the client will send it back."""
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": self.content if (self.content or not self.tool_calls) else None,
+        }
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
+@functools.cache
+def _import_litellm():
+    import litellm
+
+    litellm.suppress_debug_info = True
+    # litellm's import leaves ~400k long-lived objects; every full collection scanned them
+    # again (330 ms measured on the loaded dev VM). Frozen, collections skip them.
+    gc.freeze()
+    return litellm
+
+
+def complete(kwargs: dict[str, Any]) -> Reply:
+    """One non-streaming call; ApiError for a provider failure."""
+    litellm = _import_litellm()
+    try:
+        response = litellm.completion(**kwargs)
+    except Exception as error:
+        raise upstream_error(error, kwargs["model"]) from error
+    choice = response.choices[0]
+    message = choice.message
+    reply = Reply(finish_reason=choice.finish_reason)
+    reply.content = message.content or ""
+    reply.reasoning = getattr(message, "reasoning_content", None) or ""
+    reply.tool_calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.function.name, "arguments": call.function.arguments or ""},
+        }
+        for call in message.tool_calls or ()
+    ]
+    reply.usage = _usage(getattr(response, "usage", None))
+    return reply
+
+
+def open_stream(kwargs: dict[str, Any]) -> Iterator[Any]:
+    """Start a streaming call and read its first chunk, so that a refused call (401, 429,
+    timeout, unreachable) raises ApiError here, before any byte goes to the client."""
+    litellm = _import_litellm()
+    try:
+        chunks = iter(litellm.completion(**kwargs))
+        first = next(chunks, None)
+    except Exception as error:
+        raise upstream_error(error, kwargs["model"]) from error
+    if first is None:
+        return iter(())
+    return _guarded(itertools.chain([first], chunks), kwargs["model"])
+
+
+def _guarded(chunks: Iterator[Any], model: str) -> Iterator[Any]:
+    try:
+        yield from chunks
+    except Exception as error:
+        raise upstream_error(error, model) from error
+
+
+class StreamGatherer:
+    """Turns upstream stream chunks into OpenAI chunk dicts for the client, and keeps the
+    whole reply for storage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.reply = Reply()
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.reply.id,
+            "object": "chat.completion.chunk",
+            "created": self.reply.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    def usage_chunk(self) -> dict[str, Any]:
+        return {
+            "id": self.reply.id,
+            "object": "chat.completion.chunk",
+            "created": self.reply.created,
+            "model": self.model,
+            "choices": [],
+            "usage": self.reply.usage,
+        }
+
+    def feed(self, upstream_chunk: Any) -> dict[str, Any] | None:
+        """The chunk to send for one upstream chunk (None when it carries nothing to send)."""
+        usage = getattr(upstream_chunk, "usage", None)
+        if usage:
+            self.reply.usage = _usage(usage)
+        choices = getattr(upstream_chunk, "choices", None) or []
+        if not choices:
+            return None
+        choice = choices[0]
+        delta = getattr(choice, "delta", None)
+        out: dict[str, Any] = {}
+        if delta is not None:
+            if getattr(delta, "role", None):
+                out["role"] = "assistant"
+            if delta.content:
+                self.reply.content += delta.content
+                out["content"] = delta.content
+            thinking = getattr(delta, "reasoning_content", None)
+            if thinking:
+                self.reply.reasoning += thinking
+            pieces = [self._merge(piece) for piece in getattr(delta, "tool_calls", None) or ()]
+            if pieces:
+                out["tool_calls"] = pieces
+        finish = getattr(choice, "finish_reason", None)
+        if finish:
+            self.reply.finish_reason = finish
+        if not out and not finish:
+            return None
+        return self.chunk(out, finish)
+
+    def _merge(self, piece: Any) -> dict[str, Any]:
+        index = getattr(piece, "index", None) or 0
+        calls = self.reply.tool_calls
+        while len(calls) <= index:
+            calls.append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        slot = calls[index]
+        sent: dict[str, Any] = {"index": index}
+        if getattr(piece, "id", None):
+            slot["id"] = piece.id
+            sent["id"] = piece.id
+            sent["type"] = "function"
+        function = getattr(piece, "function", None)
+        if function is not None:
+            part: dict[str, Any] = {}
+            if getattr(function, "name", None) and not slot["function"]["name"]:
+                slot["function"]["name"] = function.name
+                part["name"] = function.name
+            if getattr(function, "arguments", None):
+                slot["function"]["arguments"] += function.arguments
+                part["arguments"] = function.arguments
+            if part:
+                sent["function"] = part
+        return sent
+
+    def finish(self) -> Reply:
+        """The gathered reply (tool calls without an id get one, so the pairs stay valid)."""
+        for number, call in enumerate(self.reply.tool_calls):
+            call["id"] = call["id"] or f"call_{self.reply.id[-12:]}_{number}"
+        return self.reply
+
+
+def _usage(usage: Any) -> dict[str, int]:
+    if not usage:
+        return {}
+    values = {
+        name: getattr(usage, name, None)
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    return {name: int(value) for name, value in values.items() if value is not None}
+
+
+def upstream_error(error: Exception, model: str) -> ApiError:
+    """The OpenAI-shaped error a client gets for a provider failure; the provider's status
+    is passed on (401, 403, 429, 400…), a timeout is 504 and an unreachable provider 502.
+    Anything that is not a provider error is re-raised (our own bug: a 500)."""
+    litellm = _import_litellm()
+    text = " ".join(str(getattr(error, "message", None) or error).split())[:400]
+    status = getattr(error, "status_code", None)
+    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
+        return ApiError(
+            int(status or 401),
+            f"The model provider refused the server's credentials for {model}: {text}",
+            type="authentication_error",
+            code="upstream_authentication_failed",
+        )
+    if isinstance(error, litellm.RateLimitError):
+        return ApiError(
+            429,
+            f"The model provider is rate limiting {model}: {text}",
+            type="rate_limit_error",
+            code="upstream_rate_limited",
+        )
+    if isinstance(error, litellm.Timeout):
+        return ApiError(
+            504,
+            f"{model} did not answer within {settings.HERMES_LLM_TIMEOUT} s.",
+            type="timeout_error",
+            code="upstream_timeout",
+        )
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return ApiError(400, text, code="context_length_exceeded")
+    if isinstance(
+        error, litellm.BadRequestError | litellm.NotFoundError | litellm.UnprocessableEntityError
+    ):
+        return ApiError(
+            int(status or 400), f"{model} rejected the request: {text}", code="upstream_bad_request"
+        )
+    if isinstance(error, litellm.APIConnectionError) or "connection error" in text.lower():
+        return ApiError(
+            502, f"Could not reach {model}: {text}", type="api_error", code="upstream_unreachable"
+        )
+    if isinstance(error, litellm.APIError) or type(error).__module__.startswith(
+        ("litellm", "openai", "httpx")
+    ):
+        return ApiError(502, f"{model} failed: {text}", type="api_error", code="upstream_error")
+    raise error

@@ -1,0 +1,162 @@
+"""The request body of ``POST /v1/chat/completions``: parsed, checked, nothing stored yet."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction import validate_tool_pairs
+from hermes_web.openai_compat.errors import ApiError, invalid
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+# Sampling and tool parameters passed on to the model as the client sent them.
+PASSED_ON = (
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "parallel_tool_calls",
+    "presence_penalty",
+    "reasoning_effort",
+    "response_format",
+    "seed",
+    "stop",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A checked chat-completions request."""
+
+    model: str
+    messages: list[dict]
+    stream: bool = False
+    include_usage: bool = False
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """The request, or ApiError (400) naming the first thing wrong with it.
+
+    Messages must be OpenAI chat messages with a known role; tool results must follow the
+    assistant message that called them and every call must have its result (what providers
+    require too): a broken pair is refused here rather than stored.
+    """
+    try:
+        data = json.loads(body or b"")
+    except (ValueError, UnicodeDecodeError) as error:
+        raise invalid(
+            f"We could not parse the JSON body of your request ({error}).", code="invalid_json"
+        ) from None
+    if not isinstance(data, dict):
+        raise invalid("The request body must be a JSON object.", code="invalid_json")
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise invalid(
+            "Missing required parameter: 'model'.", code="missing_required_parameter", param="model"
+        )
+    messages = data.get("messages")
+    if messages is None:
+        raise invalid(
+            "Missing required parameter: 'messages'.",
+            code="missing_required_parameter",
+            param="messages",
+        )
+    if not isinstance(messages, list) or not messages:
+        raise invalid(
+            "'messages' must be a non-empty array of messages.",
+            code="invalid_type",
+            param="messages",
+        )
+    for index, message in enumerate(messages):
+        check_message(index, message)
+    problems = validate_tool_pairs(messages)
+    if problems:
+        raise invalid(
+            "Broken tool calls in 'messages': "
+            + "; ".join(problems[:3])
+            + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+            + ". Every assistant tool call needs a tool message with its tool_call_id right after it.",
+            code="invalid_tool_pairs",
+            param="messages",
+        )
+    if data.get("n") not in (None, 1):
+        raise invalid("Only n=1 is supported.", code="unsupported_parameter", param="n")
+    options = data.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise invalid("'stream_options' must be an object.", code="invalid_type")
+    params = {key: data[key] for key in PASSED_ON if data.get(key) is not None}
+    return ChatRequest(
+        model=model.strip(),
+        messages=messages,
+        stream=bool(data.get("stream")),
+        include_usage=bool(options.get("include_usage")),
+        params=params,
+    )
+
+
+def check_message(index: int, message: Any) -> None:
+    """ApiError (400) when message ``index`` is not a chat message we can store and send."""
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise invalid(f"{where} must be an object.", code="invalid_type", param=where)
+    role = message.get("role")
+    if role not in ROLES:
+        raise invalid(
+            f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}.",
+            code="invalid_value",
+            param=f"{where}.role",
+        )
+    content = message.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise invalid(
+            f"{where}.content must be a string, an array of content parts or null.",
+            code="invalid_type",
+            param=f"{where}.content",
+        )
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise invalid(
+            f"{where} is a tool message without a tool_call_id.",
+            code="missing_required_parameter",
+            param=f"{where}.tool_call_id",
+        )
+    calls = message.get("tool_calls")
+    if calls is None:
+        if content is None and role != "assistant":
+            raise invalid(
+                f"{where}.content is required for a {role} message.",
+                code="missing_required_parameter",
+                param=f"{where}.content",
+            )
+        return
+    if role != "assistant" or not isinstance(calls, list):
+        raise invalid(
+            f"{where}.tool_calls must be an array on an assistant message.",
+            code="invalid_type",
+            param=f"{where}.tool_calls",
+        )
+    for number, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(function, dict)
+            or not isinstance(call.get("id"), str)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments", ""), str)
+        ):
+            raise invalid(
+                f"{where}.tool_calls[{number}] needs an id and a function with a name and "
+                "string arguments.",
+                code="invalid_value",
+                param=f"{where}.tool_calls[{number}]",
+            )
+
+
+__all__ = ["ApiError", "ChatRequest", "parse_request"]
