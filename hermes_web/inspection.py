@@ -19,14 +19,20 @@ from compaction import END_MARKER, PREFIX_OPENING, SUMMARY_PREFIX
 
 __all__ = [
     "ALIGNMENT_LABELS",
+    "REGIONS",
+    "SLIM_KINDS",
+    "VOCABULARY",
     "anchor_for",
     "extract_facts",
     "fact_survival_audit",
     "message_view",
+    "report_profile",
+    "report_warnings",
     "slimming_page",
     "split_view",
     "summary_diff",
     "summary_sections",
+    "term",
     "timeline_chart",
 ]
 
@@ -42,6 +48,116 @@ SANITIZATION_LABELS = {
     "stripped_call": "removed a tool call whose result was gone",
 }
 TRUNCATION_MARKER = "\n...[truncated]...\n"
+
+# ---------------------------------------------------------------- vocabulary
+
+# One word per stored value, used by every page, the Markdown export and the API docs.
+# The engine says "forced" where the web layer stores "manual": both read "manual".
+VOCABULARY: dict[str, dict[str, str]] = {
+    "trigger": {"auto": "automatic", "manual": "manual", "forced": "manual", "what_if": "what-if"},
+    "status": {
+        "queued": "queued",
+        "running": "running",
+        "committed": "committed",
+        "skipped": "skipped",
+        "aborted": "aborted",
+        "failed": "failed",
+        "dry_run": "dry run",
+        "compacted": "compacted",
+    },
+    "mode": {"rotation": "rotation", "in_place": "in-place"},
+    "summarizer": {
+        "aux": "auxiliary model",
+        "main": "main model",
+        "deterministic": "deterministic (no model)",
+        "auto": "auto (auxiliary → main → deterministic)",
+    },
+    "profile": {"classic": "classic", "hermes": "hermes"},
+    "slim": {
+        "fold": "fold",
+        "truncate": "truncation",
+        "image": "image stripped",
+        "dedup": "duplicate output",
+        "args_shrink": "arguments shrunk",
+        "image_retire": "tool image retired",
+        "demote": "pressure demotion",
+        "lean_tail": "lean-tail stub",
+    },
+    "region": {"head": "head", "middle": "middle", "tail": "tail"},
+}
+SLIM_KINDS = tuple(VOCABULARY["slim"])
+REGIONS = tuple(VOCABULARY["region"])
+WARNING_TITLES = {
+    "over_threshold": "Still over the threshold",
+    "over_window": "Still over the context window",
+    "tail_over_threshold": "The protected tail alone exceeds the threshold",
+    "cannot_make_room": "Could not make room",
+    "summarizer_fallback": "A fallback summarizer wrote the summary",
+    "threshold_at_window": "Threshold lowered below the window",
+}
+# Warnings that mean the next turn may fail; the others are informational.
+SERIOUS_WARNINGS = frozenset({"over_threshold", "over_window", "cannot_make_room"})
+
+
+def term(kind: str, value: Any) -> str:
+    """The one word the pages use for a stored ``value`` of ``kind`` (trigger, status, …)."""
+    if value is None or value == "":
+        return "—"
+    return VOCABULARY.get(kind, {}).get(str(value), str(value))
+
+
+def report_profile(report: Mapping[str, Any]) -> str:
+    """The profile a report was made with; reports stored before profiles existed are classic."""
+    return str(report.get("profile") or (report.get("config") or {}).get("profile") or "classic")
+
+
+def report_warnings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The engine's warnings, plus the same checks made on older reports that have none.
+
+    Each warning is ``{"code", "title", "message", "serious"}``; one per code.
+    """
+    found: dict[str, dict[str, Any]] = {}
+
+    def add(code: str, message: str) -> None:
+        if code and code not in found:
+            found[code] = {
+                "code": code,
+                "title": WARNING_TITLES.get(code, code.replace("_", " ")),
+                "message": message,
+                "serious": code in SERIOUS_WARNINGS,
+            }
+
+    for warning in report.get("warnings") or []:
+        if isinstance(warning, Mapping):
+            add(str(warning.get("code") or ""), str(warning.get("message") or ""))
+    if report.get("status") != "compacted":
+        return list(found.values())
+    tokens = report.get("tokens") or {}
+    after, threshold = tokens.get("after"), tokens.get("threshold")
+    window = (report.get("config") or {}).get("context_length")
+    if _number(after) and _number(window) and after > window:
+        add("over_window", f"{after:,} tokens after compaction, over the {window:,}-token window.")
+    if _number(after) and _number(threshold) and after > threshold:
+        add(
+            "over_threshold",
+            f"{after:,} tokens after compaction, still over the {threshold:,}-token threshold: "
+            "the next turn will compact again.",
+        )
+    tail = tokens.get("tail")
+    if _number(tail) and _number(threshold) and tail > threshold:
+        add(
+            "tail_over_threshold",
+            f"The tail kept verbatim is {tail:,} tokens, over the {threshold:,}-token threshold.",
+        )
+    if report.get("fallbacks") and report.get("summarizer") == "deterministic":
+        add("summarizer_fallback", "The model summarizers failed; the deterministic one wrote it.")
+    return list(found.values())
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 SAFE_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|jpg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
 PREVIEW_CHARS = 3_000
 
@@ -107,10 +223,34 @@ def _percent(part: Any, whole: Any) -> float:
 
 
 def slimming_page(
-    report: Mapping[str, Any], *, kind: str = "", page: int = 1, per_page: int = 50
+    report: Mapping[str, Any],
+    *,
+    kind: str = "",
+    region: str = "",
+    page: int = 1,
+    per_page: int = 50,
 ) -> dict[str, Any]:
-    """One page of slimming actions (optionally of one kind), plus totals per kind."""
-    actions = [a for a in report.get("slimming") or [] if not kind or a.get("kind") == kind]
+    """One page of slimming actions, optionally of one kind and one region, plus totals.
+
+    Actions stored before regions existed were all in the middle, so a missing ``region``
+    reads ``"middle"``. ``kinds`` and ``regions`` count every action (not just the filtered
+    ones) so the filter links can show their counts.
+    """
+    kind = kind if kind in SLIM_KINDS else ""
+    region = region if region in REGIONS else ""
+    all_actions = report.get("slimming") or []
+    kind_counts = dict.fromkeys(SLIM_KINDS, 0)
+    region_counts = dict.fromkeys(REGIONS, 0)
+    actions = []
+    for action in all_actions:
+        action_kind = action.get("kind") or ""
+        action_region = action.get("region") or "middle"
+        if action_kind in kind_counts:
+            kind_counts[action_kind] += 1
+        if action_region in region_counts:
+            region_counts[action_region] += 1
+        if (not kind or action_kind == kind) and (not region or action_region == region):
+            actions.append(action)
     pages = max(1, -(-len(actions) // per_page))
     page = min(max(1, page), pages)
     rows = []
@@ -123,12 +263,16 @@ def slimming_page(
         rows.append(
             {
                 **action,
+                "region": action.get("region") or "middle",
+                "label": term("slim", action.get("kind")),
+                # The text written in place of the original: one field name for every kind.
+                "line": action.get("line") or action.get("fold_line") or "",
                 "cut": cut,
                 "saved": (action.get("chars_before") or 0) - (action.get("chars_after") or 0),
             }
         )
     totals = [
-        {"kind": name, **values}
+        {"kind": name, "label": term("slim", name), **values}
         for name, values in (report.get("slimming_totals") or {}).items()
         if isinstance(values, Mapping)
     ]
@@ -136,6 +280,14 @@ def slimming_page(
         "rows": rows,
         "totals": totals,
         "kind": kind,
+        "region": region,
+        "kinds": [
+            {"kind": k, "label": term("slim", k), "count": n}
+            for k, n in kind_counts.items()
+            if n or k in ("fold", "truncate", "image")
+        ],
+        "regions": [{"region": r, "count": n} for r, n in region_counts.items()],
+        "total": len(all_actions),
         "page": page,
         "pages": pages,
         "count": len(actions),

@@ -15,11 +15,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from compaction import ConfigError, report_to_markdown
+from compaction import ConfigError
+from hermes_web.exporters import export_report_text
 from hermes_web.inspection import (
     SANITIZATION_LABELS,
     fact_survival_audit,
     message_view,
+    report_profile,
+    report_warnings,
     slimming_page,
     split_view,
     summary_diff,
@@ -108,7 +111,10 @@ def final_rows(compaction: Compaction) -> list[Message]:
     return final
 
 
-def inspector_context(compaction: Compaction, *, slim_kind: str = "", slim_page: int = 1) -> dict:
+def inspector_context(
+    compaction: Compaction, *, slim_kind: str = "", slim_region: str = "", slim_page: int = 1
+) -> dict:
+    """Everything the inspector panels print for one run (pure reads of its report)."""
     report = compaction.report or {}
     tokens = report.get("tokens") or {}
     summary = summary_sections(report.get("summary"))
@@ -118,7 +124,11 @@ def inspector_context(compaction: Compaction, *, slim_kind: str = "", slim_page:
         "report": report,
         "tokens": tokens,
         "split": split_view(report) if report.get("boundaries") else None,
-        "slim": slimming_page(report, kind=slim_kind, page=slim_page),
+        "slim": slimming_page(report, kind=slim_kind, region=slim_region, page=slim_page),
+        "profile": report_profile(report),
+        "warnings": report_warnings(report),
+        "redactions": report.get("redactions"),
+        "estimated": set(report.get("tokens_estimated") or ()),
         "summary": summary,
         "sanitization": [
             {**s, "label": SANITIZATION_LABELS.get(s.get("kind"), s.get("kind"))}
@@ -150,6 +160,10 @@ PANEL_VALUES = (
     "saved_percent",
     "config_rows",
     "final",
+    "profile",
+    "warnings",
+    "redactions",
+    "estimated",
 )
 PANEL_CACHE_SECONDS = 600
 
@@ -159,11 +173,14 @@ PANEL_CACHE_SECONDS = 600
 def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id, defer_report=True)
     slim_kind, slim_page = request.GET.get("kind", ""), _int(request.GET.get("page"), 1)
+    slim_region = request.GET.get("region", "")
 
     @functools.cache
     def panels() -> dict:
         return {
-            **inspector_context(compaction, slim_kind=slim_kind, slim_page=slim_page),
+            **inspector_context(
+                compaction, slim_kind=slim_kind, slim_region=slim_region, slim_page=slim_page
+            ),
             "final": final_rows(compaction),
         }
 
@@ -174,6 +191,7 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         c=compaction,
         nav="conversations",
         slim_kind=slim_kind,
+        slim_region=slim_region,
         slim_page=slim_page,
         # Only a dry run's page shows the engine's verdict; reading one key of the report
         # still makes PostgreSQL decompress all of it, so other runs skip the query.
@@ -244,9 +262,7 @@ def compaction_report_json(request: HttpRequest, public_id: str) -> HttpResponse
 @login_required
 def compaction_report_md(request: HttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id)
-    body = report_to_markdown(
-        compaction.report or {"status": compaction.status, "reason": compaction.reason}
-    )
+    body = export_report_text(compaction, "report-md")
     response = HttpResponse(body, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="compaction-{compaction.public_id}.md"'
     return response

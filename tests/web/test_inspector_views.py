@@ -71,8 +71,8 @@ def test_slimming_panel_pages_and_filters_as_a_partial(committed, alice_client):
     folds = sum(1 for a in committed.report["slimming"] if a["kind"] == "fold")
     pages = -(-folds // 50)
     html = partial.content.decode()
-    assert f"{folds} actions, page {min(2, pages)} of {pages}" in html
-    assert 'aria-current="true">folds' in html
+    assert f"{folds} shown, page {min(2, pages)} of {pages}" in html
+    assert f'aria-current="true">fold ({folds})' in html
     # Without htmx the same query renders the whole page.
     full = alice_client.get(base, {"panel": "slimming", "kind": "fold", "page": 2})
     assert b"<html" in full.content
