@@ -30,10 +30,12 @@ __all__ = [
     "message_view",
     "report_profile",
     "report_warnings",
+    "saved_chart",
     "slimming_page",
     "split_view",
     "summary_diff",
     "summary_sections",
+    "tally_compactions",
     "term",
     "timeline_chart",
 ]
@@ -99,6 +101,25 @@ WARNING_TITLES = {
 }
 # Warnings that mean the next turn may fail; the others are informational.
 SERIOUS_WARNINGS = frozenset({"over_threshold", "over_window", "cannot_make_room"})
+
+
+def tally_compactions(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
+    """The one count of compactions every page shows, from ``(status, trigger, n)`` rows.
+
+    "committed" is what the conversation list counts; what-if (dry) runs and runs that
+    were skipped, aborted, failed or are still queued are counted apart, so the list, the
+    conversation page and the timeline give the same numbers.
+    """
+    tally = {"committed": 0, "what_if": 0, "other": 0, "total": 0}
+    for status, trigger, n in rows:
+        if trigger == "what_if":
+            tally["what_if"] += n
+        elif status == "committed":
+            tally["committed"] += n
+        else:
+            tally["other"] += n
+        tally["total"] += n
+    return tally
 
 
 def term(kind: str, value: Any) -> str:
@@ -705,20 +726,31 @@ def message_view(
 
 
 def timeline_chart(
-    points: Sequence[Mapping[str, Any]], *, width: int = 720, height: int = 220
+    points: Sequence[Mapping[str, Any]],
+    *,
+    width: int = 720,
+    height: int = 240,
+    threshold: int | None = None,
+    window: int | None = None,
 ) -> dict[str, Any]:
-    """Bar pairs (before, after) per compaction for an inline SVG, plus warnings.
+    """Bar pairs (before, after) per compaction for an inline SVG, plus lines and warnings.
 
-    ``points`` are ``{"label", "before", "after", "status", "reason", "url"}`` in time order.
-    Warnings: an automatic compaction skipped by anti-thrash, and two committed compactions in a
-    row that each saved less than 10 %.
+    ``points`` are ``{"label", "before", "after", "status", "reason", "url", "when"}`` in
+    time order. The threshold is always inside the scale; the window only when it is at most
+    twice the tallest bar (otherwise it would flatten every bar), else ``window_off_chart``.
+    Warnings: an automatic compaction skipped by anti-thrash, and two committed compactions
+    in a row that each saved less than 10 %.
     """
-    top = max([p.get("before") or 0 for p in points] + [1])
-    pad_left, pad_bottom, pad_top = 56, 28, 10
+    tallest = max([p.get("before") or 0 for p in points] + [1])
+    window_on_chart = bool(window) and window <= 2 * max(tallest, threshold or 0)
+    top = max(tallest, threshold or 0, window if window_on_chart else 0, 1)
+    pad_left, pad_bottom, pad_top = 64, 44, 10
     plot_h = height - pad_bottom - pad_top
     slot = (width - pad_left - 10) / max(1, len(points))
     bar_w = max(2.0, min(28.0, slot / 2.6))
     bars = []
+    # Date labels on the time axis: at most about eight, always the first and the last.
+    every = max(1, -(-len(points) // 8))
     for i, p in enumerate(points):
         x = pad_left + i * slot + slot / 2
         before = p.get("before") or 0
@@ -735,9 +767,20 @@ def timeline_chart(
                 "h_before": round(hb, 1),
                 "h_after": round(ha, 1),
                 "x_label": round(x, 1),
+                "show_date": i % every == 0 or i == len(points) - 1,
                 "saved_percent": round(100.0 * (before - after) / before, 1) if before else None,
             }
         )
+    lines = []
+    for name, value in (("threshold", threshold), ("window", window if window_on_chart else None)):
+        if value:
+            lines.append(
+                {
+                    "name": name,
+                    "value": value,
+                    "y": round(pad_top + plot_h - plot_h * value / top, 1),
+                }
+            )
     warnings = []
     low_streak = 0
     for p in bars:
@@ -762,8 +805,39 @@ def timeline_chart(
         "bar_width": round(bar_w, 1),
         "bars": bars,
         "ticks": ticks,
+        "lines": lines,
+        "threshold": threshold,
+        "window": window,
+        "window_off_chart": bool(window) and not window_on_chart,
         "axis_x": pad_left,
         "axis_y": pad_top + plot_h,
-        "label_y": height - 8,
+        "label_y": height - 24,
+        "date_y": height - 8,
         "warnings": warnings,
+    }
+
+
+def saved_chart(points: Sequence[tuple[Any, int]], *, width: int = 360, height: int = 90) -> dict:
+    """Small bar chart of tokens saved per committed compaction (oldest first) for an SVG."""
+    top = max([saved for _, saved in points] + [1])
+    slot = width / max(1, len(points))
+    bars = []
+    for i, (when, saved) in enumerate(points):
+        h = round((height - 14) * max(0, saved) / top, 1)
+        bars.append(
+            {
+                "x": round(i * slot + 1, 1),
+                "w": round(max(1.0, slot - 2), 1),
+                "y": round(height - 12 - h, 1),
+                "h": h,
+                "saved": saved,
+                "when": when,
+            }
+        )
+    return {
+        "width": width,
+        "height": height,
+        "bars": bars,
+        "total": sum(saved for _, saved in points),
+        "top": top,
     }

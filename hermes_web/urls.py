@@ -78,4 +78,5 @@ urlpatterns = [
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     re_path(r"^static/(?P<path>.*)$", static_files),
+    path("favicon.ico", lambda request: static_files(request, "hermes_web/favicon.ico")),
 ]

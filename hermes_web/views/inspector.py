@@ -24,10 +24,13 @@ from hermes_web.inspection import (
     message_view,
     report_profile,
     report_warnings,
+    saved_chart,
     slimming_page,
     split_view,
     summary_diff,
     summary_sections,
+    tally_compactions,
+    term,
     timeline_chart,
 )
 from hermes_web.models import Compaction, Message, Session
@@ -406,6 +409,18 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
 # ---------------------------------------------------------------- tree and timeline
 
 
+def compaction_tally(runs, *, fetched: list[Compaction] | None = None, limit: int = 0) -> dict:
+    """Count a queryset of compactions the way every page does (``tally_compactions``).
+
+    A page that already fetched the newest ``limit`` rows passes them as ``fetched``: when
+    fewer came back, they are all of them and no count query is needed.
+    """
+    if fetched is not None and len(fetched) < limit:
+        return tally_compactions((c.status, c.trigger, 1) for c in fetched)
+    rows = runs.order_by().values_list("status", "trigger").annotate(n=Count("pk"))
+    return tally_compactions(rows)
+
+
 def _lineage_compactions(session: Session):
     root = lineage_root(session)
     return Compaction.objects.filter(Q(session_id=root.pk) | Q(session__root_id=root.pk)).exclude(
@@ -470,6 +485,9 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
 @login_required
 def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
     session = _session_for(request, public_id)
+    root = lineage_root(session)
+    lineage = Compaction.objects.filter(Q(session_id=root.pk) | Q(session__root_id=root.pk))
+    tally = compaction_tally(lineage)
     runs = list(
         _lineage_compactions(session)
         .select_related("session")
@@ -479,21 +497,25 @@ def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
     points = [
         {
             "label": f"#{i}",
-            "title": f"{c.get_trigger_display()} {c.get_mode_display()} · {c.get_status_display()}",
+            "title": f"{term('trigger', c.trigger)} {term('mode', c.mode)} · {term('status', c.status)}",
             "before": c.tokens_before or 0,
             "after": c.tokens_after if c.tokens_after is not None else (c.tokens_before or 0),
             "status": c.status,
             "reason": c.reason,
             "url": reverse("compaction_detail", args=[c.public_id]),
+            "when": c.queued_at,
             "c": c,
         }
         for i, c in enumerate(runs, start=1)
     ]
-    chart = timeline_chart(points)
+    from hermes_web.services.compactions import compaction_config_for
+
+    config = compaction_config_for(session)
+    chart = timeline_chart(points, threshold=config.threshold_tokens, window=config.context_length)
     return render(
         request,
         "hermes_web/timeline.html",
-        {"session": session, "chart": chart, "nav": "conversations"},
+        {"session": session, "chart": chart, "tally": tally, "nav": "conversations"},
     )
 
 
@@ -611,3 +633,31 @@ def compare(request: HttpRequest) -> HttpResponse:
     if request.htmx and request.GET.get("panel") == "compare-result":
         return render(request, "hermes_web/compare.html#compare-result", context)
     return render(request, "hermes_web/compare.html", context, status=400 if errors else 200)
+
+
+# ---------------------------------------------------------------- home
+
+
+def home_context(user) -> dict:
+    """The signed-in overview: recent conversations and compactions, tokens saved over time."""
+    sessions = list(
+        Session.objects.for_user(user)
+        .only("public_id", "title", "source", "updated_at")
+        .order_by("-updated_at")[:6]
+    )
+    runs = Compaction.objects.for_user(user).defer("report").select_related("session")
+    recent = list(runs.order_by("-queued_at")[:6])
+    committed = list(
+        runs.filter(status=Compaction.Status.COMMITTED, tokens_before__isnull=False)
+        .exclude(tokens_after__isnull=True)
+        .order_by("-finished_at")[:30]
+    )[::-1]
+    example = committed[-1] if committed else next((r for r in recent if r.is_finished), None)
+    return {
+        "recent_sessions": sessions,
+        "recent_runs": recent,
+        "saved_chart": saved_chart(
+            [(c.finished_at, c.tokens_before - c.tokens_after) for c in committed]
+        ),
+        "example": example,
+    }

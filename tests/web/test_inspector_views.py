@@ -329,7 +329,7 @@ def test_timeline_charts_compactions_and_warns(alice, alice_client):
 def test_timeline_without_compactions_suggests_a_what_if(alice, alice_client):
     session = seed_conversation(alice, n=10)
     html = alice_client.get(url("conversation_timeline", session.public_id)).content.decode()
-    assert "No compaction has run" in html
+    assert "No compaction has been committed" in html
     assert url("what_if", session.public_id) in html
 
 
