@@ -192,7 +192,7 @@ def test_what_if_runs_a_dry_run_shown_next_to_the_committed_one(alice, alice_cli
     )
     assert response.status_code == 302
     run = Compaction.objects.get(session=session, trigger="what_if")
-    assert response["Location"].endswith(f"?run={run.public_id}")
+    assert f"?run={run.public_id}&" in response["Location"]
     assert run.status == "dry_run"
     assert run.config["tail_token_budget"] == 1500
     assert run.config["protect_first_n"] == 2
@@ -218,8 +218,8 @@ def test_what_if_runs_a_dry_run_shown_next_to_the_committed_one(alice, alice_cli
     ("field", "value", "message"),
     [
         ("tail", "lots", "Tail budget"),
-        ("threshold", "0", "threshold_percent"),
-        ("content_head", "9000", "content_head"),
+        ("threshold", "0", "Give a percentage above 0 and at most 100"),
+        ("content_head", "9000", "longer than the truncation limit (6,000)"),
         ("summarizer", "gpt", "Summarizer"),
     ],
 )
