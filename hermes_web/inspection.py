@@ -827,7 +827,7 @@ def saved_chart(points: Sequence[tuple[Any, int]], *, width: int = 360, height: 
         bars.append(
             {
                 "x": round(i * slot + 1, 1),
-                "w": round(max(1.0, slot - 2), 1),
+                "w": round(min(28.0, max(1.0, slot - 2)), 1),
                 "y": round(height - 12 - h, 1),
                 "h": h,
                 "saved": saved,

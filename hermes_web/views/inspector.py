@@ -481,21 +481,29 @@ def parameters_used(session: Session, run: Compaction) -> list[dict]:
                 "differs": used != defaults[key],
             }
         )
+    # Runs store their whole config; of the fields the form does not show, list the changed.
     for key in sorted(set(run.config or {}) - set(FIELD_FOR_KEY)):
-        rows.append(
-            {
-                "label": key,
-                "used": run.config[key],
-                "default": defaults.get(key, "—"),
-                "differs": run.config[key] != defaults.get(key),
-            }
-        )
+        if run.config[key] != defaults.get(key):
+            rows.append(
+                {
+                    "label": key,
+                    "used": run.config[key],
+                    "default": defaults.get(key, "—"),
+                    "differs": True,
+                }
+            )
     rows += [
         {
             "label": "Mode",
             "used": term("mode", run.mode),
             "default": term("mode", session.effective_mode),
             "differs": run.mode != session.effective_mode,
+        },
+        {
+            "label": "Summarizer",
+            "used": term("summarizer", run.summarizer),
+            "default": term("summarizer", "auto"),
+            "differs": False,  # a run records who wrote the summary, not the choice made
         },
         {
             "label": "Focus topic",

@@ -12,6 +12,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from hermes_web.models import Compaction
+from tests.browser.conftest import SCREENSHOTS
 from tests.web.inspector_seed import compact_now, continue_with, seed_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -101,6 +102,7 @@ def test_pages_at_width_have_no_serious_axe_violations(
             page.goto(live_server.url + path)
         expect(page.locator("main h1")).to_be_visible()
         screenshot(f"{name}-{width}")
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}-top.png"))  # what a visitor sees
         found = serious_violations(page)
         if overflows(page):
             found.append("the page scrolls sideways")
