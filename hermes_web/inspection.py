@@ -24,6 +24,7 @@ __all__ = [
     "VOCABULARY",
     "anchor_for",
     "extract_facts",
+    "json_fields",
     "fact_survival_audit",
     "fate_diff",
     "message_fates",
@@ -38,6 +39,8 @@ __all__ = [
     "tally_compactions",
     "term",
     "timeline_chart",
+    "token_strip",
+    "word_diff",
 ]
 
 ALIGNMENT_LABELS = {
@@ -235,6 +238,38 @@ def split_view(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def token_strip(
+    report: Mapping[str, Any], positions: Sequence[int] | None = None, *, cells: int = 240
+) -> list[dict[str, Any]]:
+    """Per-message tokens as at most ``cells`` cells (consecutive messages share a cell).
+
+    Each cell: ``{"start", "end", "tokens", "region", "level" (1–5), "position"}``, where
+    ``position`` is the stored row of the cell's first message when ``positions`` (the input
+    rows' positions, in order) is given, for a link to it.
+    """
+    per_message = list(report.get("message_tokens") or ())
+    if not per_message:
+        return []
+    bounds = report.get("boundaries") or {}
+    head_end = (list(bounds.get("head") or [0, 0]) + [0, 0])[1]
+    tail_start = (list(bounds.get("tail") or [len(per_message)] * 2) + [0, 0])[0]
+    size = max(1, -(-len(per_message) // cells))
+    strip = []
+    for start in range(0, len(per_message), size):
+        end = min(start + size, len(per_message))
+        region = "head" if start < head_end else "tail" if start >= tail_start else "middle"
+        strip.append(
+            {"start": start, "end": end, "tokens": sum(per_message[start:end]), "region": region}
+        )
+    top = max(cell["tokens"] for cell in strip) or 1
+    for cell in strip:
+        cell["level"] = 1 + min(4, int(5 * cell["tokens"] / top - 1e-9)) if cell["tokens"] else 0
+        cell["position"] = (
+            positions[cell["start"]] if positions and cell["start"] < len(positions) else None
+        )
+    return strip
+
+
 def _percent(part: Any, whole: Any) -> float:
     try:
         return round(100.0 * float(part) / float(whole), 2) if whole else 0.0
@@ -243,6 +278,10 @@ def _percent(part: Any, whole: Any) -> float:
 
 
 # ---------------------------------------------------------------- slimming
+
+
+# Kinds whose "after" keeps most of the original text, so a word diff shows what changed.
+WORD_DIFF_KINDS = frozenset({"truncate", "args_shrink", "image", "image_retire"})
 
 
 def slimming_page(
@@ -283,9 +322,15 @@ def slimming_page(
         if action.get("kind") == "truncate" and TRUNCATION_MARKER in after:
             kept_head, _, kept_tail = after.partition(TRUNCATION_MARKER)
             cut = {"head": kept_head, "marker": TRUNCATION_MARKER.strip(), "tail": kept_tail}
+        diff = None
+        if action.get("kind") in WORD_DIFF_KINDS and action.get("before_excerpt") and after:
+            # The excerpt is only the start of the original: compare it with the same length.
+            excerpt = str(action["before_excerpt"])
+            diff = word_diff(excerpt, after[: len(excerpt) + 200])
         rows.append(
             {
                 **action,
+                "diff": diff,
                 "region": action.get("region") or "middle",
                 "label": term("slim", action.get("kind")),
                 # The text written in place of the original: one field name for every kind.
@@ -719,7 +764,62 @@ def message_view(
         "reasoning": reasoning or "",
         "result_anchor": anchor_for(tool_call_id) if tool_call_id else "",
         "token_percent": _percent(tokens, max_tokens) if max_tokens else 0.0,
+        "fields": json_fields(text) if len(text) <= preview_chars else [],
     }
+
+
+def json_fields(text: str) -> list[dict[str, str]]:
+    """A tool result that is a JSON object, as fields with their string values unescaped.
+
+    ``{"output": "line 1\\nline 2", "exit_code": 0}`` shows ``output`` as two real lines
+    instead of one escaped string. Anything else (not JSON, not an object) gives ``[]``.
+    """
+    if not text.startswith("{") or not text.rstrip().endswith("}"):
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    return [
+        {
+            "key": str(key),
+            "value": item
+            if isinstance(item, str)
+            else json.dumps(item, indent=2, ensure_ascii=False),
+        }
+        for key, item in value.items()
+    ]
+
+
+def word_diff(before: str, after: str) -> dict[str, list[dict[str, str]]]:
+    """Word-level diff of a before/after pair: runs of ``{"op": "same"|"del"|"ins", "text"}``.
+
+    ``before`` gets the ``same`` and ``del`` runs, ``after`` the ``same`` and ``ins`` runs;
+    whitespace is kept so each side reads as its original text.
+    """
+    a, b = re.split(r"(\s+)", before), re.split(r"(\s+)", after)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    left: list[dict[str, str]] = []
+    right: list[dict[str, str]] = []
+
+    def push(side: list[dict[str, str]], op: str, text: str) -> None:
+        if not text:
+            return
+        if side and side[-1]["op"] == op:
+            side[-1]["text"] += text
+        else:
+            side.append({"op": op, "text": text})
+
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            push(left, "same", "".join(a[i1:i2]))
+            push(right, "same", "".join(b[j1:j2]))
+        else:
+            push(left, "del", "".join(a[i1:i2]))
+            push(right, "ins", "".join(b[j1:j2]))
+    return {"before": left, "after": right}
 
 
 # ---------------------------------------------------------------- timeline

@@ -33,6 +33,7 @@ from hermes_web.inspection import (
     tally_compactions,
     term,
     timeline_chart,
+    token_strip,
 )
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.compactions import (
@@ -213,6 +214,7 @@ PANEL_VALUES = (
     "warnings",
     "redactions",
     "estimated",
+    "strip",
 )
 PANEL_CACHE_SECONDS = 600
 
@@ -231,6 +233,10 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
                 compaction, slim_kind=slim_kind, slim_region=slim_region, slim_page=slim_page
             ),
             "final": final_rows(compaction),
+            "strip": token_strip(
+                compaction.report or {},
+                list(input_rows(compaction).values_list("position", flat=True)),
+            ),
         }
 
     # The panels of a finished run never change, so the template caches their HTML; each
