@@ -238,6 +238,12 @@ def split_view(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _position(positions: Sequence[int] | None, index: Any) -> int | None:
+    if positions is None or not isinstance(index, int) or not 0 <= index < len(positions):
+        return None
+    return positions[index]
+
+
 def token_strip(
     report: Mapping[str, Any], positions: Sequence[int] | None = None, *, cells: int = 240
 ) -> list[dict[str, Any]]:
@@ -264,9 +270,7 @@ def token_strip(
     top = max(cell["tokens"] for cell in strip) or 1
     for cell in strip:
         cell["level"] = 1 + min(4, int(5 * cell["tokens"] / top - 1e-9)) if cell["tokens"] else 0
-        cell["position"] = (
-            positions[cell["start"]] if positions and cell["start"] < len(positions) else None
-        )
+        cell["position"] = _position(positions, cell["start"])
     return strip
 
 
@@ -291,8 +295,13 @@ def slimming_page(
     region: str = "",
     page: int = 1,
     per_page: int = 50,
+    positions: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """One page of slimming actions, optionally of one kind and one region, plus totals.
+
+    With ``positions`` (the stored positions of the compaction's input rows, in order), each
+    row gets ``position``: where the original message is stored, for a link to it. The
+    ``[ref:N]`` references the engine writes into its lines use the same input index N.
 
     Actions stored before regions existed were all in the middle, so a missing ``region``
     reads ``"middle"``. ``kinds`` and ``regions`` count every action (not just the filtered
@@ -330,6 +339,7 @@ def slimming_page(
         rows.append(
             {
                 **action,
+                "position": _position(positions, action.get("index")),
                 "diff": diff,
                 "region": action.get("region") or "middle",
                 "label": term("slim", action.get("kind")),

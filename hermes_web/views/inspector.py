@@ -162,7 +162,12 @@ def final_rows(compaction: Compaction) -> list[Message]:
 
 
 def inspector_context(
-    compaction: Compaction, *, slim_kind: str = "", slim_region: str = "", slim_page: int = 1
+    compaction: Compaction,
+    *,
+    slim_kind: str = "",
+    slim_region: str = "",
+    slim_page: int = 1,
+    positions: list[int] | None = None,
 ) -> dict:
     """Everything the inspector panels print for one run (pure reads of its report)."""
     report = compaction.report or {}
@@ -174,7 +179,9 @@ def inspector_context(
         "report": report,
         "tokens": tokens,
         "split": split_view(report) if report.get("boundaries") else None,
-        "slim": slimming_page(report, kind=slim_kind, region=slim_region, page=slim_page),
+        "slim": slimming_page(
+            report, kind=slim_kind, region=slim_region, page=slim_page, positions=positions
+        ),
         "profile": report_profile(report),
         "warnings": report_warnings(report),
         "redactions": report.get("redactions"),
@@ -228,15 +235,18 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
     @functools.cache
     def panels() -> dict:
+        # Where each input message is stored: the strip and the slimming rows link to them.
+        positions = list(input_rows(compaction).values_list("position", flat=True))
         return {
             **inspector_context(
-                compaction, slim_kind=slim_kind, slim_region=slim_region, slim_page=slim_page
+                compaction,
+                slim_kind=slim_kind,
+                slim_region=slim_region,
+                slim_page=slim_page,
+                positions=positions,
             ),
             "final": final_rows(compaction),
-            "strip": token_strip(
-                compaction.report or {},
-                list(input_rows(compaction).values_list("position", flat=True)),
-            ),
+            "strip": token_strip(compaction.report or {}, positions),
         }
 
     # The panels of a finished run never change, so the template caches their HTML; each

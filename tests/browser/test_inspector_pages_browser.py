@@ -118,8 +118,11 @@ def test_new_report_fields_show_in_the_browser(live_server, page, seeded):
         "Still over the threshold"
     )
     expect(page.locator("dd.profile")).to_have_text("hermes")
+    expect(page.locator(".token-strip .cell").first).to_be_attached()
+    page.locator("#split").screenshot(path=str(SCREENSHOTS / "inspector-split.png"))
     page.locator("#slimming a[data-region=head]").click()
     expect(page.locator("#slimming")).to_contain_text("[ref:2]")
+    page.locator("#slimming").screenshot(path=str(SCREENSHOTS / "inspector-slimming-head.png"))
     expect(page.locator("#slimming a[aria-current][data-region=head]")).to_be_visible()
     # The section nav jumps to the panels.
     page.locator(".section-nav a[href='#summary']").click()

@@ -4,6 +4,7 @@ import json
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from hermes_web.inspection import json_fields, slimming_page, token_strip, word_diff
 from hermes_web.services.sessions import append_message, create_session
@@ -102,3 +103,16 @@ def test_json_tool_results_show_as_fields_with_real_newlines(alice, alice_client
     ).content.decode()
     assert '<dt class="mono">output</dt><dd><pre tabindex="0">a.py\nb.py</pre></dd>' in html
     assert "<summary>raw JSON</summary>" in html
+
+
+def test_a_slimmed_row_links_to_the_whole_original_message(alice, alice_client):
+    session = seed_conversation(alice, n=120, title="Originals")
+    run = compact_now(session, alice, mode="in_place")
+    fold = next(a for a in run.report["slimming"] if a["kind"] == "fold")
+    original = session.messages.order_by("position")[fold["index"]]
+    link = reverse("message_detail", args=[session.public_id, original.position])
+    html = alice_client.get(reverse("compaction_detail", args=[run.public_id])).content.decode()
+    assert f'<a href="{link}">message {fold["index"]}</a>' in html
+    page = alice_client.get(link)
+    assert page.status_code == 200
+    assert escape(original.content) in page.content.decode()  # whole, not an excerpt
