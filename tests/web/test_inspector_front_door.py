@@ -88,3 +88,36 @@ def test_compaction_counts_agree_for_a_what_if_only_conversation(alice, alice_cl
     text = timeline.content.decode()
     assert "No compaction has been committed" in text
     assert "1 what-if" in text
+
+
+def test_api_docs_use_the_pages_words(alice_client):
+    schema = alice_client.get("/api/openapi.json").json()
+    out = schema["components"]["schemas"]["CompactionOut"]["properties"]
+    assert "`forced`: manual" in out["trigger"]["description"]
+    assert "`what_if`: what-if" in out["trigger"]["description"]
+    assert "`dry_run`: dry run" in out["status"]["description"]
+    assert "`in_place`: in-place" in out["mode"]["description"]
+
+
+def test_pages_have_no_inline_scripts_or_event_handlers(alice, alice_client, client):
+    session = seed_conversation(alice, n=120, title="CSP ready", payload=True)
+    run = compact_now(session, alice, mode="in_place")
+    dry = compact_now(session, alice, trigger="what_if")
+    urls = [
+        "/",
+        reverse("conversation_detail", args=[session.public_id]),
+        reverse("compaction_detail", args=[run.public_id]),
+        reverse("compaction_audit", args=[run.public_id]),
+        reverse("what_if", args=[session.public_id]) + f"?run={dry.public_id}",
+        reverse("compare") + f"?session={session.public_id}&a={run.public_id}&b={dry.public_id}",
+        reverse("conversation_timeline", args=[session.public_id]),
+        reverse("conversation_tree", args=[session.public_id]),
+        "/no/such/page/",
+    ]
+    for url in urls:
+        html = alice_client.get(url).content.decode()
+        assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), url
+        assert not re.search(r"<[a-z][^>]*\son[a-z]+\s*=", html), url
+    client.logout()
+    landing = client.get("/").content.decode()
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", landing)
