@@ -195,7 +195,8 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         if written:
             lines += ["", "Lines written in place of the originals:", ""]
             lines += [
-                f"- #{a['index']} ({word('slim', a.get('kind'))}, {a.get('region') or 'middle'}): "
+                f"- message {a['index']} ({word('slim', a.get('kind'))}, "
+                f"{a.get('region') or 'middle'}): "
                 f"{_code(a.get('line') or a.get('fold_line'))}"
                 for a in written[:200]
             ]

@@ -204,3 +204,17 @@ def test_markdown_export_fences_backticks_and_says_manual(hermes_run, alice_clie
     assert "`over_threshold`" in text
     # The summary sits in a fence longer than any backtick run inside it.
     assert "```text\n[CONTEXT COMPACTION" in text
+
+
+def test_markdown_export_renders_with_every_line_in_one_code_span(hermes_run, alice_client):
+    import markdown
+
+    line = "[terminal] ran `echo ``x``` -> exit 0, 1 line output"
+    hermes_run.report = {**hermes_run.report, "slimming": [{**NEW_ACTIONS[3], "line": line}]}
+    hermes_run.save(update_fields=["report"])
+    text = alice_client.get(reverse("compaction_report_md", args=[hermes_run.public_id]))
+    html = markdown.markdown(text.content.decode(), extensions=["fenced_code", "tables"])
+    assert "<code>[terminal] ran `echo ``x``` -&gt; exit 0, 1 line output</code>" in html
+    assert "<h1>Compaction report</h1>" in html
+    assert html.count("<h1>") == 1  # no list item turned into a heading
+    assert '<code class="language-text">[CONTEXT COMPACTION' in html
