@@ -430,6 +430,13 @@ def _what_if_form(session: Session, data=None) -> tuple[dict, dict, dict[str, st
     values["summarizer"] = source.get("summarizer", "deterministic") or "deterministic"
     values["mode"] = source.get("mode", session.effective_mode) or session.effective_mode
     values["focus"] = source.get("focus", "")
+    if engine_has_profiles():
+        default_profile = defaults.get("profile", "hermes")
+        values["profile"] = source.get("profile", "") or default_profile
+        if values["profile"] not in PROFILES:
+            errors["profile"] = f"Profile: choose {' or '.join(PROFILES)}."
+        elif values["profile"] != default_profile:
+            overrides["profile"] = values["profile"]
     if values["summarizer"] not in ("auto", "deterministic"):
         errors["summarizer"] = "Summarizer: choose auto or deterministic."
     if values["mode"] not in Compaction.Mode.values:
@@ -446,6 +453,8 @@ def _what_if_form(session: Session, data=None) -> tuple[dict, dict, dict[str, st
 def _values_of_run(run: Compaction) -> dict:
     """The form values that reproduce a stored run."""
     values = {"summarizer": run.summarizer or "deterministic", "mode": run.mode, "focus": run.focus}
+    if (run.config or {}).get("profile"):
+        values["profile"] = run.config["profile"]
     if values["summarizer"] not in ("auto", "deterministic"):
         values["summarizer"] = "auto"  # the run recorded which model wrote it, not the choice
     for name, key, _label, kind, _help in WHAT_IF_FIELDS:
@@ -550,7 +559,9 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
             .filter(public_id=request.GET["run"], session=session)
             .first()
         )
-    reproduce = any(name in request.GET for name, *_ in WHAT_IF_FIELDS) or "mode" in request.GET
+    reproduce = any(name in request.GET for name, *_ in WHAT_IF_FIELDS) or any(
+        name in request.GET for name in ("mode", "profile", "focus")
+    )
     if request.method == "POST":
         data = request.POST
     elif reproduce:
@@ -598,6 +609,7 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
         "errors": errors,
         "field_errors": [(name, message) for name, message in errors.items() if name != "form"],
         "threshold_note": threshold_note(session, overrides),
+        "profiles": PROFILES if engine_has_profiles() else (),
         "run": run,
         "run_ctx": inspector_context(run) if run else None,
         "run_params": parameters_used(session, run) if run else None,
@@ -750,6 +762,17 @@ def _structure(c: Compaction) -> dict:
 
 
 PROFILES = ("classic", "hermes")
+
+
+def engine_has_profiles() -> bool:
+    """Whether the installed engine's CompactionConfig has a ``profile`` field (issue #13)."""
+    import dataclasses
+
+    from compaction import CompactionConfig
+
+    return "profile" in {f.name for f in dataclasses.fields(CompactionConfig)}
+
+
 PROFILE_ERROR = (
     "The installed compaction engine has no profiles yet, so a profile comparison cannot run. "
     "Compare rotation and in-place instead, or update the engine."

@@ -93,3 +93,20 @@ def test_errors_point_at_their_field_in_plain_words(alice, alice_client):
     assert 'aria-describedby="f-content_head-help f-content_head-error"' in html
     assert '<a href="#f-content_head">' in html
     assert not Compaction.objects.filter(session=session).exists()
+
+
+def test_the_profile_choice_follows_the_installed_engine(alice, alice_client):
+    from hermes_web.views.inspector import engine_has_profiles
+
+    session = seed_conversation(alice, n=120)
+    page = alice_client.get(what_if_url(session)).content.decode()
+    if not engine_has_profiles():
+        assert 'id="f-profile"' not in page  # nothing to choose before the engine has profiles
+        return
+    assert 'id="f-profile"' in page
+    response = alice_client.post(
+        what_if_url(session), {"profile": "classic", "summarizer": "deterministic"}
+    )
+    run = Compaction.objects.get(session=session)
+    assert run.config["profile"] == "classic"
+    assert "profile=classic" in response["Location"]
