@@ -29,6 +29,7 @@ __all__ = [
     "fate_diff",
     "message_fates",
     "message_view",
+    "ref_segments",
     "report_profile",
     "report_warnings",
     "saved_chart",
@@ -345,6 +346,9 @@ def slimming_page(
                 "label": term("slim", action.get("kind")),
                 # The text written in place of the original: one field name for every kind.
                 "line": action.get("line") or action.get("fold_line") or "",
+                "line_segments": ref_segments(
+                    action.get("line") or action.get("fold_line") or "", positions
+                ),
                 "cut": cut,
                 "saved": (action.get("chars_before") or 0) - (action.get("chars_after") or 0),
             }
@@ -453,6 +457,31 @@ def fate_diff(a: Mapping[str, Any], b: Mapping[str, Any], *, limit: int = 400) -
 
 
 # ---------------------------------------------------------------- summary
+
+
+REF_RE = re.compile(r"\[ref:(\d+)\]")
+
+
+def ref_segments(text: str, positions: Sequence[int] | None) -> list[dict[str, Any]]:
+    """Text split around the engine's ``[ref:N]`` recall references.
+
+    Each segment is ``{"text"}``, or ``{"text", "ref", "position"}`` for a reference whose
+    input index N maps to a stored row (``position`` None when it does not), so the template
+    can link the reference to the whole original message.
+    """
+    segments: list[dict[str, Any]] = []
+    last = 0
+    for match in REF_RE.finditer(text or ""):
+        if match.start() > last:
+            segments.append({"text": text[last : match.start()]})
+        index = int(match.group(1))
+        segments.append(
+            {"text": match.group(0), "ref": index, "position": _position(positions, index)}
+        )
+        last = match.end()
+    if last < len(text or ""):
+        segments.append({"text": text[last:]})
+    return segments
 
 
 def summary_sections(summary: str | None) -> dict[str, Any]:

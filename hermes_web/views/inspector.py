@@ -23,6 +23,7 @@ from hermes_web.inspection import (
     fact_survival_audit,
     fate_diff,
     message_view,
+    ref_segments,
     report_profile,
     report_warnings,
     saved_chart,
@@ -173,6 +174,8 @@ def inspector_context(
     report = compaction.report or {}
     tokens = report.get("tokens") or {}
     summary = summary_sections(report.get("summary"))
+    for section in summary["sections"]:
+        section["segments"] = ref_segments(section["body"], positions)
     output_tokens = report.get("output_message_tokens") or []
     return {
         "c": compaction,

@@ -120,7 +120,8 @@ def test_new_kinds_head_and_tail_rows_profile_and_banners(hermes_run, alice_clie
     assert 'data-region="head"' in html
     assert "head (1)" in html
     assert "tail (2)" in html
-    assert "[read_file] read src/app.py from line 1 (110,000 chars) [ref:2]" in html
+    assert "[read_file] read src/app.py from line 1 (110,000 chars) <a href=" in html
+    assert 'title="the whole message 2">[ref:2]</a>' in html
     assert 'class="badge region-tail"' in html
     # Profile, redactions and estimated figures.
     assert '<dd class="profile">hermes</dd>' in html
@@ -136,7 +137,8 @@ def test_filter_by_kind_and_region_together(hermes_run, alice_client):
     response = detail(alice_client, hermes_run, kind="lean_tail", region="tail", panel="slimming")
     html = response.content.decode()
     assert "1 shown, page 1 of 1" in html
-    assert "recall [ref:97]" in html
+    assert 'recall <a href="' in html
+    assert 'title="the whole message 97">[ref:97]</a>' in html
     assert "[ref:99]" not in html  # a demotion: another kind
     tail_only = detail(alice_client, hermes_run, region="tail").content.decode()
     assert "2 shown" in tail_only
@@ -218,3 +220,20 @@ def test_markdown_export_renders_with_every_line_in_one_code_span(hermes_run, al
     assert "<h1>Compaction report</h1>" in html
     assert html.count("<h1>") == 1  # no list item turned into a heading
     assert '<code class="language-text">[CONTEXT COMPACTION' in html
+
+
+def test_ref_references_link_to_the_stored_original(hermes_run, alice_client):
+    session = hermes_run.session
+    summary = hermes_run.report["summary"].replace(
+        "## Active Task\n", "## Active Task\nSee [ref:7] and [ref:99999].\n", 1
+    )
+    hermes_run.report = {**hermes_run.report, "summary": summary}
+    hermes_run.save(update_fields=["report"])
+    html = detail(alice_client, hermes_run).content.decode()
+    row = session.messages.order_by("position")[7]
+    link = reverse("message_detail", args=[session.public_id, row.position])
+    assert f'<a href="{link}" title="the whole message 7">[ref:7]</a>' in html
+    assert "[ref:99999]" in html  # no such input message: plain text, not a dead link
+    head_row = session.messages.order_by("position")[2]
+    head_link = reverse("message_detail", args=[session.public_id, head_row.position])
+    assert f'<a href="{head_link}" title="the whole message 2">[ref:2]</a>' in html
