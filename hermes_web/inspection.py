@@ -101,7 +101,7 @@ WARNING_TITLES = {
     "tail_over_threshold": "The protected tail alone exceeds the threshold",
     "cannot_make_room": "Could not make room",
     "summarizer_fallback": "A fallback summarizer wrote the summary",
-    "threshold_at_window": "Threshold lowered below the window",
+    "threshold_at_window": "Threshold at or above the window",
 }
 # Warnings that mean the next turn may fail; the others are informational.
 SERIOUS_WARNINGS = frozenset({"over_threshold", "over_window", "cannot_make_room"})
@@ -169,6 +169,12 @@ def report_warnings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             "over_threshold",
             f"{after:,} tokens after compaction, still over the {threshold:,}-token threshold: "
             "the next turn will compact again.",
+        )
+    if _number(threshold) and _number(window) and threshold >= window:
+        add(
+            "threshold_at_window",
+            f"The threshold ({threshold:,} tokens) is at or above the {window:,}-token window: "
+            "automatic compaction cannot start before the context overflows.",
         )
     tail = tokens.get("tail")
     if _number(tail) and _number(threshold) and tail > threshold:

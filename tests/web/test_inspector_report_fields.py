@@ -182,6 +182,15 @@ def test_warning_and_slimming_helpers_are_pure():
         }
     )
     assert {w["code"] for w in derived} == {"over_window", "over_threshold", "tail_over_threshold"}
+    # A classic 64,000 floor on a 16,000 window (a real Hermes session imported here did this).
+    floor = report_warnings(
+        {
+            "status": "compacted",
+            "tokens": {"after": 32_754, "threshold": 64_000},
+            "config": {"context_length": 16_000},
+        }
+    )
+    assert [w["code"] for w in floor] == ["over_window", "threshold_at_window"]
     page = slimming_page({"slimming": NEW_ACTIONS}, kind="nonsense", region="head")
     assert page["kind"] == ""
     assert page["count"] == 1
@@ -237,3 +246,18 @@ def test_ref_references_link_to_the_stored_original(hermes_run, alice_client):
     head_row = session.messages.order_by("position")[2]
     head_link = reverse("message_detail", args=[session.public_id, head_row.position])
     assert f'<a href="{head_link}" title="the whole message 2">[ref:2]</a>' in html
+
+
+def test_a_small_window_run_of_todays_engine_shows_its_banners(alice, alice_client):
+    """The shape of real Hermes sessions imported with a 16K window: the 64K floor is above the
+    window and the result stays over the window; the classic engine writes no warnings itself."""
+    session = seed_conversation(alice, n=200, title="Small window")
+    session.context_length = 16_000
+    session.save(update_fields=["context_length"])
+    run = compact_now(session, alice, trigger="what_if", overrides={"tail_token_budget": 20_000})
+    html = detail(alice_client, run).content.decode()
+    tokens = run.report["tokens"]
+    assert tokens["threshold"] >= 16_000
+    assert 'data-code="threshold_at_window"' in html
+    assert tokens["after"] > 16_000  # the 20,000-token tail alone is over the window
+    assert 'role="alert" data-code="over_window"' in html
