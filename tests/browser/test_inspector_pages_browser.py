@@ -85,6 +85,8 @@ def test_pages_at_width_have_no_serious_axe_violations(
     s, run = seeded["session"], seeded["committed"]
     pages = {
         "landing": "/",
+        "signup": "/accounts/signup/",
+        "login": "/accounts/login/",
         "home": "/",
         "conversation": f"/conversations/{s.public_id}/",
         "inspector": f"/compactions/{run.public_id}/",
@@ -93,6 +95,7 @@ def test_pages_at_width_have_no_serious_axe_violations(
         "compare": f"/compare/?session={s.public_id}&a={seeded['a'].public_id}"
         f"&b={seeded['b'].public_id}",
         "timeline": f"/conversations/{s.public_id}/timeline/",
+        "not-found": "/no/such/page/",
     }
     problems = {}
     for name, path in pages.items():
