@@ -13,7 +13,7 @@ from hermes_web.health import check_broker, check_database
 def home(request: HttpRequest) -> HttpResponse:
     """Signed in: an overview. Signed out: what hermes-web is, the demo account, sign in/up."""
     if request.user.is_authenticated:
-        from hermes_web.views.inspector import home_context
+        from hermes_web.views.compactions import home_context
 
         return render(
             request, "hermes_web/home.html", {**home_context(request.user), "nav": "home"}

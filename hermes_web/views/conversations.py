@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from hermes_web.inspection import anchor_for, message_view
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.sessions import conversation_stats
-from hermes_web.views.inspector import compaction_tally
+from hermes_web.views.lineage import compaction_tally
 
 CHUNK = 200
 LIST_LIMIT = 200
@@ -165,7 +165,7 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         archived=stats["archived"],
         compactions=compactions,
         children=list(Session.objects.filter(parent=session).order_by("created_at")),
-        # Counted the way the list and the timeline count (views.inspector.compaction_tally).
+        # Counted the way the list and the timeline count (views.lineage.compaction_tally).
         tally=compaction_tally(
             Compaction.objects.filter(session=session), fetched=compactions, limit=20
         ),

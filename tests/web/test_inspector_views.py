@@ -237,9 +237,9 @@ def test_what_if_rejects_bad_input_and_stores_nothing(alice, alice_client, field
 def test_what_if_on_a_big_conversation_is_queued_with_polling(
     alice, alice_client, settings, monkeypatch
 ):
-    from hermes_web.views import inspector
+    from hermes_web.views import compactions
 
-    monkeypatch.setattr(inspector, "INLINE_MAX_MESSAGES", 10)
+    monkeypatch.setattr(compactions, "INLINE_MAX_MESSAGES", 10)
     session = seed_conversation(alice, n=40)
     response = alice_client.post(url("what_if", session.public_id), {"summarizer": "deterministic"})
     run = Compaction.objects.get(session=session)

@@ -1,0 +1,134 @@
+"""Compare: two dry runs side by side (rotation vs in-place, profile A vs B, any two runs)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from compaction import ConfigError
+from hermes_web.inspection import (
+    fate_diff,
+    summary_diff,
+)
+from hermes_web.models import Compaction, Session
+from hermes_web.services.compactions import (
+    CompactionRefused,
+    request_compaction,
+)
+from hermes_web.views.compactions import _runs_inline, inspector_context
+from hermes_web.views.what_if import PROFILES
+
+
+def _structure(c: Compaction) -> dict:
+    report = c.report or {}
+    counts = report.get("counts") or {}
+    bounds = report.get("boundaries") or {}
+    head = bounds.get("head") or [0, 0]
+    tail = bounds.get("tail") or [0, 0]
+    return {
+        "before": counts.get("messages_before"),
+        "after": counts.get("messages_after"),
+        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
+        "summarized": (bounds.get("middle") or [0, 0])[1] - (bounds.get("middle") or [0, 0])[0],
+        "rotation": c.mode == Compaction.Mode.ROTATION,
+    }
+
+
+PROFILE_ERROR = (
+    "The installed compaction engine has no profiles yet, so a profile comparison cannot run. "
+    "Compare rotation and in-place instead, or update the engine."
+)
+
+
+def _compare_specs(request: HttpRequest, session: Session) -> tuple[list[dict], dict[str, str]]:
+    """The two dry runs a Compare form asks for, and errors by form field."""
+    if request.POST.get("compare") != "profiles":
+        return [{"mode": m} for m in (Compaction.Mode.ROTATION, Compaction.Mode.IN_PLACE)], {}
+    errors = {}
+    chosen = [request.POST.get("profile_a", ""), request.POST.get("profile_b", "")]
+    for field, value in zip(("profile_a", "profile_b"), chosen, strict=True):
+        if value not in PROFILES:
+            errors[field] = f"Choose one of {', '.join(PROFILES)}."
+    mode = request.POST.get("mode") or session.effective_mode
+    if mode not in Compaction.Mode.values:
+        errors["mode"] = "Choose rotation or in-place."
+    return [{"mode": mode, "config_overrides": {"profile": p}} for p in chosen], errors
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def compare(request: HttpRequest) -> HttpResponse:
+    sessions = Session.objects.for_user(request.user).order_by("-updated_at")
+    chosen_id = request.POST.get("session") or request.GET.get("session") or ""
+    session = get_object_or_404(sessions, public_id=chosen_id) if chosen_id else None
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        if session is None:
+            return HttpResponse("Pick a conversation to compare.", status=400)
+        summarizer = request.POST.get("summarizer", "deterministic")
+        specs, errors = _compare_specs(request, session)
+        if not errors:
+            try:
+                runs = [
+                    request_compaction(
+                        session=session,
+                        requested_by=request.user,
+                        trigger=Compaction.Trigger.WHAT_IF,
+                        summarizer=summarizer,
+                        run_now=_runs_inline(session, summarizer),
+                        **spec,
+                    )
+                    for spec in specs
+                ]
+            except ConfigError as error:
+                field = "profile_a" if getattr(error, "field", "") == "profile" else "form"
+                errors[field] = PROFILE_ERROR if field == "profile_a" else str(error)
+            except (ValueError, CompactionRefused) as error:
+                errors["form"] = f"Could not run the comparison: {error}"
+            else:
+                return redirect(
+                    f"{reverse('compare')}?session={session.public_id}"
+                    f"&a={runs[0].public_id}&b={runs[1].public_id}"
+                )
+    context: dict = {
+        "sessions": sessions[:200],
+        "session": session,
+        "nav": "compare",
+        "errors": errors,
+        "profiles": PROFILES,
+        "posted": request.POST,
+    }
+    if session is not None:
+        runs = (
+            Compaction.objects.filter(session=session)
+            .exclude(report__isnull=True)
+            .defer("report")
+            .order_by("-queued_at")
+        )
+        context["runs"] = list(runs[:100])
+        a_id, b_id = request.GET.get("a"), request.GET.get("b")
+        if a_id and b_id:
+            a = get_object_or_404(Compaction.objects.for_user(request.user), public_id=a_id)
+            b = get_object_or_404(Compaction.objects.for_user(request.user), public_id=b_id)
+            if a.session_id != b.session_id:
+                return HttpResponse(
+                    "Both compactions must belong to the same conversation.", status=400
+                )
+            a_ctx, b_ctx = inspector_context(a), inspector_context(b)
+            context.update(
+                a=a_ctx,
+                b=b_ctx,
+                a_structure=_structure(a),
+                b_structure=_structure(b),
+                by_profile=a_ctx["profile"] != b_ctx["profile"],
+                fates=fate_diff(a.report or {}, b.report or {}),
+                diff=summary_diff((a.report or {}).get("summary"), (b.report or {}).get("summary")),
+                same_summary=(a.report or {}).get("summary") == (b.report or {}).get("summary"),
+                pending=not (a.is_finished and b.is_finished),
+            )
+    if request.htmx and request.GET.get("panel") == "compare-result":
+        return render(request, "hermes_web/compare.html#compare-result", context)
+    return render(request, "hermes_web/compare.html", context, status=400 if errors else 200)
