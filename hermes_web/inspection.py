@@ -27,6 +27,7 @@ __all__ = [
     "json_fields",
     "fact_survival_audit",
     "fate_diff",
+    "fates_diff",
     "message_fates",
     "message_view",
     "ref_segments",
@@ -431,7 +432,11 @@ def fate_diff(a: Mapping[str, Any], b: Mapping[str, Any], *, limit: int = 400) -
     Both runs must have compacted the same input (same conversation, same snapshot); when the
     lengths differ, the shorter list decides how many rows are compared.
     """
-    fa, fb = message_fates(a), message_fates(b)
+    return fates_diff(message_fates(a), message_fates(b), limit=limit)
+
+
+def fates_diff(fa: Sequence[str], fb: Sequence[str], *, limit: int = 400) -> dict[str, Any]:
+    """``fate_diff`` of two fate lists already computed (``message_fates``)."""
     n = min(len(fa), len(fb))
     differ = [
         {

@@ -17,6 +17,7 @@ from hermes_web.exporters import export_report_text
 from hermes_web.inspection import (
     SANITIZATION_LABELS,
     fact_survival_audit,
+    message_fates,
     message_view,
     ref_segments,
     report_profile,
@@ -161,6 +162,56 @@ PANEL_VALUES = (
     "strip",
 )
 PANEL_CACHE_SECONDS = 600
+
+
+# What a side-by-side card and Compare read from the report (small, unlike the slimming list).
+CARD_REPORT_KEYS = ("status", "reason", "summarizer", "summarizer_model", "counts", "summary")
+
+
+def card_context(compaction: Compaction) -> dict:
+    """``inspector_context`` cut to what the what-if and Compare cards show, plus each input
+    message's fate; cached for finished runs, so those pages do not decode the whole report
+    (megabytes at 10k messages) on every view. ``compaction`` may have ``report`` deferred.
+    """
+    key = (
+        f"hermes:card:{compaction.public_id}:{compaction.status}:"
+        f"{compaction.finished_at and compaction.finished_at.timestamp()}"
+    )
+    if compaction.is_finished:
+        data = cache.get(key)
+        if data is not None:
+            return {**data, "c": compaction}
+    if "report" in compaction.get_deferred_fields():
+        compaction.refresh_from_db(fields=["report"])
+    ctx = inspector_context(compaction)
+    report = ctx["report"]
+    data = {
+        **{k: ctx[k] for k in ("tokens", "split", "summary", "profile", "warnings")},
+        "saved_percent": ctx["saved_percent"],
+        "slim": {"total": ctx["slim"]["total"], "kinds": ctx["slim"]["kinds"]},
+        "report": {k: report.get(k) for k in CARD_REPORT_KEYS},
+        "structure": structure_of(report, compaction.mode),
+        "fates": message_fates(report),
+    }
+    if compaction.is_finished:
+        cache.set(key, data, PANEL_CACHE_SECONDS)
+    return {**data, "c": compaction}
+
+
+def structure_of(report: dict, mode: str) -> dict:
+    """What a commit would do to the session, in message counts (for Compare)."""
+    counts = report.get("counts") or {}
+    bounds = report.get("boundaries") or {}
+    head = bounds.get("head") or [0, 0]
+    tail = bounds.get("tail") or [0, 0]
+    middle = bounds.get("middle") or [0, 0]
+    return {
+        "before": counts.get("messages_before"),
+        "after": counts.get("messages_after"),
+        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
+        "summarized": middle[1] - middle[0],
+        "rotation": mode == Compaction.Mode.ROTATION,
+    }
 
 
 @require_GET
@@ -308,6 +359,7 @@ def _runs_inline(session: Session, summarizer: str) -> bool:
 def _latest_committed(session: Session) -> Compaction | None:
     return (
         Compaction.objects.filter(session=session, status=Compaction.Status.COMMITTED)
+        .defer("report")
         .order_by("-finished_at", "-pk")
         .first()
     )

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
 from hermes_web.inspection import (
-    fate_diff,
+    fates_diff,
     summary_diff,
 )
 from hermes_web.models import Compaction, Session
@@ -18,24 +18,8 @@ from hermes_web.services.compactions import (
     CompactionRefused,
     request_compaction,
 )
-from hermes_web.views.compactions import _runs_inline, inspector_context
+from hermes_web.views.compactions import _runs_inline, card_context
 from hermes_web.views.what_if import PROFILES
-
-
-def _structure(c: Compaction) -> dict:
-    report = c.report or {}
-    counts = report.get("counts") or {}
-    bounds = report.get("boundaries") or {}
-    head = bounds.get("head") or [0, 0]
-    tail = bounds.get("tail") or [0, 0]
-    return {
-        "before": counts.get("messages_before"),
-        "after": counts.get("messages_after"),
-        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
-        "summarized": (bounds.get("middle") or [0, 0])[1] - (bounds.get("middle") or [0, 0])[0],
-        "rotation": c.mode == Compaction.Mode.ROTATION,
-    }
-
 
 PROFILE_ERROR = (
     "The installed compaction engine has no profiles yet, so a profile comparison cannot run. "
@@ -111,22 +95,25 @@ def compare(request: HttpRequest) -> HttpResponse:
         context["runs"] = list(runs[:100])
         a_id, b_id = request.GET.get("a"), request.GET.get("b")
         if a_id and b_id:
-            a = get_object_or_404(Compaction.objects.for_user(request.user), public_id=a_id)
-            b = get_object_or_404(Compaction.objects.for_user(request.user), public_id=b_id)
+            # Reports stay deferred: card_context reads them only when its cache is cold.
+            runs_of_user = Compaction.objects.for_user(request.user).defer("report")
+            a = get_object_or_404(runs_of_user, public_id=a_id)
+            b = get_object_or_404(runs_of_user, public_id=b_id)
             if a.session_id != b.session_id:
                 return HttpResponse(
                     "Both compactions must belong to the same conversation.", status=400
                 )
-            a_ctx, b_ctx = inspector_context(a), inspector_context(b)
+            a_ctx, b_ctx = card_context(a), card_context(b)
+            a_summary, b_summary = a_ctx["report"]["summary"], b_ctx["report"]["summary"]
             context.update(
                 a=a_ctx,
                 b=b_ctx,
-                a_structure=_structure(a),
-                b_structure=_structure(b),
+                a_structure=a_ctx["structure"],
+                b_structure=b_ctx["structure"],
                 by_profile=a_ctx["profile"] != b_ctx["profile"],
-                fates=fate_diff(a.report or {}, b.report or {}),
-                diff=summary_diff((a.report or {}).get("summary"), (b.report or {}).get("summary")),
-                same_summary=(a.report or {}).get("summary") == (b.report or {}).get("summary"),
+                fates=fates_diff(a_ctx["fates"], b_ctx["fates"]),
+                diff=summary_diff(a_summary, b_summary),
+                same_summary=a_summary == b_summary,
                 pending=not (a.is_finished and b.is_finished),
             )
     if request.htmx and request.GET.get("panel") == "compare-result":

@@ -22,7 +22,7 @@ from hermes_web.views.compactions import (
     _latest_committed,
     _runs_inline,
     _session_for,
-    inspector_context,
+    card_context,
 )
 
 WHAT_IF_FIELDS = (
@@ -269,6 +269,7 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
         run = (
             Compaction.objects.for_user(request.user)
             .filter(public_id=request.GET["run"], session=session)
+            .defer("report")  # card_context reads it only when its cache is cold
             .first()
         )
     reproduce = any(name in request.GET for name, *_ in WHAT_IF_FIELDS) or any(
@@ -323,7 +324,7 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
         "threshold_note": threshold_note(session, overrides),
         "profiles": PROFILES if engine_has_profiles() else (),
         "run": run,
-        "run_ctx": inspector_context(run) if run else None,
+        "run_ctx": card_context(run) if run else None,
         "run_params": parameters_used(session, run) if run else None,
         "reproduce_url": f"?{_query_of(values)}",
         "committed": _latest_committed(session),
@@ -334,9 +335,7 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
         ),
         "nav": "conversations",
     }
-    context["committed_ctx"] = (
-        inspector_context(context["committed"]) if context["committed"] else None
-    )
+    context["committed_ctx"] = card_context(context["committed"]) if context["committed"] else None
     if request.htmx and request.GET.get("panel") == "run-status":
         return render(request, "hermes_web/what_if.html#run-status", context)
     return render(request, "hermes_web/what_if.html", context, status=400 if errors else 200)

@@ -99,3 +99,25 @@ def test_message_fates_from_a_report():
         "kept",
     ]
     assert message_fates({"status": "skipped", "message_tokens": [1, 2]}) == ["kept", "kept"]
+
+
+def test_a_repeated_compare_or_what_if_view_does_not_read_the_reports(alice, alice_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    session = seed_conversation(alice, n=120, title="Cached cards")
+    a = compact_now(session, alice, trigger="what_if", overrides={"tail_token_budget": 1_000})
+    b = compact_now(session, alice, trigger="what_if", overrides={"tail_token_budget": 4_000})
+    urls = [
+        reverse("compare") + f"?session={session.public_id}&a={a.public_id}&b={b.public_id}",
+        reverse("what_if", args=[session.public_id]) + f"?run={a.public_id}",
+    ]
+    for page in urls:
+        first = alice_client.get(page)
+        with CaptureQueriesContext(connection) as queries:
+            again = alice_client.get(page)
+        assert first.status_code == again.status_code == 200
+        # The selected columns (not the WHERE clause) must leave the report out.
+        selected = [q["sql"].split(" FROM ", 1)[0] for q in queries]
+        reads = [sql for sql in selected if '"hermes_web_compaction"."report"' in sql]
+        assert not reads, reads
