@@ -16,7 +16,7 @@ from tests.browser.conftest import SCREENSHOTS
 from tests.web.inspector_seed import compact_now, continue_with, seed_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-WIDTHS = (1440, 390)
+WIDTHS = (1440, 390, 375)  # 375: the narrowest phone the issue names
 PASSWORD = "inspect-pass-123"
 
 
