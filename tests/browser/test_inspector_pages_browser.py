@@ -124,9 +124,10 @@ def test_new_report_fields_show_in_the_browser(live_server, page, seeded):
     expect(page.locator(".token-strip .cell").first).to_be_attached()
     page.locator("#split").screenshot(path=str(SCREENSHOTS / "inspector-split.png"))
     page.locator("#slimming a[data-region=head]").click()
-    expect(page.locator("#slimming")).to_contain_text("[ref:2]")
-    page.locator("#slimming").screenshot(path=str(SCREENSHOTS / "inspector-slimming-head.png"))
     expect(page.locator("#slimming a[aria-current][data-region=head]")).to_be_visible()
+    expect(page.locator("#slimming")).to_contain_text("[ref:2]")
+    page.wait_for_load_state("networkidle")  # htmx has swapped and settled the panel
+    page.locator("#slimming").screenshot(path=str(SCREENSHOTS / "inspector-slimming-head.png"))
     # The section nav jumps to the panels.
     page.locator(".section-nav a[href='#summary']").click()
     expect(page).to_have_url(re.compile(r"#summary$"))
