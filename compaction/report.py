@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,33 +91,81 @@ def _plain(value: Any) -> Any:
 
 
 def _fence(text: str) -> str:
-    ticks = "````" if "```" in text else "```"
-    return f"{ticks}\n{text}\n{ticks}"
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
+    ticks = "`" * (longest + 1)
+    return f"{ticks}text\n{text}\n{ticks}"
 
 
 def report_to_markdown(report: Mapping[str, Any]) -> str:
-    """Render a report dict (``CompactionReport.to_dict()``) as Markdown."""
+    """Render a report dict (``CompactionReport.to_dict()``) as Markdown.
+
+    Words match the web pages (the engine's ``forced`` trigger reads "manual"). Every text
+    that comes from the conversation (fold lines, tool call ids, models, messages) goes in a
+    code span sized to its own backticks or in a fenced block, so it cannot break the page.
+    """
     r = report
     tokens = r.get("tokens") or {}
     counts = r.get("counts") or {}
+    words = {
+        "trigger": {
+            "auto": "automatic",
+            "forced": "manual",
+            "manual": "manual",
+            "what_if": "what-if",
+        },
+        "summarizer": {
+            "aux": "auxiliary model",
+            "main": "main model",
+            "deterministic": "deterministic (no model)",
+        },
+        "slim": {
+            "fold": "fold",
+            "truncate": "truncation",
+            "image": "image stripped",
+            "dedup": "duplicate output",
+            "args_shrink": "arguments shrunk",
+            "image_retire": "tool image retired",
+            "demote": "pressure demotion",
+            "lean_tail": "lean-tail stub",
+        },
+    }
+
+    def word(kind: str, value: Any) -> str:
+        return words[kind].get(str(value), str(value)) if value is not None else "—"
+
     lines = [
         "# Compaction report",
         "",
         f"- **Status:** {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else ""),
         f"- **Date:** {r.get('now')}",
-        f"- **Trigger:** {r.get('trigger', 'auto')}",
+        f"- **Trigger:** {word('trigger', r.get('trigger', 'auto'))}",
+        f"- **Profile:** {r.get('profile') or 'classic'}",
     ]
     if r.get("focus"):
-        lines.append(f"- **Focus:** {r['focus']}")
+        lines.append(f"- **Focus:** {_escape_md(str(r['focus']))}")
     lines += [
         f"- **Messages:** {counts.get('messages_before')} → {counts.get('messages_after')}",
         f"- **Tokens:** {tokens.get('before')} → {tokens.get('after')} "
         f"(saved {tokens.get('saved')}, ratio {tokens.get('ratio')})",
         f"- **Threshold:** {tokens.get('threshold')}; provider prompt tokens: "
         f"{tokens.get('provider_prompt_tokens')}",
-        f"- **Summarizer:** {r.get('summarizer')}"
-        + (f" ({r['summarizer_model']})" if r.get("summarizer_model") else ""),
+        f"- **Summarizer:** {word('summarizer', r.get('summarizer'))}"
+        + (f" ({_code(r['summarizer_model'])})" if r.get("summarizer_model") else ""),
         f"- **Previous summary carried forward:** {'yes' if r.get('previous_summary_used') else 'no'}",
+    ]
+    if r.get("redactions") is not None:
+        lines.append(f"- **Secrets redacted:** {r['redactions']}")
+    if r.get("tokens_estimated"):
+        lines.append(
+            "- **Estimated token figures:** " + ", ".join(_code(n) for n in r["tokens_estimated"])
+        )
+    if r.get("warnings"):
+        lines += ["", "## Warnings", ""]
+        lines += [
+            f"- {_code(w.get('code', ''))}: {_escape_md(str(w.get('message', '')))}"
+            for w in r["warnings"]
+        ]
+    lines += [
         "",
         "## Boundaries",
         "",
@@ -139,22 +188,32 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
             "|---|---|---|---|",
         ]
         for kind, t in totals.items():
-            lines.append(f"| {kind} | {t['count']} | {t['chars_before']} | {t['chars_after']} |")
-        folds = [a for a in r.get("slimming") or [] if a.get("kind") == "fold"]
-        if folds:
-            lines += ["", "Folds:", ""]
-            lines += [f"- #{a['index']}: `{a['fold_line']}`" for a in folds[:200]]
-            if len(folds) > 200:
-                lines.append(f"- … {len(folds) - 200} more")
+            lines.append(
+                f"| {word('slim', kind)} | {t['count']} | {t['chars_before']} | {t['chars_after']} |"
+            )
+        written = [a for a in r.get("slimming") or [] if a.get("line") or a.get("fold_line")]
+        if written:
+            lines += ["", "Lines written in place of the originals:", ""]
+            lines += [
+                f"- message {a['index']} ({word('slim', a.get('kind'))}, "
+                f"{a.get('region') or 'middle'}): "
+                f"{_code(a.get('line') or a.get('fold_line'))}"
+                for a in written[:200]
+            ]
+            if len(written) > 200:
+                lines.append(f"- … {len(written) - 200} more")
     if r.get("fallbacks"):
         lines += ["", "## Summarizer fallbacks", ""]
         lines += [
-            f"- {f['stage']} `{f['model']}`: {f['kind']} ({f['status_code']}) {f['message']}"
+            f"- {f['stage']} {_code(f['model'])}: {f['kind']} ({f['status_code']}) "
+            f"{_escape_md(str(f['message']))}"
             for f in r["fallbacks"]
         ]
     if r.get("sanitization"):
         lines += ["", "## Sanitization", ""]
-        lines += [f"- {s['kind']} `{s['tool_call_id']}` at {s['index']}" for s in r["sanitization"]]
+        lines += [
+            f"- {s['kind']} {_code(s['tool_call_id'])} at {s['index']}" for s in r["sanitization"]
+        ]
     if r.get("summary"):
         lines += [
             "",
@@ -171,3 +230,17 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         lines += ["", "## Timings (ms)", ""]
         lines.append(", ".join(f"{k} {v}" for k, v in timings.items()))
     return "\n".join(lines) + "\n"
+
+
+def _code(text: Any) -> str:
+    """An inline code span that holds any text: fenced by one more backtick than it contains."""
+    text = " ".join(str(text).splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _escape_md(text: str) -> str:
+    """Plain text on one line with Markdown's inline markup characters escaped."""
+    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", " ".join(text.splitlines()))

@@ -111,7 +111,9 @@ def export_report_text(compaction: Compaction, fmt: str) -> str:
         if not compaction.report or "counts" not in compaction.report:
             detail = compaction.error or compaction.reason or "no engine report"
             return f"# Compaction report\n\n- **Status:** {compaction.status} ({detail})\n"
-        return report_to_markdown(compaction.report)
+        # The stored trigger (manual, automatic, what-if) is what the pages show; the engine
+        # only knows forced or automatic.
+        return report_to_markdown({**compaction.report, "trigger": compaction.trigger})
     raise ValueError(f"unknown report export format {fmt!r} (expected {', '.join(REPORT_FORMATS)})")
 
 

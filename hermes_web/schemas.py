@@ -183,18 +183,25 @@ class CompactionIn(Schema):
         return value
 
 
+def _words(kind: str) -> str:
+    """The stored codes of ``kind`` and the words the pages and exports show for them."""
+    from hermes_web.inspection import VOCABULARY
+
+    return "; ".join(f"`{code}`: {word}" for code, word in VOCABULARY[kind].items())
+
+
 class CompactionOut(Schema):
     id: str
     session: str
     result_session: str | None
-    status: str
+    status: str = Field(..., description=_words("status"))
     reason: str
-    mode: str
-    trigger: str
+    mode: str = Field(..., description=_words("mode"))
+    trigger: str = Field(..., description=_words("trigger"))
     focus: str
     tokens_before: int | None
     tokens_after: int | None
-    summarizer: str
+    summarizer: str = Field(..., description=_words("summarizer"))
     summarizer_model: str
     error: str
     attempts: int

@@ -87,4 +87,5 @@ urlpatterns = [
     path("v1/", include("hermes_web.openai_compat.urls")),
     path("admin/", admin.site.urls),
     re_path(r"^static/(?P<path>.*)$", static_files),
+    path("favicon.ico", lambda request: static_files(request, "hermes_web/favicon.ico")),
 ]

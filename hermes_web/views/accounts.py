@@ -15,12 +15,25 @@ from hermes_web.health import check_broker, check_database
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    """Signed in: an overview. Signed out: what hermes-web is, the demo account, sign in/up."""
     if request.user.is_authenticated:
-        return redirect("conversation_list")
+        from hermes_web.views.compactions import home_context
+
+        return render(
+            request, "hermes_web/home.html", {**home_context(request.user), "nav": "home"}
+        )
     if not get_user_model().objects.exists():
         # A fresh install has nobody to log in as: lead the first visitor to sign up.
         return redirect("signup")
-    return redirect("login")
+    from hermes_web.management.commands.load_demo import DEMO_PASSWORD, DEMO_USERNAME
+
+    demo = (
+        {"username": DEMO_USERNAME, "password": DEMO_PASSWORD}
+        if settings.HERMES_DEMO_DATA
+        and get_user_model().objects.filter(username=DEMO_USERNAME).exists()
+        else None
+    )
+    return render(request, "hermes_web/landing.html", {"demo": demo})
 
 
 class HermesLoginView(LoginView):

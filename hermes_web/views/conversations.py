@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 from hermes_web.inspection import anchor_for, message_view
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.sessions import conversation_stats
+from hermes_web.views.lineage import compaction_tally
 
 CHUNK = 200
 LIST_LIMIT = 200
@@ -157,13 +158,18 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     }
     if request.htmx and request.GET.get("chunk"):
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
+    # Reports can be megabytes of JSON; the list needs only the row's columns.
+    compactions = list(
+        Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
+    )
     context.update(
         archived=stats["archived"],
-        # Reports can be megabytes of JSON; the list needs only the row's columns.
-        compactions=list(
-            Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
-        ),
+        compactions=compactions,
         children=list(Session.objects.filter(parent=session).order_by("created_at")),
+        # Counted the way the list and the timeline count (views.lineage.compaction_tally).
+        tally=compaction_tally(
+            Compaction.objects.filter(session=session), fetched=compactions, limit=20
+        ),
         # A rotation always sets the new session's parent: without one, nothing to look up.
         produced_by=Compaction.objects.filter(
             result_session=session, mode=Compaction.Mode.ROTATION

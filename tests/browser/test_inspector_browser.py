@@ -20,7 +20,7 @@ def log_in(page, live_server):
     page.get_by_label("Username").fill("ines")
     page.get_by_label("Password").fill("inspect-pass-123")
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Conversations")).to_be_visible()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
 
 
 def test_conversation_then_inspector_split_fold_and_audit(live_server, page, screenshot, user):
@@ -47,9 +47,11 @@ def test_conversation_then_inspector_split_fold_and_audit(live_server, page, scr
         "identifiers from the middle survive"
     )
     # The slimming pager works in place.
-    folds = page.locator("#slimming").get_by_role("link", name="folds")
+    folds = page.locator("#slimming a[data-kind=fold]")
     folds.click()
-    expect(page.locator("#slimming a[aria-current]")).to_have_text("folds")
+    expect(page.locator("#slimming a[aria-current][data-kind=fold]")).to_have_text(
+        re.compile(r"^fold \(\d+\)$")
+    )
     screenshot("compaction-inspector-audit")
 
     page.set_viewport_size({"width": 390, "height": 844})
@@ -102,7 +104,8 @@ def test_compare_rotation_and_in_place(live_server, page, screenshot, user):
     seed_conversation(user, n=120, title="Compare me")
     log_in(page, live_server)
     page.get_by_role("link", name="Compare", exact=True).click()
-    page.get_by_label("Conversation").select_option(label="Compare me (chat)")
+    option = page.locator("#c-session option", has_text="Compare me (chat)")
+    page.get_by_label("Conversation").select_option(option.get_attribute("value"))
     page.get_by_role("button", name="Choose").click()
     page.get_by_role("button", name="Run rotation and in-place").click()
     structure = page.locator("#structure")

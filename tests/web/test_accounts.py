@@ -13,8 +13,10 @@ def test_first_visit_on_a_fresh_install_leads_to_signup(client):
     assert b"fresh install" in page.content
 
 
-def test_with_users_the_home_page_leads_to_login(client, alice):
-    assert client.get("/").url == "/accounts/login/"
+def test_with_users_the_home_page_is_the_landing_page_with_log_in(client, alice):
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b'href="/accounts/login/"' in response.content
 
 
 @pytest.mark.parametrize("url", ["/conversations/", "/chat/", "/compare/", "/import/"])

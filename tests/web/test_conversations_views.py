@@ -137,7 +137,8 @@ def test_reasoning_is_collapsed_and_images_are_thumbnails(alice, alice_client):
     html = alice_client.get(detail_url(session)).content.decode()
     assert f'<img src="{PNG}"' in html
     assert re.search(
-        r'<details class="reasoning"><summary>reasoning</summary><pre>secret chain of thought', html
+        r'<details class="reasoning"><summary>reasoning</summary><pre[^>]*>secret chain of thought',
+        html,
     )
 
 

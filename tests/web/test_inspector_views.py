@@ -71,8 +71,8 @@ def test_slimming_panel_pages_and_filters_as_a_partial(committed, alice_client):
     folds = sum(1 for a in committed.report["slimming"] if a["kind"] == "fold")
     pages = -(-folds // 50)
     html = partial.content.decode()
-    assert f"{folds} actions, page {min(2, pages)} of {pages}" in html
-    assert 'aria-current="true">folds' in html
+    assert f"{folds} shown, page {min(2, pages)} of {pages}" in html
+    assert f'aria-current="true">fold ({folds})' in html
     # Without htmx the same query renders the whole page.
     full = alice_client.get(base, {"panel": "slimming", "kind": "fold", "page": 2})
     assert b"<html" in full.content
@@ -192,7 +192,7 @@ def test_what_if_runs_a_dry_run_shown_next_to_the_committed_one(alice, alice_cli
     )
     assert response.status_code == 302
     run = Compaction.objects.get(session=session, trigger="what_if")
-    assert response["Location"].endswith(f"?run={run.public_id}")
+    assert f"?run={run.public_id}&" in response["Location"]
     assert run.status == "dry_run"
     assert run.config["tail_token_budget"] == 1500
     assert run.config["protect_first_n"] == 2
@@ -218,8 +218,8 @@ def test_what_if_runs_a_dry_run_shown_next_to_the_committed_one(alice, alice_cli
     ("field", "value", "message"),
     [
         ("tail", "lots", "Tail budget"),
-        ("threshold", "0", "threshold_percent"),
-        ("content_head", "9000", "content_head"),
+        ("threshold", "0", "Give a percentage above 0 and at most 100"),
+        ("content_head", "9000", "longer than the truncation limit (6,000)"),
         ("summarizer", "gpt", "Summarizer"),
     ],
 )
@@ -237,9 +237,9 @@ def test_what_if_rejects_bad_input_and_stores_nothing(alice, alice_client, field
 def test_what_if_on_a_big_conversation_is_queued_with_polling(
     alice, alice_client, settings, monkeypatch
 ):
-    from hermes_web.views import inspector
+    from hermes_web.views import compactions
 
-    monkeypatch.setattr(inspector, "INLINE_MAX_MESSAGES", 10)
+    monkeypatch.setattr(compactions, "INLINE_MAX_MESSAGES", 10)
     session = seed_conversation(alice, n=40)
     response = alice_client.post(url("what_if", session.public_id), {"summarizer": "deterministic"})
     run = Compaction.objects.get(session=session)
@@ -329,7 +329,7 @@ def test_timeline_charts_compactions_and_warns(alice, alice_client):
 def test_timeline_without_compactions_suggests_a_what_if(alice, alice_client):
     session = seed_conversation(alice, n=10)
     html = alice_client.get(url("conversation_timeline", session.public_id)).content.decode()
-    assert "No compaction has run" in html
+    assert "No compaction has been committed" in html
     assert url("what_if", session.public_id) in html
 
 

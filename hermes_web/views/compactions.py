@@ -1,0 +1,393 @@
+"""The compaction inspector page and its panels, exports, commit, and the home overview."""
+
+from __future__ import annotations
+
+import functools
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
+from django.db.models.fields.json import KT
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from hermes_web.exporters import export_report_text
+from hermes_web.inspection import (
+    SANITIZATION_LABELS,
+    fact_survival_audit,
+    message_fates,
+    message_view,
+    ref_segments,
+    report_profile,
+    report_warnings,
+    saved_chart,
+    slimming_page,
+    split_view,
+    summary_sections,
+    token_strip,
+)
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.compactions import (
+    commit_what_if,
+    run_compaction,
+)
+
+# Dry runs on conversations up to this size run inside the request (deterministic summarizer
+# takes well under a second); bigger ones, or ones that may call an LLM, go to the worker.
+INLINE_MAX_MESSAGES = 3_000
+FINAL_LIST_LIMIT = 500
+
+
+def _compaction_for(
+    request: HttpRequest, public_id: str, *, defer_report: bool = False
+) -> Compaction:
+    runs = Compaction.objects.for_user(request.user).select_related("session", "result_session")
+    if defer_report:
+        # The report can be megabytes of JSON; pages that cache their panels skip loading it.
+        runs = runs.defer("report")
+    return get_object_or_404(runs, public_id=public_id)
+
+
+def _session_for(request: HttpRequest, public_id: str) -> Session:
+    return get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
+
+
+def _int(value, default: int) -> int:
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return default
+
+
+# ---------------------------------------------------------------- inspector
+
+
+def input_rows(compaction: Compaction):
+    """The rows the engine compacted, in order (a queryset; slice it before evaluating).
+
+    In-place commits archive exactly the compacted rows; rotation parents and dry runs keep
+    them active up to the snapshot position.
+    """
+    if (
+        compaction.status == Compaction.Status.COMMITTED
+        and compaction.mode == Compaction.Mode.IN_PLACE
+    ):
+        return Message.objects.filter(archived_by=compaction).order_by("position")
+    rows = Message.objects.filter(session_id=compaction.session_id, active=True)
+    if compaction.snapshot_position is not None:
+        rows = rows.filter(position__lte=compaction.snapshot_position)
+    return rows.order_by("position")
+
+
+def final_rows(compaction: Compaction) -> list[Message]:
+    """The committed, assembled list (child rows, or the new rows of an in-place commit)."""
+    if compaction.status != Compaction.Status.COMMITTED or compaction.result_session_id is None:
+        return []
+    count = ((compaction.report or {}).get("counts") or {}).get(
+        "messages_after"
+    ) or FINAL_LIST_LIMIT
+    rows = Message.objects.filter(session_id=compaction.result_session_id)
+    if compaction.mode == Compaction.Mode.IN_PLACE and compaction.snapshot_position is not None:
+        rows = rows.filter(position__gt=compaction.snapshot_position)
+    final = list(rows.order_by("position")[: min(count, FINAL_LIST_LIMIT)])
+    for row in final:
+        row.excerpt = message_view({"content": row.content}, preview_chars=200)["text"]
+    return final
+
+
+def inspector_context(
+    compaction: Compaction,
+    *,
+    slim_kind: str = "",
+    slim_region: str = "",
+    slim_page: int = 1,
+    positions: list[int] | None = None,
+) -> dict:
+    """Everything the inspector panels print for one run (pure reads of its report)."""
+    report = compaction.report or {}
+    tokens = report.get("tokens") or {}
+    summary = summary_sections(report.get("summary"))
+    for section in summary["sections"]:
+        section["segments"] = ref_segments(section["body"], positions)
+    output_tokens = report.get("output_message_tokens") or []
+    return {
+        "c": compaction,
+        "report": report,
+        "tokens": tokens,
+        "split": split_view(report) if report.get("boundaries") else None,
+        "slim": slimming_page(
+            report, kind=slim_kind, region=slim_region, page=slim_page, positions=positions
+        ),
+        "profile": report_profile(report),
+        "warnings": report_warnings(report),
+        "redactions": report.get("redactions"),
+        "estimated": set(report.get("tokens_estimated") or ()),
+        "summary": summary,
+        "sanitization": [
+            {**s, "label": SANITIZATION_LABELS.get(s.get("kind"), s.get("kind"))}
+            for s in report.get("sanitization") or []
+        ],
+        "output_tokens": [
+            {"index": i, "tokens": t, "summary": i == report.get("summary_index")}
+            for i, t in enumerate(output_tokens)
+        ],
+        "output_total": sum(output_tokens),
+        "timings": list((report.get("timings_ms") or {}).items()),
+        "saved_percent": round(100 * (1 - tokens["after"] / tokens["before"]), 1)
+        if tokens.get("before") and tokens.get("after") is not None
+        else None,
+        "config_rows": sorted((report.get("config") or compaction.config or {}).items()),
+    }
+
+
+PANEL_VALUES = (
+    "report",
+    "tokens",
+    "split",
+    "slim",
+    "summary",
+    "sanitization",
+    "output_tokens",
+    "output_total",
+    "timings",
+    "saved_percent",
+    "config_rows",
+    "final",
+    "profile",
+    "warnings",
+    "redactions",
+    "estimated",
+    "strip",
+)
+PANEL_CACHE_SECONDS = 600
+
+
+# What a side-by-side card and Compare read from the report (small, unlike the slimming list).
+CARD_REPORT_KEYS = ("status", "reason", "summarizer", "summarizer_model", "counts", "summary")
+
+
+def card_context(compaction: Compaction) -> dict:
+    """``inspector_context`` cut to what the what-if and Compare cards show, plus each input
+    message's fate; cached for finished runs, so those pages do not decode the whole report
+    (megabytes at 10k messages) on every view. ``compaction`` may have ``report`` deferred.
+    """
+    key = (
+        f"hermes:card:{compaction.public_id}:{compaction.status}:"
+        f"{compaction.finished_at and compaction.finished_at.timestamp()}"
+    )
+    if compaction.is_finished:
+        data = cache.get(key)
+        if data is not None:
+            return {**data, "c": compaction}
+    if "report" in compaction.get_deferred_fields():
+        compaction.refresh_from_db(fields=["report"])
+    ctx = inspector_context(compaction)
+    report = ctx["report"]
+    data = {
+        **{k: ctx[k] for k in ("tokens", "split", "summary", "profile", "warnings")},
+        "saved_percent": ctx["saved_percent"],
+        "slim": {"total": ctx["slim"]["total"], "kinds": ctx["slim"]["kinds"]},
+        "report": {k: report.get(k) for k in CARD_REPORT_KEYS},
+        "structure": structure_of(report, compaction.mode),
+        "fates": message_fates(report),
+    }
+    if compaction.is_finished:
+        cache.set(key, data, PANEL_CACHE_SECONDS)
+    return {**data, "c": compaction}
+
+
+def structure_of(report: dict, mode: str) -> dict:
+    """What a commit would do to the session, in message counts (for Compare)."""
+    counts = report.get("counts") or {}
+    bounds = report.get("boundaries") or {}
+    head = bounds.get("head") or [0, 0]
+    tail = bounds.get("tail") or [0, 0]
+    middle = bounds.get("middle") or [0, 0]
+    return {
+        "before": counts.get("messages_before"),
+        "after": counts.get("messages_after"),
+        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
+        "summarized": middle[1] - middle[0],
+        "rotation": mode == Compaction.Mode.ROTATION,
+    }
+
+
+@require_GET
+@login_required
+def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    compaction = _compaction_for(request, public_id, defer_report=True)
+    slim_kind, slim_page = request.GET.get("kind", ""), _int(request.GET.get("page"), 1)
+    slim_region = request.GET.get("region", "")
+
+    @functools.cache
+    def panels() -> dict:
+        # Where each input message is stored: the strip and the slimming rows link to them.
+        positions = list(input_rows(compaction).values_list("position", flat=True))
+        return {
+            **inspector_context(
+                compaction,
+                slim_kind=slim_kind,
+                slim_region=slim_region,
+                slim_page=slim_page,
+                positions=positions,
+            ),
+            "final": final_rows(compaction),
+            "strip": token_strip(compaction.report or {}, positions),
+        }
+
+    # The panels of a finished run never change, so the template caches their HTML; each
+    # value is a callable the template calls only when it renders (a cache miss).
+    context = {name: functools.partial(lambda n: panels()[n], name) for name in PANEL_VALUES}
+    context.update(
+        c=compaction,
+        nav="conversations",
+        slim_kind=slim_kind,
+        slim_region=slim_region,
+        slim_page=slim_page,
+        # Only a dry run's page shows the engine's verdict; reading one key of the report
+        # still makes PostgreSQL decompress all of it, so other runs skip the query.
+        report_status=(
+            Compaction.objects.filter(pk=compaction.pk)
+            .values_list(KT("report__status"), flat=True)
+            .first()
+            if compaction.status == Compaction.Status.DRY_RUN
+            else None
+        ),
+        panel_cache_seconds=PANEL_CACHE_SECONDS if compaction.is_finished else 0,
+    )
+    template = "hermes_web/compaction_detail.html"
+    panel = request.GET.get("panel", "")
+    if request.htmx and panel == "compaction-status" and compaction.is_finished:
+        # The run finished while the page polled: reload it so every panel shows the report.
+        response = HttpResponse(status=204)
+        response["HX-Refresh"] = "true"
+        return response
+    if request.htmx and panel in ("slimming", "compaction-status"):
+        template += f"#{panel}"
+    return render(request, template, context)
+
+
+def audit_for(compaction: Compaction) -> dict | None:
+    """The fact-survival audit of one finished run (cached: a finished report never changes)."""
+    report = compaction.report or {}
+    if not report.get("summary") or not report.get("boundaries"):
+        return None
+    key = f"hermes:audit:{compaction.public_id}:{compaction.finished_at and compaction.finished_at.timestamp()}"
+    audit = cache.get(key)
+    if audit is None:
+        start, end = (report["boundaries"].get("middle") or [0, 0])[:2]
+        middle = [
+            {"role": r.role, "content": r.content, "tool_calls": r.tool_calls}
+            for r in input_rows(compaction).only("role", "content", "tool_calls")[start:end]
+        ]
+        audit = fact_survival_audit(middle, report.get("summary"))
+        cache.set(key, audit, 3600)
+    return audit
+
+
+@require_GET
+@login_required
+def compaction_audit(request: HttpRequest, public_id: str) -> HttpResponse:
+    compaction = _compaction_for(request, public_id)
+    context = {"c": compaction, "audit": audit_for(compaction), "nav": "conversations"}
+    template = "hermes_web/compaction_audit.html"
+    if request.htmx:
+        template = "hermes_web/_audit.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+def compaction_report_json(request: HttpRequest, public_id: str) -> HttpResponse:
+    compaction = _compaction_for(request, public_id)
+    response = JsonResponse(
+        compaction.report or {}, json_dumps_params={"ensure_ascii": False, "indent": 2}
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="compaction-{compaction.public_id}.json"'
+    )
+    return response
+
+
+@require_GET
+@login_required
+def compaction_report_md(request: HttpRequest, public_id: str) -> HttpResponse:
+    compaction = _compaction_for(request, public_id)
+    body = export_report_text(compaction, "report-md")
+    response = HttpResponse(body, content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="compaction-{compaction.public_id}.md"'
+    return response
+
+
+@require_POST
+@login_required
+def commit_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
+    """'Commit this': queue a real run with a dry run's parameters."""
+    what_if = _compaction_for(request, public_id)
+    if what_if.status != Compaction.Status.DRY_RUN:
+        return HttpResponse("Only a finished dry run can be committed.", status=409)
+    if (what_if.report or {}).get("status") != "compacted":
+        return HttpResponse(
+            "This dry run compacted nothing, so there is nothing to commit.", status=409
+        )
+    session = what_if.session
+    if session.end_reason == "compression":
+        return HttpResponse(
+            "This session was already compacted by rotation; run a what-if on its continuation.",
+            status=409,
+        )
+    run = commit_what_if(what_if, requested_by=request.user)
+    if _runs_inline(session, run.summarizer):
+        run = run_compaction(run.pk)  # the queued task finds it finished and does nothing
+    flash.success(
+        request, "Committed." if run.status == Compaction.Status.COMMITTED else "Compaction queued."
+    )
+    return redirect("compaction_detail", public_id=run.public_id)
+
+
+def _runs_inline(session: Session, summarizer: str) -> bool:
+    llm_configured = bool(settings.HERMES_SUMMARY_MODEL or settings.HERMES_CHAT_MODEL) and not (
+        (settings.HERMES_SUMMARY_MODEL or settings.HERMES_CHAT_MODEL).lower().startswith("demo")
+    )
+    if summarizer != "deterministic" and llm_configured:
+        return False
+    return Message.objects.filter(session=session, active=True).count() <= INLINE_MAX_MESSAGES
+
+
+def _latest_committed(session: Session) -> Compaction | None:
+    return (
+        Compaction.objects.filter(session=session, status=Compaction.Status.COMMITTED)
+        .defer("report")
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+
+
+# ---------------------------------------------------------------- home
+
+
+def home_context(user) -> dict:
+    """The signed-in overview: recent conversations and compactions, tokens saved over time."""
+    sessions = list(
+        Session.objects.for_user(user)
+        .only("public_id", "title", "source", "updated_at")
+        .order_by("-updated_at")[:6]
+    )
+    runs = Compaction.objects.for_user(user).defer("report").select_related("session")
+    recent = list(runs.order_by("-queued_at")[:6])
+    committed = list(
+        runs.filter(status=Compaction.Status.COMMITTED, tokens_before__isnull=False)
+        .exclude(tokens_after__isnull=True)
+        .order_by("-finished_at")[:30]
+    )[::-1]
+    example = committed[-1] if committed else next((r for r in recent if r.is_finished), None)
+    return {
+        "recent_sessions": sessions,
+        "recent_runs": recent,
+        "saved_chart": saved_chart(
+            [(c.finished_at, c.tokens_before - c.tokens_after) for c in committed]
+        ),
+        "example": example,
+    }

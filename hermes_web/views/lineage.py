@@ -1,0 +1,129 @@
+"""The rotation tree and the compaction timeline of a conversation's lineage."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q, Sum
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from hermes_web.inspection import (
+    tally_compactions,
+    term,
+    timeline_chart,
+)
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.sessions import lineage_root, session_tree
+from hermes_web.views.compactions import _session_for
+
+
+def compaction_tally(runs, *, fetched: list[Compaction] | None = None, limit: int = 0) -> dict:
+    """Count a queryset of compactions the way every page does (``tally_compactions``).
+
+    A page that already fetched the newest ``limit`` rows passes them as ``fetched``: when
+    fewer came back, they are all of them and no count query is needed.
+    """
+    if fetched is not None and len(fetched) < limit:
+        return tally_compactions((c.status, c.trigger, 1) for c in fetched)
+    rows = runs.order_by().values_list("status", "trigger").annotate(n=Count("pk"))
+    return tally_compactions(rows)
+
+
+def _lineage_compactions(session: Session):
+    root = lineage_root(session)
+    return Compaction.objects.filter(Q(session_id=root.pk) | Q(session__root_id=root.pk)).exclude(
+        trigger=Compaction.Trigger.WHAT_IF
+    )
+
+
+@require_GET
+@login_required
+def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
+    session = _session_for(request, public_id)
+    nodes = session_tree(session)
+    ids = [n.pk for n in nodes]
+    stats = {
+        row["session"]: row
+        for row in Message.objects.filter(session_id__in=ids, active=True)
+        .values("session")
+        .annotate(n=Count("pk"), tokens=Sum("token_count"))
+    }
+    compactions = list(
+        Compaction.objects.filter(session_id__in=ids, status=Compaction.Status.COMMITTED)
+        .defer("report")
+        .order_by("finished_at")
+    )
+    edges = {c.result_session_id: c for c in compactions if c.mode == Compaction.Mode.ROTATION}
+    events: dict[int, list[Compaction]] = {}
+    for c in compactions:
+        if c.mode == Compaction.Mode.IN_PLACE:
+            events.setdefault(c.session_id, []).append(c)
+    children: dict[int | None, list[Session]] = {}
+    by_id = {n.pk: n for n in nodes}
+    for n in nodes:
+        parent = n.parent_id if n.parent_id in by_id else None
+        children.setdefault(parent, []).append(n)
+    # Depth-first order with a depth per node: a flat list renders any depth without recursion.
+    ordered = []
+    stack = [(n, 0) for n in reversed(children.get(None, []))]
+    while stack:
+        node, depth = stack.pop()
+        s = stats.get(node.pk, {})
+        ordered.append(
+            {
+                "s": node,
+                "depth": min(depth, 12),
+                "real_depth": depth,
+                "n": s.get("n", 0),
+                "tokens": s.get("tokens") or 0,
+                "edge": edges.get(node.pk),
+                "events": events.get(node.pk, []),
+                "current": node.pk == session.pk,
+            }
+        )
+        stack.extend((child, depth + 1) for child in reversed(children.get(node.pk, [])))
+    return render(
+        request,
+        "hermes_web/tree.html",
+        {"session": session, "nodes": ordered, "nav": "conversations"},
+    )
+
+
+@require_GET
+@login_required
+def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
+    session = _session_for(request, public_id)
+    root = lineage_root(session)
+    lineage = Compaction.objects.filter(Q(session_id=root.pk) | Q(session__root_id=root.pk))
+    tally = compaction_tally(lineage)
+    runs = list(
+        _lineage_compactions(session)
+        .select_related("session")
+        .defer("report")
+        .order_by("queued_at", "pk")
+    )
+    points = [
+        {
+            "label": f"#{i}",
+            "title": f"{term('trigger', c.trigger)} {term('mode', c.mode)} · {term('status', c.status)}",
+            "before": c.tokens_before or 0,
+            "after": c.tokens_after if c.tokens_after is not None else (c.tokens_before or 0),
+            "status": c.status,
+            "reason": c.reason,
+            "url": reverse("compaction_detail", args=[c.public_id]),
+            "when": c.queued_at,
+            "c": c,
+        }
+        for i, c in enumerate(runs, start=1)
+    ]
+    from hermes_web.services.compactions import compaction_config_for
+
+    config = compaction_config_for(session)
+    chart = timeline_chart(points, threshold=config.threshold_tokens, window=config.context_length)
+    return render(
+        request,
+        "hermes_web/timeline.html",
+        {"session": session, "chart": chart, "tally": tally, "nav": "conversations"},
+    )

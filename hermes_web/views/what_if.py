@@ -1,0 +1,341 @@
+"""What-if: the engine on your own parameters as a dry run, a form you can iterate on."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from compaction import ConfigError
+from hermes_web.inspection import (
+    term,
+)
+from hermes_web.models import Compaction, Session
+from hermes_web.services.compactions import (
+    request_compaction,
+)
+from hermes_web.views.compactions import (
+    _latest_committed,
+    _runs_inline,
+    _session_for,
+    card_context,
+)
+
+WHAT_IF_FIELDS = (
+    # (form name, config key, label, kind, help under the field)
+    (
+        "threshold",
+        "threshold_percent",
+        "Threshold (% of the context window)",
+        "percent",
+        "Automatic compaction starts at this share of the window.",
+    ),
+    (
+        "head",
+        "protect_first_n",
+        "Head: messages kept after the system prompt",
+        "int",
+        "Kept verbatim at the start; the cut moves past tool results so none is orphaned.",
+    ),
+    (
+        "tail",
+        "tail_token_budget",
+        "Tail budget (tokens)",
+        "int",
+        "The newest messages kept verbatim, up to about this many tokens; the latest user "
+        "message and reply always stay, even when they alone are bigger.",
+    ),
+    (
+        "fold",
+        "fold_min_chars",
+        "Fold tool results longer than (chars)",
+        "int",
+        "Longer tool results in the middle become one line.",
+    ),
+    (
+        "content_max",
+        "content_max",
+        "Truncate summarizer input over (chars)",
+        "int",
+        "Only what the summarizer reads is cut; the stored messages stay whole.",
+    ),
+    (
+        "content_head",
+        "content_head",
+        "… keeping the first (chars)",
+        "int",
+        "Start kept of a cut message. Start + end must not exceed the limit above.",
+    ),
+    (
+        "content_tail",
+        "content_tail",
+        "… and the last (chars)",
+        "int",
+        "End kept of a cut message.",
+    ),
+)
+FIELD_FOR_KEY = {key: name for name, key, *_ in WHAT_IF_FIELDS}
+PROFILES = ("classic", "hermes")
+
+
+def engine_has_profiles() -> bool:
+    """Whether the installed engine's CompactionConfig has a ``profile`` field (issue #13)."""
+    import dataclasses
+
+    from compaction import CompactionConfig
+
+    return "profile" in {f.name for f in dataclasses.fields(CompactionConfig)}
+
+
+def _friendly_config_error(error: ConfigError, overrides: dict, defaults: dict) -> tuple:
+    """(form field, message in the form's words) for an engine config error."""
+    key = getattr(error, "field", "")
+    labels = {name: label for name, _key, label, *_ in WHAT_IF_FIELDS}
+    if key in ("content_head", "content_tail", "content_max"):
+        used = {
+            k: overrides.get(k, defaults[k])
+            for k in ("content_head", "content_tail", "content_max")
+        }
+        return (
+            "content_head",
+            f"The start kept ({used['content_head']:,}) plus the end kept "
+            f"({used['content_tail']:,}) is {used['content_head'] + used['content_tail']:,} "
+            f"characters, longer than the truncation limit ({used['content_max']:,}). "
+            "Lower one of them or raise the limit.",
+        )
+    if key == "threshold_percent":
+        return "threshold", "Give a percentage above 0 and at most 100."
+    name = FIELD_FOR_KEY.get(key)
+    if name:
+        reason = str(error).split(": ", 1)[-1]
+        return name, f"{labels[name]}: {reason}."
+    return "form", str(error)
+
+
+def _what_if_form(session: Session, data=None) -> tuple[dict, dict, dict[str, str]]:
+    """Parse the what-if form into (values for redisplay, config overrides, errors by field).
+
+    ``data`` is the POST, or the GET query of a URL that reproduces an earlier run, or the
+    stored parameters of the run being shown; None shows the session's defaults.
+    """
+    from hermes_web.services.compactions import compaction_config_for
+
+    defaults = compaction_config_for(session).to_dict()
+    values: dict = {}
+    overrides: dict = {}
+    errors: dict[str, str] = {}
+    for name, key, label, kind, _help in WHAT_IF_FIELDS:
+        default = defaults[key] * 100 if kind == "percent" else defaults[key]
+        raw = str(data.get(name, "") if data is not None else "").strip()
+        values[name] = raw or (round(default, 2) if kind == "percent" else default)
+        if data is None or raw == "":
+            continue
+        try:
+            number = float(raw) if kind == "percent" else int(raw)
+        except ValueError:
+            errors[name] = (
+                f"{label}: “{raw}” is not a {'number' if kind == 'percent' else 'whole number'}."
+            )
+            continue
+        if kind == "percent" and not 0 < number <= 100:
+            errors[name] = "Give a percentage above 0 and at most 100."
+            continue
+        if number != default:
+            overrides[key] = number / 100 if kind == "percent" else number
+    source = data if data is not None else {}
+    values["summarizer"] = source.get("summarizer", "deterministic") or "deterministic"
+    values["mode"] = source.get("mode", session.effective_mode) or session.effective_mode
+    values["focus"] = source.get("focus", "")
+    if engine_has_profiles():
+        default_profile = defaults.get("profile", "hermes")
+        values["profile"] = source.get("profile", "") or default_profile
+        if values["profile"] not in PROFILES:
+            errors["profile"] = f"Profile: choose {' or '.join(PROFILES)}."
+        elif values["profile"] != default_profile:
+            overrides["profile"] = values["profile"]
+    if values["summarizer"] not in ("auto", "deterministic"):
+        errors["summarizer"] = "Summarizer: choose auto or deterministic."
+    if values["mode"] not in Compaction.Mode.values:
+        errors["mode"] = "Mode: choose rotation or in-place."
+    if not errors:
+        try:
+            compaction_config_for(session, overrides)
+        except ConfigError as error:
+            field, message = _friendly_config_error(error, overrides, defaults)
+            errors[field] = message
+    return values, overrides, errors
+
+
+def _values_of_run(run: Compaction) -> dict:
+    """The form values that reproduce a stored run."""
+    values = {"summarizer": run.summarizer or "deterministic", "mode": run.mode, "focus": run.focus}
+    if (run.config or {}).get("profile"):
+        values["profile"] = run.config["profile"]
+    if values["summarizer"] not in ("auto", "deterministic"):
+        values["summarizer"] = "auto"  # the run recorded which model wrote it, not the choice
+    for name, key, _label, kind, _help in WHAT_IF_FIELDS:
+        if key in (run.config or {}):
+            value = run.config[key]
+            values[name] = round(value * 100, 2) if kind == "percent" else value
+    return values
+
+
+def _query_of(values: dict) -> str:
+    return urlencode({k: v for k, v in values.items() if v not in ("", None)})
+
+
+def threshold_note(session: Session, overrides: dict) -> str:
+    """How the threshold in tokens follows from the percentage, the window and the floor."""
+    from hermes_web.services.compactions import compaction_config_for
+
+    try:
+        config = compaction_config_for(session, overrides)
+    except ConfigError:
+        return ""
+    raw = int(config.threshold_percent * config.context_length)
+    note = (
+        f"{config.threshold_percent * 100:g} % of this conversation's "
+        f"{config.context_length:,}-token window is {raw:,} tokens"
+    )
+    if config.threshold_tokens != raw:
+        return (
+            f"{note}, below the {config.min_threshold_tokens:,}-token floor, so the threshold "
+            f"is {config.threshold_tokens:,} tokens."
+        )
+    return f"{note}: the threshold."
+
+
+def parameters_used(session: Session, run: Compaction) -> list[dict]:
+    """Every parameter a run used, its session default, and whether it differed."""
+    from hermes_web.services.compactions import compaction_config_for
+
+    defaults = compaction_config_for(session).to_dict()
+    rows = []
+    for _name, key, label, kind, _help in WHAT_IF_FIELDS:
+        used = (run.config or {}).get(key, defaults[key])
+        shown = (lambda v: f"{v * 100:g} %") if kind == "percent" else (lambda v: f"{v:,}")
+        rows.append(
+            {
+                "label": label,
+                "used": shown(used),
+                "default": shown(defaults[key]),
+                "differs": used != defaults[key],
+            }
+        )
+    # Runs store their whole config; of the fields the form does not show, list the changed.
+    for key in sorted(set(run.config or {}) - set(FIELD_FOR_KEY)):
+        if run.config[key] != defaults.get(key):
+            rows.append(
+                {
+                    "label": key,
+                    "used": run.config[key],
+                    "default": defaults.get(key, "—"),
+                    "differs": True,
+                }
+            )
+    rows += [
+        {
+            "label": "Mode",
+            "used": term("mode", run.mode),
+            "default": term("mode", session.effective_mode),
+            "differs": run.mode != session.effective_mode,
+        },
+        {
+            "label": "Summarizer",
+            "used": term("summarizer", run.summarizer),
+            "default": term("summarizer", "auto"),
+            "differs": False,  # a run records who wrote the summary, not the choice made
+        },
+        {
+            "label": "Focus topic",
+            "used": run.focus or "—",
+            "default": "—",
+            "differs": bool(run.focus),
+        },
+    ]
+    return rows
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
+    session = _session_for(request, public_id)
+    run = None
+    if request.GET.get("run"):
+        run = (
+            Compaction.objects.for_user(request.user)
+            .filter(public_id=request.GET["run"], session=session)
+            .defer("report")  # card_context reads it only when its cache is cold
+            .first()
+        )
+    reproduce = any(name in request.GET for name, *_ in WHAT_IF_FIELDS) or any(
+        name in request.GET for name in ("mode", "profile", "focus")
+    )
+    if request.method == "POST":
+        data = request.POST
+    elif reproduce:
+        data = request.GET  # a URL that reproduces a run fills the form in
+    elif run is not None:
+        data = _values_of_run(run)
+    else:
+        data = None
+    values, overrides, errors = _what_if_form(session, data)
+    if request.method == "POST" and not errors:
+        try:
+            run = request_compaction(
+                session=session,
+                requested_by=request.user,
+                trigger=Compaction.Trigger.WHAT_IF,
+                mode=values["mode"],
+                focus=values["focus"][:2000],
+                config_overrides=overrides,
+                summarizer=values["summarizer"],
+                run_now=_runs_inline(session, values["summarizer"]),
+            )
+        except (ConfigError, ValueError) as error:
+            errors["form"] = str(error)
+        else:
+            return redirect(
+                f"{reverse('what_if', args=[session.public_id])}?run={run.public_id}"
+                f"&{_query_of(values)}"
+            )
+    if request.method == "POST":
+        run = None
+    context = {
+        "session": session,
+        "values": values,
+        "fields": [
+            {
+                "name": name,
+                "label": label,
+                "kind": kind,
+                "value": values[name],
+                "help": help_text,
+                "error": errors.get(name, ""),
+            }
+            for name, _key, label, kind, help_text in WHAT_IF_FIELDS
+        ],
+        "errors": errors,
+        "field_errors": [(name, message) for name, message in errors.items() if name != "form"],
+        "threshold_note": threshold_note(session, overrides),
+        "profiles": PROFILES if engine_has_profiles() else (),
+        "run": run,
+        "run_ctx": card_context(run) if run else None,
+        "run_params": parameters_used(session, run) if run else None,
+        "reproduce_url": f"?{_query_of(values)}",
+        "committed": _latest_committed(session),
+        "previous": list(
+            Compaction.objects.filter(session=session, trigger=Compaction.Trigger.WHAT_IF)
+            .defer("report")
+            .order_by("-queued_at")[:10]
+        ),
+        "nav": "conversations",
+    }
+    context["committed_ctx"] = card_context(context["committed"]) if context["committed"] else None
+    if request.htmx and request.GET.get("panel") == "run-status":
+        return render(request, "hermes_web/what_if.html#run-status", context)
+    return render(request, "hermes_web/what_if.html", context, status=400 if errors else 200)
