@@ -454,6 +454,9 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
         snapshot = position
         if prompt is not None:
             provider_prompt = prompt
+            # Rides along (the engine keeps a verbatim row's extra keys) so a row carried
+            # into the result keeps its per-call "prompt N tokens" label.
+            messages[-1]["provider_prompt_tokens"] = prompt
     return messages, counts, snapshot, provider_prompt
 
 
@@ -463,6 +466,7 @@ def _rows_for(
     rows = []
     for offset, message in enumerate(messages):
         known = {"role", "content", "tool_calls", "tool_call_id", "name", "tool_name", "reasoning"}
+        known.add("provider_prompt_tokens")
         rows.append(
             Message(
                 session_id=session_id,
@@ -474,6 +478,7 @@ def _rows_for(
                 tool_name=message.get("name") or message.get("tool_name") or "",
                 reasoning=message.get("reasoning"),
                 token_count=int(token_counts[offset]) if token_counts is not None else 0,
+                provider_prompt_tokens=message.get("provider_prompt_tokens"),
                 is_summary=offset == summary_index,
                 extra={k: v for k, v in message.items() if k not in known},
                 created_at=now,
