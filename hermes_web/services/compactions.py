@@ -478,7 +478,9 @@ def _rows_for(
                 tool_name=message.get("name") or message.get("tool_name") or "",
                 reasoning=message.get("reasoning"),
                 token_count=int(token_counts[offset]) if token_counts is not None else 0,
-                provider_prompt_tokens=message.get("provider_prompt_tokens"),
+                provider_prompt_tokens=(
+                    None if offset == summary_index else message.get("provider_prompt_tokens")
+                ),
                 is_summary=offset == summary_index,
                 extra={k: v for k, v in message.items() if k not in known},
                 created_at=now,
