@@ -11,9 +11,9 @@
 Each reply is a dict with any of: ``content`` (str), ``tool_calls`` (list, OpenAI format),
 ``reasoning_content``, ``finish_reason``, ``prompt_tokens``, ``completion_tokens``,
 ``status`` (an HTTP error status; ``error`` sets its message), ``sleep`` (seconds before
-answering), ``chunk_sleep`` (seconds after each streamed piece). When the queue is empty ``default_reply`` is used. ``stream: true`` requests get
-SSE chunks (content in a few pieces, then a usage chunk when
-``stream_options.include_usage`` is set, then ``[DONE]``).
+answering), ``chunk_sleep`` (seconds after each streamed piece). When the queue is empty
+``default_reply`` is used. ``stream: true`` requests get SSE chunks (content in a few
+pieces, then a usage chunk when ``stream_options.include_usage`` is set, then ``[DONE]``).
 """
 
 from __future__ import annotations
