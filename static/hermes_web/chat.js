@@ -96,13 +96,22 @@
     if (follow) toBottom();
   });
 
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = composer();
+    if (form && event.detail.elt === form) form.setAttribute("data-sending", event.detail.parameters.get ? event.detail.parameters.get("message") : (box() || {}).value);
+  });
+
   document.addEventListener("htmx:afterRequest", function (event) {
     var form = composer();
     var xhr = event.detail.xhr;
     if (!form || event.detail.elt !== form || !xhr) return;
-    // Only an accepted message empties the box: a refusal keeps every word typed.
+    var sent = form.getAttribute("data-sending");
+    form.removeAttribute("data-sending");
+    // Only an accepted message empties the box, and only if the box still holds what was
+    // sent: a refusal, or words typed while the request was on its way, are kept.
     if (xhr.status >= 200 && xhr.status < 300) {
-      form.reset();
+      var field = box();
+      if (field && field.value === sent) field.value = "";
       saveDraft();
       var error = document.getElementById("composer-error");
       if (error) error.textContent = "";
