@@ -167,8 +167,16 @@ class Compaction(models.Model):
         ABORTED = "aborted"
         FAILED = "failed"
         DRY_RUN = "dry_run", "dry run"
+        UNDONE = "undone"  # committed, then undone (services.undo); a redo commits it again
 
-    FINISHED = (Status.COMMITTED, Status.SKIPPED, Status.ABORTED, Status.FAILED, Status.DRY_RUN)
+    FINISHED = (
+        Status.COMMITTED,
+        Status.SKIPPED,
+        Status.ABORTED,
+        Status.FAILED,
+        Status.DRY_RUN,
+        Status.UNDONE,
+    )
 
     public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compactions")

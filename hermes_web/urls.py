@@ -68,6 +68,11 @@ urlpatterns = [
     path("chat/<str:public_id>/compress/", chat.chat_compress, name="chat_compress"),
     path("chat/<str:public_id>/earlier/", chat.chat_earlier, name="chat_earlier"),
     path("chat/turns/<str:public_id>/stop/", chat.chat_turn_stop, name="chat_turn_stop"),
+    path(
+        "chat/compactions/<str:public_id>/<str:action>/",
+        chat.chat_compaction_undo,
+        name="chat_compaction_undo",
+    ),
     path("compare/", inspector.compare, name="compare"),
     path("import/", imports.import_page, name="import_page"),
     path("settings/api-keys/", settings_views.api_keys, name="api_keys"),

@@ -661,7 +661,9 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
     window = session.context_length
     threshold = compaction_config_for(session).threshold_tokens
     calls = list(
-        Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
+        Message.objects.filter(
+            session_id=session.pk, active=True, provider_prompt_tokens__isnull=False
+        )
         .order_by("-position")
         .values_list("provider_prompt_tokens", "created_at")[:points]
     )[::-1]
@@ -790,6 +792,14 @@ def compaction_outcome(run: Compaction) -> str:
         return "Queued: waiting for a worker to pick it up."
     if status == Compaction.Status.RUNNING:
         return "Running: summarizing the middle of the conversation."
+    history = ((run.report or {}).get("undo") or {}).get("history") or []
+    carried = history[-1].get("carried_messages") if history else 0
+    carried_words = f"; {carried:,} later message(s) carried over" if carried else ""
+    if status == Compaction.Status.UNDONE:
+        return (
+            "Undone: the context from before this compaction is restored"
+            f"{carried_words}. Redo applies it again."
+        )
     if status == Compaction.Status.COMMITTED:
         saved = ""
         if run.tokens_before and run.tokens_after is not None:
@@ -802,7 +812,8 @@ def compaction_outcome(run: Compaction) -> str:
             if run.result_session_id and run.result_session_id != run.session_id
             else "older messages were archived in this session"
         )
-        return f"Done: {where}.{saved}"
+        redone = " (redone after an undo)" if history else ""
+        return f"Done{redone}: {where}{carried_words}.{saved}"
     reason = run.reason or ""
     words = {
         "nothing_to_compact": (
@@ -868,7 +879,7 @@ def chat_chains(user, *, limit: int = 50) -> list[dict[str, Any]]:
     entries = []
     for chain in chains.values():
         chain["sessions"].sort(key=lambda s: (s.created_at, s.pk), reverse=True)
-        live = [s for s in chain["sessions"] if s.end_reason != "compression"]
+        live = [s for s in chain["sessions"] if not s.end_reason]
         chain["tip"] = live[0] if live else chain["sessions"][0]
         chain["updated_at"] = max(s.updated_at for s in chain["sessions"])
         entries.append(chain)

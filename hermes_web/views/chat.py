@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -44,6 +44,7 @@ from hermes_web.agent.runner import (
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import CompactionRefused
 from hermes_web.services.sessions import resolve_tip
+from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state
 
 TEMPLATE = "hermes_web/chat.html"
 TURN_TEMPLATE = "hermes_web/_chat_turn.html"
@@ -140,7 +141,11 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
     continued_from = None
     if session.parent_id:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
-    continued_in = resolve_tip(session) if session.end_reason == "compression" else None
+    continued_in = None
+    if session.end_reason == "compression":
+        continued_in = resolve_tip(session)
+    elif session.end_reason == "undone" and session.parent_id:
+        continued_in = resolve_tip(Session.objects.get(pk=session.parent_id))
     compaction = latest_compaction(session)
     context = {
         "nav": "chat",
@@ -153,6 +158,7 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
         "meter": context_meter(session),
         "compaction": compaction,
         "compaction_words": compaction_outcome(compaction) if compaction else "",
+        "undo": undo_state(compaction) if not session.end_reason else {},
         "model_label": model_label(session.model),
         "continued_from": continued_from,
         "continued_in": continued_in if continued_in and continued_in.pk != session.pk else None,
@@ -406,3 +412,31 @@ def chat_compaction_status(request: HttpRequest, public_id: str) -> HttpResponse
         return render(request, TEMPLATE + "#compaction-done", context, status=HTMX_STOP_POLLING)
     status = HTMX_STOP_POLLING if run.is_finished else 200
     return render(request, TEMPLATE + "#compaction-status", context, status=status)
+
+
+@require_POST
+@login_required
+def chat_compaction_undo(request: HttpRequest, public_id: str, action: str) -> HttpResponse:
+    """Undo (or redo) a compaction from the chat marker, the status row or the inspector.
+
+    ``carry_over=1`` keeps messages added since (otherwise the refusal says why). Answers
+    with a redirect to the conversation's live session, the outcome in a flash message.
+    """
+    if action not in ("undo", "redo"):
+        raise Http404("unknown action")
+    run = get_object_or_404(
+        Compaction.objects.for_user(request.user).select_related("session"), public_id=public_id
+    )
+    carry = request.POST.get("carry_over") in ("1", "on", "true")
+    apply = undo_compaction if action == "undo" else redo_compaction
+    try:
+        run = apply(run, user=request.user, carry_over=carry)
+    except UndoRefused as refused:
+        flash.error(request, str(refused))
+    else:
+        flash.success(request, compaction_outcome(run))
+    live = resolve_tip(Session.objects.get(pk=run.session_id))
+    target = reverse("chat_detail", args=[live.public_id])
+    if request.htmx:
+        return HttpResponseClientRedirect(target)
+    return redirect(target)
