@@ -352,3 +352,36 @@ def test_a_context_overflow_is_recovered_and_said_in_the_transcript(
         page.locator(".assistant-bubble").filter(has_text="Answer to overflow please.")
     ).to_be_visible()
     screenshot("chat-overflow-recovered")
+
+
+def test_undo_and_redo_a_compaction_from_the_chat(
+    live_server, page, screenshot, django_user_model, scripted
+):
+    user = log_in(page, live_server, django_user_model)
+    session = open_chat(page, live_server, user, compaction_mode="in_place")
+    grow(session)
+    page.reload()
+    page.get_by_role("button", name="Compress").click()
+    marker = page.locator(".chat-marker")
+    expect(marker).to_be_visible(timeout=60_000)
+    page.reload()
+    expect(page.locator(".user-bubble").filter(has_text="question 0 ")).to_have_count(1)
+    expect(page.locator(".user-bubble").filter(has_text="question 5 ")).to_have_count(0)
+    marker.get_by_role("button", name="Undo").click()
+    expect(page.locator(".flash")).to_contain_text("Undone: the context from before")
+    expect(page.locator(".chat-marker")).to_have_count(0)
+    expect(page.locator(".user-bubble").filter(has_text="question 5 ")).to_have_count(1)
+    screenshot("chat-undone")
+    # A message after the undo: redo is refused in words, and offered with carrying it over.
+    page.locator("#message").fill("a question after the undo")
+    page.locator("#message").press("Enter")
+    expect(page.locator(".turn.turn-done")).to_have_count(1, timeout=30_000)
+    page.reload()
+    expect(page.locator(".undo-reason")).to_contain_text("2 messages were added after")
+    page.get_by_role("button", name="Redo this compaction and carry 2 messages over").click()
+    expect(page.locator(".chat-marker")).to_be_visible()
+    expect(page.locator(".user-bubble").filter(has_text="question 5 ")).to_have_count(0)
+    expect(
+        page.locator(".user-bubble").filter(has_text="a question after the undo")
+    ).to_be_visible()
+    screenshot("chat-redone")
