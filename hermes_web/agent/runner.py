@@ -828,7 +828,8 @@ def compaction_outcome(run: Compaction) -> str:
         ),
         "ineffective": (
             "Automatic compaction paused: the last compactions each saved too little "
-            "(anti-thrash). Use /compress to force one."
+            "(anti-thrash). It tries once more after a 5-minute cool-down; /compress forces "
+            "one now."
         ),
         "locked": "Skipped: another compaction of this session was already running.",
         "superseded": "Skipped: this session had already continued in a new session.",

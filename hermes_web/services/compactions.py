@@ -37,6 +37,8 @@ IN_PROGRESS = (Status.QUEUED, Status.RUNNING)
 SUMMARIZER_CHOICES = ("auto", "deterministic")
 # After this many claims of one row (workers killed mid-run) it is marked failed.
 MAX_ATTEMPTS = 3
+# How long the anti-thrash block holds before one automatic attempt is allowed again.
+ANTI_THRASH_COOLDOWN = timedelta(seconds=300)
 # Fields whose change makes stored per-message token counts wrong for this run.
 _RECOUNT_FIELDS = ("model", "per_message_overhead", "image_tokens")
 
@@ -225,6 +227,11 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
         .first()
     )
     if latest is not None and latest.status == Status.SKIPPED and latest.reason == "ineffective":
+        # Recovery probe (reference §10.4): once the block has stood for the cool-down, one
+        # automatic attempt is allowed; if it is ineffective too, the block comes back at once.
+        blocked_for = timezone.now() - (latest.finished_at or timezone.now())
+        if blocked_for >= ANTI_THRASH_COOLDOWN:
+            return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
         return None
     now = timezone.now()
     return Compaction.objects.create(

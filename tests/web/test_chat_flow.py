@@ -361,3 +361,37 @@ def test_refusals_keep_the_text_in_the_box(alice, alice_client, text):
     response = alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": text})
     assert response.status_code == 400
     assert f">{text}</textarea>" in response.content.decode()
+
+
+# -- anti-thrash cool-down ------------------------------------------------------------------------
+
+
+def test_the_anti_thrash_block_lifts_after_its_cool_down(alice, alice_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from hermes_web.services.compactions import maybe_auto_compact
+
+    session = long_chat(alice, pairs=3)
+    for _ in range(2):  # two automatic runs that each saved 1 %
+        Compaction.objects.create(
+            session=session,
+            result_session=session,
+            trigger=Compaction.Trigger.AUTO,
+            status=Compaction.Status.COMMITTED,
+            tokens_before=100_000,
+            tokens_after=99_000,
+            finished_at=timezone.now(),
+        )
+    blocked = maybe_auto_compact(session, prompt_tokens=120_000)
+    assert (blocked.status, blocked.reason) == ("skipped", "ineffective")
+    assert maybe_auto_compact(session, prompt_tokens=120_000) is None  # still blocked
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    assert "tries once more after a 5-minute cool-down" in page
+    Compaction.objects.filter(pk=blocked.pk).update(
+        finished_at=timezone.now() - timedelta(seconds=301)
+    )
+    probe = maybe_auto_compact(session, prompt_tokens=120_000)
+    assert probe is not None
+    assert (probe.status, probe.trigger) == ("queued", "auto")
