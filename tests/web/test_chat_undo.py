@@ -133,3 +133,108 @@ def test_the_chat_marker_undoes_and_the_status_row_redoes(alice, alice_client, b
         ).status_code
         == 404
     )
+
+
+def claude_code_file(path, turns=10):
+    """A Claude Code transcript of the shape met in real ones (a queue-operation and a
+    file-history-snapshot record, tool_use / tool_result pairs with usage, a sidechain)."""
+    import json
+
+    session_id = "c7d3d95c-57f0-4359-8f4b-926a9bef5a3f"
+    base = {"sessionId": session_id, "cwd": "/tmp/proj", "version": "2.1.14", "isSidechain": False}
+    lines = [
+        {"type": "queue-operation", "operation": "dequeue", "sessionId": session_id},
+        {"type": "file-history-snapshot", "messageId": "m0", "snapshot": {}},
+    ]
+    parent = None
+    for i in range(turns):
+        records = [
+            {"type": "user", "message": {"role": "user", "content": f"step {i}: port module {i}"}},
+            {
+                "type": "assistant",
+                "message": {
+                    "id": f"msg_{i}",
+                    "role": "assistant",
+                    "model": "claude-opus-4-5-20251101",
+                    "content": [
+                        {"type": "text", "text": f"Reading module {i}."},
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_{i}",
+                            "name": "Read",
+                            "input": {"file_path": f"/tmp/proj/src/mod_{i}.py"},
+                        },
+                    ],
+                    "usage": {
+                        "input_tokens": 3,
+                        "cache_read_input_tokens": 1000 * i,
+                        "output_tokens": 40,
+                    },
+                },
+            },
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": f"toolu_{i}",
+                            "content": "\n".join(
+                                f"{n:>6}\u2192def f_{i}_{n}(): return {n}" for n in range(120)
+                            ),
+                        },
+                    ],
+                },
+            },
+            {
+                "type": "assistant",
+                "isSidechain": i == 3,
+                "message": {
+                    "id": f"msg_{i}b",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"Module {i} ported."}],
+                },
+            },
+        ]
+        for n, record in enumerate(records):
+            uuid = f"u{i}-{n}"
+            lines.append(
+                {
+                    **base,
+                    **record,
+                    "uuid": uuid,
+                    "parentUuid": parent,
+                    "timestamp": f"2026-01-21T06:{20 + i:02d}:{n:02d}.000Z",
+                }
+            )
+            parent = uuid
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("mode", ["in_place", "rotation"])
+def test_an_imported_claude_code_session_undoes_exactly(alice, alice_client, tmp_path, mode):
+    """The shape met in real Claude Code transcripts, imported, opened in the chat,
+    compacted with a small tail, undone and redone exactly."""
+    from hermes_web.importers import import_path
+
+    report = import_path(claude_code_file(tmp_path / "session.jsonl"), owner=alice)
+    assert report.ok, report.to_dict()
+    session = report.sessions[0]
+    Session.objects.filter(pk=session.pk).update(compaction_mode=mode)
+    session.refresh_from_db()
+    assert alice_client.get(reverse("chat_detail", args=[session.public_id])).status_code == 200
+    before = openai_messages(session)
+    run = run_compaction(
+        request_compaction(
+            session=session, requested_by=alice, config_overrides={"tail_token_budget": 1500}
+        ).pk
+    )
+    assert run.status == "committed", (run.status, run.reason, run.error)
+    after = openai_messages(resolve_tip(Session.objects.get(pk=session.pk)))
+    assert len(after) < len(before)
+    run = undo_compaction(run, user=alice)
+    assert openai_messages(resolve_tip(Session.objects.get(pk=session.pk))) == before
+    redo_compaction(run, user=alice)
+    assert openai_messages(resolve_tip(Session.objects.get(pk=session.pk))) == after
