@@ -73,6 +73,12 @@
     if (form.requestSubmit) { form.requestSubmit(); } else { form.submit(); }
   }
 
+  // A chat opens at its newest message, not where the last visit was scrolled to.
+  if ("scrollRestoration" in history) history.scrollRestoration = "manual";
+  window.addEventListener("load", function () {
+    if (document.getElementById("transcript") && follow) toBottom();
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     restoreDraft();
     document.querySelectorAll("textarea#message, textarea#first-message").forEach(function (field) {

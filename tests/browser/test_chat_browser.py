@@ -219,7 +219,7 @@ def test_composer_enter_sends_queues_in_order_and_streams_markdown(
     expect(box).to_have_value("")
     # While it streams: Markdown already rendered (the server's sanitizer), Send busy.
     streaming = page.locator(".assistant-bubble.streaming")
-    expect(streaming.locator("strong").first).to_have_text("Bold start", timeout=20_000)
+    expect(streaming.locator("strong").first).to_have_text("Bold start", timeout=60_000)
     expect(page.locator(".send-button")).to_have_attribute("aria-busy", "true")
     expect(page.locator(".composer-state")).to_contain_text("queued")
     # Two more messages while it runs: both stored at once, marked queued.
@@ -260,7 +260,7 @@ def test_stop_keeps_the_partial_reply_and_the_chat_goes_on(
     session = open_chat(page, live_server, user)
     page.locator("#message").fill("slow story please")
     page.locator("#message").press("Enter")
-    expect(page.locator(".assistant-bubble.streaming")).to_be_visible(timeout=20_000)
+    expect(page.locator(".assistant-bubble.streaming")).to_be_visible(timeout=60_000)
     page.get_by_role("button", name="Stop").click()
     expect(page.locator(".stopped-note")).to_contain_text("You stopped this reply", timeout=20_000)
     expect(page.locator(".turn-stopped .assistant-bubble")).to_contain_text("Bold start")
@@ -385,3 +385,27 @@ def test_undo_and_redo_a_compaction_from_the_chat(
         page.locator(".user-bubble").filter(has_text="a question after the undo")
     ).to_be_visible()
     screenshot("chat-redone")
+
+
+NEAR_BOTTOM = "window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 150"
+
+
+def test_the_page_opens_at_the_bottom_and_follows_unless_scrolled_up(
+    live_server, page, django_user_model, scripted
+):
+    user = log_in(page, live_server, django_user_model)
+    session = open_chat(page, live_server, user)
+    grow(session, pairs=6)
+    page.reload()
+    assert page.evaluate(NEAR_BOTTOM), "the page should open at the newest message"
+    page.locator("#message").fill("slow and long")
+    page.locator("#message").press("Enter")
+    # The first turn waits for the worker to finish starting (it warms up first).
+    expect(page.locator(".assistant-bubble.streaming")).to_be_visible(timeout=60_000)
+    page.wait_for_function(NEAR_BOTTOM)  # followed the new output
+    # Scrolled up to read: the next updates leave the reader where they are.
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(2_500)  # two polls of the running turn
+    assert page.evaluate("window.scrollY") < 50
+    expect(page.locator(".turn.turn-done")).to_have_count(1, timeout=30_000)
+    assert page.evaluate("window.scrollY") < 50
