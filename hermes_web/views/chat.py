@@ -136,7 +136,9 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
     if not turns:
         last = AgentTurn.objects.filter(session=session).order_by("-created_at").first()
         shown = (AgentTurn.Status.FAILED, AgentTurn.Status.STOPPED)
-        turns = [last] if last is not None and last.status in shown else []
+        # The last turn stays in view when it ended badly or recovered from an overflow.
+        said = last is not None and (last.status in shown or (last.usage or {}).get("overflow"))
+        turns = [last] if said else []
     rows, earlier_before = _window(session, _hidden_ids(turns))
     continued_from = None
     if session.parent_id:
@@ -354,6 +356,13 @@ def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
     if context["t"]["turn_active"]:
         return render(request, TURN_TEMPLATE, context)
     session = Session.objects.get(pk=turn.session_id)
+    overflow = (turn.usage or {}).get("overflow") or {}
+    if overflow.get("status") == Compaction.Status.COMMITTED and session.parent_id:
+        moved = Compaction.objects.filter(
+            public_id=overflow.get("compaction"), result_session=session
+        ).exclude(session=session)
+        if moved.exists():  # the overflow recovery rotated: the page follows the turn
+            return HttpResponseClientRedirect(reverse("chat_detail", args=[session.public_id]))
     compaction = latest_compaction(session)
     marker = []
     if (

@@ -202,6 +202,9 @@ def test_a_context_overflow_compacts_at_once_and_retries_once(alice, alice_clien
         assert live.pk == session.pk
     assert Message.objects.filter(session=live, active=True, content="Recovered answer.").exists()
     final = alice_client.get(reverse("chat_turn_status", args=[turn.public_id]), headers=HTMX)
+    if mode == "rotation":  # the page follows the turn into the continuation session
+        assert final.headers["HX-Redirect"] == reverse("chat_detail", args=[live.public_id])
+        final = alice_client.get(reverse("chat_detail", args=[live.public_id]))
     assert "refused the request as too long" in final.content.decode()
     assert "compacted at once" in final.content.decode()
 
