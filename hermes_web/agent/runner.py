@@ -433,8 +433,6 @@ class TurnLoop:
                     self.record(message)
                 self.finish(AgentTurn.Status.STOPPED)
                 return
-            except ModelCallFailed:
-                raise
             except Exception as exc:
                 kind, message = classify_error(exc, self.model)
                 if kind is None:
