@@ -302,6 +302,10 @@ def test_drafts_survive_refusals_reloads_and_a_rotation(
     expect(page.locator(".continued-note")).to_be_visible(timeout=60_000)
     assert session.public_id not in page.url
     expect(page.locator("#message")).to_have_value("a half-written thought")
+    # The sidebar shows the chain once, under its live session, with its compaction count.
+    expect(page.locator(".chat-chain")).to_have_count(1)
+    expect(page.locator(".chat-chain > .badge")).to_have_text("1×")
+    expect(page.locator(".chain-sessions summary")).to_have_text("2 sessions in this chain")
     screenshot("chat-draft-after-rotation")
 
 
