@@ -247,9 +247,10 @@ def test_a_skipped_compaction_stops_polling_with_its_reason(alice_client, alice)
     # Said in words, never as the raw code.
     assert run.reason == "nothing_to_compact"
     assert "nothing_to_compact" not in body
+    head, tail = run.config["protect_first_n"], run.config["tail_token_budget"]
     assert (
-        "Nothing to compact: everything after the first 3 messages is within the protected tail of 20,000 tokens."
-        in body
+        f"Nothing to compact: everything after the first {head} messages is within the "
+        f"protected tail of {tail:,} tokens." in body
     )
 
 
