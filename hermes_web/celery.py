@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
 
@@ -21,3 +21,14 @@ def _tune_embedded_broker(sender: Celery, **kwargs: object) -> None:
         from kombu.transport.sqlalchemy import Transport
 
         Transport.polling_interval = settings.HERMES_BROKER_POLL_SECONDS
+
+
+@signals.worker_init.connect
+def _warm_worker(**kwargs: object) -> None:
+    # Before the pool starts (forked children inherit it): the first chat turn then costs
+    # what later ones do instead of paying litellm's import and the tokenizer load.
+    if os.environ.get("HERMES_WORKER_WARMUP", "1") == "0":  # measuring the cold first turn
+        return
+    from hermes_web.warmup import warm_worker
+
+    warm_worker()

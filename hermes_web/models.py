@@ -177,8 +177,16 @@ class Compaction(models.Model):
         ABORTED = "aborted"
         FAILED = "failed"
         DRY_RUN = "dry_run", "dry run"
+        UNDONE = "undone"  # committed, then undone (services.undo); a redo commits it again
 
-    FINISHED = (Status.COMMITTED, Status.SKIPPED, Status.ABORTED, Status.FAILED, Status.DRY_RUN)
+    FINISHED = (
+        Status.COMMITTED,
+        Status.SKIPPED,
+        Status.ABORTED,
+        Status.FAILED,
+        Status.DRY_RUN,
+        Status.UNDONE,
+    )
 
     public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compactions")
@@ -254,6 +262,7 @@ class AgentTurn(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        STOPPED = "stopped"
 
     public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
@@ -269,6 +278,11 @@ class AgentTurn(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A message sent while another turn runs waits here (stored at once, shown "queued"); it
+    # becomes a user message row only when its turn starts, so replies stay in order.
+    queued_text = models.TextField(blank=True)
+    # Set by the Stop button; the running loop sees it at its next write and stops cleanly.
+    stop_requested = models.BooleanField(default=False)
 
     objects = AgentTurnQuerySet.as_manager()
 

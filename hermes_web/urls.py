@@ -74,6 +74,13 @@ urlpatterns = [
     path("chat/<str:public_id>/", chat.chat_detail, name="chat_detail"),
     path("chat/<str:public_id>/send/", chat.chat_send, name="chat_send"),
     path("chat/<str:public_id>/compress/", chat.chat_compress, name="chat_compress"),
+    path("chat/<str:public_id>/earlier/", chat.chat_earlier, name="chat_earlier"),
+    path("chat/turns/<str:public_id>/stop/", chat.chat_turn_stop, name="chat_turn_stop"),
+    path(
+        "chat/compactions/<str:public_id>/<str:action>/",
+        chat.chat_compaction_undo,
+        name="chat_compaction_undo",
+    ),
     path("compare/", inspector.compare, name="compare"),
     path("import/", imports.import_page, name="import_page"),
     path("settings/api-keys/", settings_views.api_keys, name="api_keys"),

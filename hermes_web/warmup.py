@@ -42,3 +42,52 @@ def _import_views(patterns) -> None:
             _import_views(pattern.url_patterns)
         else:
             pattern.callback  # noqa: B018 (resolving the callback imports its module)
+
+
+def warm_worker() -> float:
+    """Pay at worker start what the first chat turn would otherwise pay; never raises.
+
+    The first reply after ``make run`` took 18 s against 2–3 s for later ones: the worker
+    imported litellm (≈4.5 s), its streaming and OpenAI client code on the first call, the
+    tool schemas, and loaded the tokenizer. Here: import litellm and the turn loop, load the
+    token encoding, and stream one offline ``mock_response`` completion through litellm (no
+    network: the bundled cost map is used). Returns the seconds it took.
+    """
+    import time
+
+    started = time.perf_counter()
+    try:
+        import litellm
+
+        litellm.suppress_debug_info = True
+        from hermes_web.agent import is_demo_model
+        from hermes_web.agent.runner import chat_model
+        from hermes_web.agent.tools import tool_schemas
+
+        tool_schemas()
+        model = chat_model()
+        if is_demo_model(model):
+            from hermes_web.agent.demo_model import register
+
+            register()
+        for _ in litellm.completion(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "warm up"}],
+            mock_response="ok",
+            stream=True,
+            stream_options={"include_usage": True},
+        ):
+            pass
+        # The OpenAI client class a real provider call builds on first use.
+        import openai  # noqa: F401
+
+        from compaction.tokens import get_encoding
+        from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
+
+        get_encoding(settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL)
+        get_encoding(DEFAULT_TOKEN_MODEL)
+    except Exception:  # a warm-up must never keep the worker from starting
+        log.exception("worker warm-up failed; the first turn will warm it")
+    elapsed = time.perf_counter() - started
+    log.info("worker warmed in %.1f s (litellm, turn loop, tokenizer)", elapsed)
+    return elapsed

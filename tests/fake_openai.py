@@ -11,10 +11,10 @@
 Each reply is a dict with any of: ``content`` (str), ``tool_calls`` (list, OpenAI format),
 ``reasoning_content``, ``finish_reason``, ``prompt_tokens``, ``completion_tokens``,
 ``status`` (an HTTP error status; ``error`` sets its message), ``sleep`` (seconds before
-answering), ``break_after`` (a stream closes after that many content pieces, with no
-finish and no ``[DONE]``). When the queue is empty ``default_reply`` is used. ``stream: true`` requests get
-SSE chunks (content in a few pieces, then a usage chunk when
-``stream_options.include_usage`` is set, then ``[DONE]``).
+answering), ``chunk_sleep`` (seconds after each streamed piece), ``break_after`` (a stream
+closes after that many content pieces, with no finish and no ``[DONE]``). When the queue is
+empty ``default_reply`` is used. ``stream: true`` requests get SSE chunks (content in a few
+pieces, then a usage chunk when ``stream_options.include_usage`` is set, then ``[DONE]``).
 """
 
 from __future__ import annotations
@@ -176,6 +176,8 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self.close_connection = True  # the connection drops mid-reply
                     return
                 send(chunk({"content": content[start : start + size]}))
+                if reply.get("chunk_sleep"):  # a slow stream (Stop, streaming display)
+                    time.sleep(float(reply["chunk_sleep"]))
             if reply.get("tool_calls"):
                 calls = [{**c, "index": i} for i, c in enumerate(reply["tool_calls"])]
                 send(chunk({"tool_calls": calls}))

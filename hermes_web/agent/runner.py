@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from hermes_web.agent import DEMO_CONTEXT_LENGTH, DEMO_MODEL, is_demo_model
@@ -109,11 +110,14 @@ def start_chat(*, owner, title: str = "") -> Session:
     return session
 
 
-def active_turn(session: Session) -> AgentTurn | None:
-    """The queued or running turn of this session (or of the one it rotated from)."""
+def active_turns(session: Session) -> list[AgentTurn]:
+    """The queued and running turns of this session (or of the one it rotated from), oldest first.
+
+    A running turn that outlived any real turn is reaped (marked failed) on the way.
+    """
     ids = [session.pk] + ([session.parent_id] if session.parent_id else [])
     turns = list(
-        AgentTurn.objects.filter(session_id__in=ids, status__in=ACTIVE).order_by("created_at")
+        AgentTurn.objects.filter(session_id__in=ids, status__in=ACTIVE).order_by("created_at", "pk")
     )
     cutoff = timezone.now() - stale_after()
 
@@ -125,14 +129,22 @@ def active_turn(session: Session) -> AgentTurn | None:
     if any(stale(t) for t in turns):
         reap_stale_turns(ids)
         turns = [t for t in turns if not stale(t)]
+    return turns
+
+
+def active_turn(session: Session) -> AgentTurn | None:
+    """The oldest queued or running turn of this session (or of the one it rotated from)."""
+    turns = active_turns(session)
     return turns[0] if turns else None
 
 
 def send_message(*, session: Session, text: str) -> AgentTurn:
     """Store the user's message on the live session and queue the turn that answers it.
 
-    A message that arrives while the turn is still waiting (a compaction is running) joins
-    that turn; while a turn is already running, ChatBusy is raised and nothing is stored.
+    With no turn in flight the message becomes a user row at once and its turn is queued.
+    While another turn is queued or running, the text is stored on a new queued turn instead
+    (shown as "queued"): it becomes a user row when that turn starts, after the replies before
+    it, so every message is answered in the order it was sent. Nothing is ever refused here.
     """
     with transaction.atomic():
         # Locked and re-read: a rotation committing right now must not strand the message
@@ -143,22 +155,32 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
             if child.pk == tip.pk:
                 break
             tip = Session.objects.select_for_update().get(pk=child.pk)
-        waiting = active_turn(tip)
-        if waiting is not None and waiting.status == AgentTurn.Status.RUNNING:
-            raise ChatBusy(
-                "the agent is still answering your previous message; send this once it has replied"
-            )
-        message = append_message(tip, role="user", content=text)
+        ahead = active_turn(tip)
         if not tip.title:
             title = " ".join(text.split())[:80]
             Session.objects.filter(pk=tip.pk, title="").update(title=title)
             tip.title = title
-        if waiting is not None:
-            return waiting
-        turn = AgentTurn.objects.create(session=tip, user_message=message, model=chat_model())
+        if ahead is not None:
+            turn = AgentTurn.objects.create(session=tip, queued_text=text, model=chat_model())
+        else:
+            message = append_message(tip, role="user", content=text)
+            turn = AgentTurn.objects.create(session=tip, user_message=message, model=chat_model())
         from hermes_web.tasks import enqueue_on_commit, run_agent_turn
 
         enqueue_on_commit(run_agent_turn, turn.pk)
+    return turn
+
+
+def request_stop(turn: AgentTurn) -> AgentTurn:
+    """Ask a turn to stop. A queued one stops at once (its text is kept on the row); a running
+    one stops at its next write: the reply so far is kept and marked stopped, and a tool call
+    already announced gets a result saying it was not run, so no call is left unanswered.
+    """
+    AgentTurn.objects.filter(pk=turn.pk, status__in=ACTIVE).update(stop_requested=True)
+    AgentTurn.objects.filter(pk=turn.pk, status=AgentTurn.Status.QUEUED).update(
+        status=AgentTurn.Status.STOPPED, finished_at=timezone.now()
+    )
+    turn.refresh_from_db()
     return turn
 
 
@@ -215,12 +237,12 @@ def run_turn(turn_id: int) -> float | None:
         # Compactions run in their own tasks; a turn started now would be snapshotted half-done.
         if _blocking_compaction(ids) is not None:
             return 1.0
-        if (
-            AgentTurn.objects.filter(session_id__in=ids, status=AgentTurn.Status.RUNNING)
-            .exclude(pk=turn.pk)
-            .exists()
-        ):
-            return 1.0
+        # Answered in order: wait while a turn runs or an older one is still queued.
+        ahead = Q(status=AgentTurn.Status.RUNNING) | Q(
+            status=AgentTurn.Status.QUEUED, pk__lt=turn.pk
+        )
+        if AgentTurn.objects.filter(ahead, session_id__in=ids).exclude(pk=turn.pk).exists():
+            return 0.5
     claim = {
         "status": AgentTurn.Status.RUNNING,
         "started_at": timezone.now(),
@@ -231,6 +253,11 @@ def run_turn(turn_id: int) -> float | None:
         return None
     for field, value in claim.items():
         setattr(turn, field, value)
+    if turn.queued_text and turn.user_message_id is None:
+        # A queued message joins the conversation now, after the replies sent before it.
+        message = append_message(session, role="user", content=turn.queued_text)
+        AgentTurn.objects.filter(pk=turn.pk).update(user_message=message)
+        turn.user_message = message
     try:
         TurnLoop(turn, session).run()
     except ModelCallFailed as failure:
@@ -256,10 +283,101 @@ def _fail(turn: AgentTurn, kind: str, message: str) -> None:
 
 
 class ModelCallFailed(Exception):
+    """A provider error, classified for people (``kind`` is AgentTurn.error_kind)."""
+
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+class TurnStopped(Exception):
+    """The user pressed Stop while the model was streaming; ``partial`` is the text so far."""
+
+    def __init__(self, partial: str) -> None:
+        super().__init__("stopped")
+        self.partial = partial
+
+
+# -- context overflow ---------------------------------------------------------------------------
+
+OVERFLOW_WORDS = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+)
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """True when a provider refused a request for being longer than the model's window.
+
+    litellm's ContextWindowExceededError, any HTTP 413, or a 400 whose message names the
+    context length; the exception's cause chain is searched too (ModelCallFailed wraps it).
+    """
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 5:
+        seen += 1
+        if type(current).__name__ == "ContextWindowExceededError":
+            return True
+        status = getattr(current, "status_code", None)
+        if status == 413:
+            return True
+        if status == 400:
+            text = str(getattr(current, "message", None) or current).lower()
+            if any(word in text for word in OVERFLOW_WORDS):
+                return True
+        current = current.__cause__
+    return False
+
+
+def compact_for_overflow(session: Session) -> Compaction:
+    """Compact ``session`` now, in this process, forced (the anti-thrash rule does not apply:
+    the provider has just said the conversation no longer fits). Returns the finished run."""
+    from hermes_web.services.compactions import CompactionRefused, request_compaction
+
+    try:
+        return request_compaction(session=session, trigger=Compaction.Trigger.MANUAL, run_now=True)
+    except CompactionRefused:
+        return Compaction(session=session, status=Compaction.Status.SKIPPED, reason="ended")
+
+
+def call_with_overflow_recovery(
+    session: Session,
+    call,
+    *,
+    on_compacted=None,
+):
+    """Call the model on the session's active conversation, recovering once from an overflow.
+
+    ``call(messages)`` makes one model call with the session's OpenAI-format messages and
+    returns whatever it likes. When it raises a context-overflow error (see
+    ``is_context_overflow``: litellm's ContextWindowExceededError, HTTP 413, or a 400 naming
+    the context length), the session is compacted at once (``compact_for_overflow``:
+    forced, bypassing anti-thrash), ``on_compacted(run, live_session)`` is told, and ``call``
+    runs once more on the compacted conversation (on the rotation child when the mode is
+    rotation). If the compaction does not commit, or the retry overflows again, the error of
+    the last call is raised unchanged.
+
+    Returns ``(result, live_session)``. Shared by the chat turn loop and any other caller of
+    the model that keeps its history in a Session (the OpenAI-compatible endpoint).
+    """
+    try:
+        return call(openai_messages(session)), session
+    except Exception as exc:
+        if not is_context_overflow(exc):
+            raise
+        run = compact_for_overflow(session)
+        committed = run.status == Compaction.Status.COMMITTED
+        live = Session.objects.get(pk=run.result_session_id or session.pk) if committed else None
+        if on_compacted is not None:
+            on_compacted(run, exc, live)
+        if live is None:
+            raise
+        return call(openai_messages(live)), live
 
 
 class TurnLoop:
@@ -277,13 +395,51 @@ class TurnLoop:
             "message_ids": [],
         }
 
+    def compacted(self, run: Compaction, error: BaseException, live: Session | None) -> None:
+        """Overflow recovery hook: say so on the turn, and follow a rotation to its child."""
+        self.usage["overflow"] = {
+            "compaction": run.public_id if run.pk else "",
+            "status": run.status,
+            "reason": run.reason or "",
+            "tokens_before": run.tokens_before,
+            "tokens_after": run.tokens_after,
+            "error": _short(error),
+        }
+        if live is not None and live.pk != self.session.pk:
+            # The rows so far were copied into the child: the page shows them from there.
+            self.session = live
+            self.usage["message_ids"] = []
+            AgentTurn.objects.filter(pk=self.turn.pk).update(session=live)
+        self.record(None)
+
     def run(self) -> None:
         tools = tool_schemas()
         for round_number in range(MAX_TOOL_ROUNDS + 1):
             final = round_number == MAX_TOOL_ROUNDS
-            text, calls, reasoning, usage = self.call_model(
-                openai_messages(self.session), tools, final=final
-            )
+            try:
+                (text, calls, reasoning, usage), self.session = call_with_overflow_recovery(
+                    self.session,
+                    lambda messages, final=final: self.call_model(messages, tools, final=final),
+                    on_compacted=self.compacted,
+                )
+            except TurnStopped as stop:
+                if stop.partial:
+                    message = append_message(
+                        self.session,
+                        role="assistant",
+                        content=stop.partial,
+                        extra={"model": self.model, "turn": self.turn.public_id, "stopped": True},
+                    )
+                    self.record(message)
+                self.finish(AgentTurn.Status.STOPPED)
+                return
+            except Exception as exc:
+                kind, message = classify_error(exc, self.model)
+                if kind is None:
+                    raise
+                if is_context_overflow(exc) and self.usage.get("overflow"):
+                    message += " Compacting the conversation at once did not make it fit."
+                raise ModelCallFailed(kind, message) from exc
             self.usage["rounds"] += 1
             prompt_tokens = usage.get("prompt_tokens")
             if prompt_tokens is not None:
@@ -298,16 +454,21 @@ class TurnLoop:
                 provider_prompt_tokens=prompt_tokens,
                 extra={"model": self.model, "turn": self.turn.public_id},
             )
-            self.record(assistant, partial="")
+            live = self.record(assistant, partial="")
             if not calls:
                 break
             for call in calls:
                 name = call["function"]["name"]
-                self.record(None, activity=f"running {name}")
-                result = run_tool(
-                    name, call["function"]["arguments"], workspace=workspace_for(self.session)
-                )
-                self.usage["tool_calls"] += 1
+                if live:
+                    live = self.record(None, activity=f"running {name}")
+                if live:
+                    result = run_tool(
+                        name, call["function"]["arguments"], workspace=workspace_for(self.session)
+                    )
+                    self.usage["tool_calls"] += 1
+                else:
+                    # Every announced call gets its result, so the conversation stays valid.
+                    result = json.dumps({"error": "not run: the user stopped this turn"})
                 message = append_message(
                     self.session,
                     role="tool",
@@ -315,15 +476,23 @@ class TurnLoop:
                     tool_call_id=call["id"],
                     tool_name=name,
                 )
-                self.record(message, activity="")
+                live = self.record(message, activity="") and live
+            if not live:
+                self.finish(AgentTurn.Status.STOPPED)
+                return
         # Queue a compaction (if due) before the turn is marked done, so a message sent right
         # after the reply already finds it in progress and its turn waits for it.
-        self.usage.pop("activity", None)
         maybe_auto_compact(
             Session.objects.get(pk=self.session.pk), prompt_tokens=self.usage["prompt_tokens"]
         )
+        self.finish(AgentTurn.Status.DONE)
+
+    def finish(self, status: str) -> None:
+        self.usage.pop("activity", None)
+        if status == AgentTurn.Status.STOPPED:
+            self.usage["stopped"] = True
         AgentTurn.objects.filter(pk=self.turn.pk).update(
-            status=AgentTurn.Status.DONE,
+            status=status,
             usage=self.usage,
             partial_content="",
             finished_at=timezone.now(),
@@ -331,7 +500,8 @@ class TurnLoop:
 
     def record(
         self, message: Message | None, *, partial: str | None = None, activity: str | None = None
-    ) -> None:
+    ) -> bool:
+        """Save progress on the turn row; False once Stop was pressed (progress still saved)."""
         if message is not None:
             self.usage["message_ids"].append(message.pk)
         if activity is not None:
@@ -339,11 +509,16 @@ class TurnLoop:
         fields: dict[str, Any] = {"usage": self.usage}
         if partial is not None:
             fields["partial_content"] = partial
+        # The stop flag rides on the write the loop makes anyway: no extra query per step.
+        if AgentTurn.objects.filter(pk=self.turn.pk, stop_requested=False).update(**fields):
+            return True
         AgentTurn.objects.filter(pk=self.turn.pk).update(**fields)
+        return False
 
     def call_model(
         self, messages: list[dict], tools: list[dict], *, final: bool
     ) -> tuple[str, list[dict], str, dict]:
+        """One streamed model call. Raises the provider's exception as is, or TurnStopped."""
         import litellm
 
         litellm.suppress_debug_info = True
@@ -378,34 +553,33 @@ class TurnLoop:
         usage: dict[str, Any] = {}
         last_flush = time.monotonic()
         flushed = ""
-        try:
-            for chunk in litellm.completion(**kwargs):
-                chunk_usage = getattr(chunk, "usage", None)
-                if chunk_usage:
-                    usage = {
-                        "prompt_tokens": getattr(chunk_usage, "prompt_tokens", None),
-                        "completion_tokens": getattr(chunk_usage, "completion_tokens", None),
-                    }
-                if not chunk.choices:
-                    continue
-                delta = chunk.choices[0].delta
-                if delta is None:
-                    continue
-                if delta.content:
-                    text += delta.content
-                thinking = getattr(delta, "reasoning_content", None)
-                if thinking:
-                    reasoning += thinking
-                for piece in getattr(delta, "tool_calls", None) or []:
-                    _merge_call(calls, piece)
-                if text != flushed and time.monotonic() - last_flush >= FLUSH_SECONDS:
-                    AgentTurn.objects.filter(pk=self.turn.pk).update(partial_content=text)
-                    flushed, last_flush = text, time.monotonic()
-        except Exception as exc:
-            kind, message = classify_error(exc, self.model)
-            if kind is None:
-                raise
-            raise ModelCallFailed(kind, message) from exc
+        for chunk in litellm.completion(**kwargs):
+            chunk_usage = getattr(chunk, "usage", None)
+            if chunk_usage:
+                usage = {
+                    "prompt_tokens": getattr(chunk_usage, "prompt_tokens", None),
+                    "completion_tokens": getattr(chunk_usage, "completion_tokens", None),
+                }
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta is None:
+                continue
+            if delta.content:
+                text += delta.content
+            thinking = getattr(delta, "reasoning_content", None)
+            if thinking:
+                reasoning += thinking
+            for piece in getattr(delta, "tool_calls", None) or []:
+                _merge_call(calls, piece)
+            if text != flushed and time.monotonic() - last_flush >= FLUSH_SECONDS:
+                # The stop flag rides on the flush: a stopped turn keeps the text so far
+                # and drops any half-streamed tool call.
+                if not AgentTurn.objects.filter(pk=self.turn.pk, stop_requested=False).update(
+                    partial_content=text
+                ):
+                    raise TurnStopped(text)
+                flushed, last_flush = text, time.monotonic()
         ordered = [calls[i] for i in sorted(calls)]
         for call in ordered:
             call["id"] = call["id"] or f"call_{self.turn.public_id[:8]}_{len(ordered)}"
@@ -475,28 +649,76 @@ def _short(exc: Exception) -> str:
 
 
 def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
-    """Provider prompt tokens per model call vs the trigger threshold vs the window."""
+    """Where the context stands: provider prompt tokens per model call, the trigger threshold
+    and the window, and warnings in words.
+
+    After a committed compaction, and until a model call reports again, the latest figure is
+    the compaction's counted estimate (older provider counts describe a context that no
+    longer exists). Warns when the threshold is at or above the window (compaction would only
+    start once the window is full) and when the last compaction left the context over the
+    threshold or the window, linking the compaction's inspector page.
+    """
     window = session.context_length
     threshold = compaction_config_for(session).threshold_tokens
-    values = list(
-        Message.objects.filter(session_id=session.pk, provider_prompt_tokens__isnull=False)
-        .order_by("-position")
-        .values_list("provider_prompt_tokens", flat=True)[:points]
-    )[::-1]
-    estimate = None
-    if not values:
-        # Right after a compaction no model call has reported yet: show the counted size.
-        made = (
-            Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
-            .order_by("-finished_at")
-            .values_list("tokens_after", flat=True)
-            .first()
+    calls = list(
+        Message.objects.filter(
+            session_id=session.pk, active=True, provider_prompt_tokens__isnull=False
         )
-        estimate = made
-    scale = max([window, threshold, *values, estimate or 0]) or 1
-    latest = values[-1] if values else estimate
+        .order_by("-position")
+        .values_list("provider_prompt_tokens", "created_at")[:points]
+    )[::-1]
+    values = [v for v, _ in calls]
+    made = (
+        Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+        .order_by("-finished_at")
+        .only("public_id", "tokens_after", "finished_at")
+        .first()
+    )
+    latest = values[-1] if values else None
+    estimate = False
+    if made is not None and made.tokens_after is not None:
+        since = [v for v, at in calls if made.finished_at is None or at > made.finished_at]
+        if not since:
+            latest, estimate = made.tokens_after, True
+    scale = max([window, threshold, *values, latest or 0]) or 1
+    warnings: list[dict[str, str]] = []
+    if threshold >= window:
+        warnings.append(
+            {
+                "code": "threshold_at_window",
+                "message": (
+                    f"The threshold ({threshold:,}) is at or above the window ({window:,}): "
+                    "automatic compaction would only start once the window is already full."
+                ),
+                "link": "",
+            }
+        )
+    if made is not None and made.tokens_after is not None:
+        link = f"/compactions/{made.public_id}/"
+        if made.tokens_after >= window:
+            warnings.append(
+                {
+                    "code": "over_window",
+                    "message": (
+                        f"The last compaction left {made.tokens_after:,} tokens, over the "
+                        f"window of {window:,}: the next call may be refused."
+                    ),
+                    "link": link,
+                }
+            )
+        elif made.tokens_after >= threshold:
+            warnings.append(
+                {
+                    "code": "over_threshold",
+                    "message": (
+                        f"The last compaction left {made.tokens_after:,} tokens, still over "
+                        f"the threshold of {threshold:,}."
+                    ),
+                    "link": link,
+                }
+            )
     return {
-        "estimate": estimate is not None and not values,
+        "estimate": estimate,
         "window": window,
         "threshold": threshold,
         "latest": latest,
@@ -504,6 +726,8 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
         "threshold_pct": round(100 * threshold / scale, 1),
         "window_pct": round(100 * window / scale, 1),
         "over": latest is not None and latest >= threshold,
+        "over_window": latest is not None and latest >= window,
+        "warnings": warnings,
         "bars": [
             {"tokens": v, "pct": round(100 * v / scale, 1), "over": v >= threshold} for v in values
         ],
@@ -553,3 +777,127 @@ def set_mode(*, session: Session, mode: str) -> str:
     Session.objects.filter(pk=session.pk).update(compaction_mode=value)
     session.compaction_mode = value
     return value
+
+
+# -- words for people ---------------------------------------------------------------------------
+
+
+def compaction_outcome(run: Compaction) -> str:
+    """What a compaction run did or why it did not, in a sentence (never a raw reason code)."""
+    config = run.config or {}
+    tail = config.get("tail_token_budget")
+    head = config.get("protect_first_n")
+    status = run.status
+    if status == Compaction.Status.QUEUED:
+        return "Queued: waiting for a worker to pick it up."
+    if status == Compaction.Status.RUNNING:
+        return "Running: summarizing the middle of the conversation."
+    history = ((run.report or {}).get("undo") or {}).get("history") or []
+    carried = history[-1].get("carried_messages") if history else 0
+    carried_words = f"; {carried:,} later message(s) carried over" if carried else ""
+    if status == Compaction.Status.UNDONE:
+        return (
+            "Undone: the context from before this compaction is restored"
+            f"{carried_words}. Redo applies it again."
+        )
+    if status == Compaction.Status.COMMITTED:
+        saved = ""
+        if run.tokens_before and run.tokens_after is not None:
+            saved = (
+                f" {run.tokens_before:,} → {run.tokens_after:,} tokens"
+                f" ({100 - round(100 * run.tokens_after / run.tokens_before)} % smaller)."
+            )
+        where = (
+            "the conversation continues in a new session"
+            if run.result_session_id and run.result_session_id != run.session_id
+            else "older messages were archived in this session"
+        )
+        redone = " (redone after an undo)" if history else ""
+        return f"Done{redone}: {where}{carried_words}.{saved}"
+    reason = run.reason or ""
+    words = {
+        "nothing_to_compact": (
+            "Nothing to compact: everything after the first "
+            + (f"{head} messages" if head is not None else "messages")
+            + " is within the protected tail"
+            + (f" of {tail:,} tokens." if tail else ".")
+        ),
+        "summary_not_smaller": (
+            "Not applied: the summary would not have been smaller than the messages it "
+            "replaces, so the conversation was left as it was."
+        ),
+        "ineffective": (
+            "Automatic compaction paused: the last compactions each saved too little "
+            "(anti-thrash). It tries once more after a 5-minute cool-down; /compress forces "
+            "one now."
+        ),
+        "locked": "Skipped: another compaction of this session was already running.",
+        "superseded": "Skipped: this session had already continued in a new session.",
+        "summary_auth_error": (
+            "Stopped: the summary model refused the credentials; nothing was changed."
+        ),
+        "summary_failed": "Stopped: the summary could not be written; nothing was changed.",
+    }
+    if reason in words:
+        return words[reason]
+    if status == Compaction.Status.FAILED:
+        return (
+            "Failed: " + (run.error.splitlines()[0][:200] if run.error else "unknown error") + "."
+        )
+    if reason:
+        return f"{run.get_status_display().capitalize()}: {reason.replace('_', ' ')}."
+    return run.get_status_display().capitalize() + "."
+
+
+def chat_chains(user, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The sidebar: one entry per rotation chain (its live session first), newest first.
+
+    Each entry: ``tip`` (the live session), ``sessions`` (the chain, latest first),
+    ``compactions`` (the chain's compaction count) and ``label``: the title, with the date
+    and a short id added when another chain has the same title.
+    """
+    rows = list(
+        Session.objects.for_user(user)
+        .filter(source=Session.Source.CHAT)
+        .order_by("-updated_at")
+        .only(
+            "public_id",
+            "title",
+            "root_id",
+            "parent_id",
+            "end_reason",
+            "compression_count",
+            "created_at",
+            "updated_at",
+        )[: limit * 4]
+    )
+    chains: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        key = row.root_id or row.pk
+        chain = chains.setdefault(key, {"sessions": [], "tip": None, "compactions": 0})
+        chain["sessions"].append(row)
+        chain["compactions"] = max(chain["compactions"], row.compression_count)
+    entries = []
+    for chain in chains.values():
+        chain["sessions"].sort(key=lambda s: (s.created_at, s.pk), reverse=True)
+        live = [s for s in chain["sessions"] if not s.end_reason]
+        chain["tip"] = live[0] if live else chain["sessions"][0]
+        chain["updated_at"] = max(s.updated_at for s in chain["sessions"])
+        entries.append(chain)
+    entries.sort(key=lambda c: c["updated_at"], reverse=True)
+    entries = entries[:limit]
+    titles: dict[str, int] = {}
+    for chain in entries:
+        title = chain["tip"].title or "Untitled chat"
+        titles[title] = titles.get(title, 0) + 1
+    for chain in entries:
+        tip = chain["tip"]
+        title = tip.title or "Untitled chat"
+        chain["title"] = title
+        chain["disambiguation"] = (
+            f"{timezone.localtime(chain['sessions'][-1].created_at):%b %-d, %H:%M} · "
+            f"{tip.public_id[:6]}"
+            if titles[title] > 1
+            else ""
+        )
+    return entries

@@ -37,6 +37,8 @@ IN_PROGRESS = (Status.QUEUED, Status.RUNNING)
 SUMMARIZER_CHOICES = ("auto", "deterministic")
 # After this many claims of one row (workers killed mid-run) it is marked failed.
 MAX_ATTEMPTS = 3
+# How long the anti-thrash block holds before one automatic attempt is allowed again.
+ANTI_THRASH_COOLDOWN = timedelta(seconds=300)
 # Fields whose change makes stored per-message token counts wrong for this run.
 _RECOUNT_FIELDS = ("model", "per_message_overhead", "image_tokens")
 
@@ -225,6 +227,11 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
         .first()
     )
     if latest is not None and latest.status == Status.SKIPPED and latest.reason == "ineffective":
+        # Recovery probe (reference §10.4): once the block has stood for the cool-down, one
+        # automatic attempt is allowed; if it is ineffective too, the block comes back at once.
+        blocked_for = timezone.now() - (latest.finished_at or timezone.now())
+        if blocked_for >= ANTI_THRASH_COOLDOWN:
+            return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
         return None
     now = timezone.now()
     return Compaction.objects.create(
@@ -454,6 +461,9 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
         snapshot = position
         if prompt is not None:
             provider_prompt = prompt
+            # Rides along (the engine keeps a verbatim row's extra keys) so a row carried
+            # into the result keeps its per-call "prompt N tokens" label.
+            messages[-1]["provider_prompt_tokens"] = prompt
     return messages, counts, snapshot, provider_prompt
 
 
@@ -463,6 +473,7 @@ def _rows_for(
     rows = []
     for offset, message in enumerate(messages):
         known = {"role", "content", "tool_calls", "tool_call_id", "name", "tool_name", "reasoning"}
+        known.add("provider_prompt_tokens")
         rows.append(
             Message(
                 session_id=session_id,
@@ -474,6 +485,9 @@ def _rows_for(
                 tool_name=message.get("name") or message.get("tool_name") or "",
                 reasoning=message.get("reasoning"),
                 token_count=int(token_counts[offset]) if token_counts is not None else 0,
+                provider_prompt_tokens=(
+                    None if offset == summary_index else message.get("provider_prompt_tokens")
+                ),
                 is_summary=offset == summary_index,
                 extra={k: v for k, v in message.items() if k not in known},
                 created_at=now,

@@ -2,15 +2,19 @@
 
 Without JavaScript every action is a form POST followed by a redirect, and a reload shows
 the reply once the worker has written it. With htmx the reply streams in by polling the
-turn's partial every second, and the compaction row polls until it finishes; a committed
-rotation moves the page to the continuation session.
+turn's partial every second (Markdown rendered by the server with the same sanitizer as the
+final reply), and the compaction row polls until it finishes; a committed rotation moves the
+page to the continuation session, a committed in-place run drops its marker into the
+transcript. Messages sent while a turn runs are queued, never refused; a refusal (bad
+command, too long) keeps the text in the box. The page shows the newest messages only, with
+an "earlier messages" link that loads the previous page of them.
 """
 
 from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -23,13 +27,16 @@ from django_htmx.http import (
 )
 
 from hermes_web.agent import model_label
-from hermes_web.agent.render import chat_items
+from hermes_web.agent.render import chat_items, render_markdown
 from hermes_web.agent.runner import (
     ChatBusy,
-    active_turn,
+    active_turns,
+    chat_chains,
+    compaction_outcome,
     compress,
     context_meter,
     latest_compaction,
+    request_stop,
     send_message,
     set_mode,
     start_chat,
@@ -37,24 +44,17 @@ from hermes_web.agent.runner import (
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import CompactionRefused
 from hermes_web.services.sessions import resolve_tip
+from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state
 
 TEMPLATE = "hermes_web/chat.html"
+TURN_TEMPLATE = "hermes_web/_chat_turn.html"
 MAX_MESSAGE_CHARS = 100_000
 NUL_MESSAGE = "The message contains a NUL character (U+0000); remove it and send again."
-TRANSCRIPT_LIMIT = 400
+TRANSCRIPT_LIMIT = 60  # newest messages on the page; "earlier" loads as many again
 
 
 def _session_for(request: HttpRequest, public_id: str) -> Session:
     return get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
-
-
-def _sidebar(request: HttpRequest) -> list[Session]:
-    return list(
-        Session.objects.for_user(request.user)
-        .filter(source=Session.Source.CHAT)
-        .exclude(end_reason="compression")
-        .order_by("-updated_at")[:50]
-    )
 
 
 def _marker_for(rows: list[Message], session: Session) -> dict[int, Compaction]:
@@ -71,11 +71,25 @@ def _marker_for(rows: list[Message], session: Session) -> dict[int, Compaction]:
     return {r.pk: by_time.get(r.created_at) or made[0] for r in summaries if made}
 
 
-def _turn_context(turn: AgentTurn) -> dict:
+def _items(rows: list[Message], session: Session) -> list[dict]:
+    items = chat_items(rows)
+    markers = _marker_for(rows, session)
+    for item in items:
+        item["compaction"] = markers.get(item["row"].pk)
+    return items
+
+
+def _turn_rows(turn: AgentTurn) -> list[Message]:
     ids = list((turn.usage or {}).get("message_ids") or [])
-    rows = list(Message.objects.filter(pk__in=ids).order_by("position")) if ids else []
+    if turn.queued_text and turn.user_message_id:
+        ids.insert(0, turn.user_message_id)  # a queued message shows inside its own turn
+    return list(Message.objects.filter(pk__in=ids).order_by("position")) if ids else []
+
+
+def _turn_context(turn: AgentTurn) -> dict:
+    """Everything the turn partial shows: its rows so far, the streamed text, its state."""
     blocked = None
-    if turn.status == AgentTurn.Status.QUEUED:
+    if turn.status == AgentTurn.Status.QUEUED and not turn.queued_text:
         blocked = (
             Compaction.objects.filter(
                 session_id=turn.session_id,
@@ -84,41 +98,75 @@ def _turn_context(turn: AgentTurn) -> dict:
             .exclude(trigger=Compaction.Trigger.WHAT_IF)
             .first()
         )
+    overflow = (turn.usage or {}).get("overflow")
     return {
         "turn": turn,
-        "turn_items": chat_items(rows),
+        "turn_items": chat_items(_turn_rows(turn)),
         "turn_blocked_by": blocked,
         "turn_active": turn.status in (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING),
         "turn_model_label": model_label(turn.model),
+        # Streaming Markdown goes through the very function the final reply goes through.
+        "turn_partial_html": render_markdown(turn.partial_content) if turn.partial_content else "",
+        "turn_overflow": overflow,
     }
+
+
+def _hidden_ids(turns: list[AgentTurn]) -> set[int]:
+    hidden: set[int] = set()
+    for turn in turns:
+        hidden.update((turn.usage or {}).get("message_ids") or [])
+        if turn.queued_text and turn.user_message_id:
+            hidden.add(turn.user_message_id)
+    return hidden
+
+
+def _window(session: Session, hidden: set[int], before: int | None = None):
+    """The newest TRANSCRIPT_LIMIT active rows (before a position), and the position to ask
+    for the page before them (None when they reach the start)."""
+    rows = Message.objects.filter(session=session, active=True).exclude(pk__in=hidden)
+    if before is not None:
+        rows = rows.filter(position__lt=before)
+    page = list(rows.order_by("-position")[: TRANSCRIPT_LIMIT + 1])
+    more = len(page) > TRANSCRIPT_LIMIT
+    page = page[:TRANSCRIPT_LIMIT][::-1]
+    return page, (page[0].position if more and page else None)
 
 
 def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
-    turn = active_turn(session)
-    if turn is None:
+    turns = active_turns(session) if not session.end_reason else []
+    if not turns:
         last = AgentTurn.objects.filter(session=session).order_by("-created_at").first()
-        turn = last if last is not None and last.status == AgentTurn.Status.FAILED else None
-    hidden = set((turn.usage or {}).get("message_ids") or []) if turn else set()
-    rows = list(Message.objects.filter(session=session).active().exclude(pk__in=hidden))
-    earlier = max(0, len(rows) - TRANSCRIPT_LIMIT)
-    rows = rows[earlier:]
-    items = chat_items(rows)
-    markers = _marker_for(rows, session)
-    for item in items:
-        item["compaction"] = markers.get(item["row"].pk)
+        shown = (AgentTurn.Status.FAILED, AgentTurn.Status.STOPPED)
+        # The last turn stays in view when it ended badly or recovered from an overflow.
+        said = last is not None and (last.status in shown or (last.usage or {}).get("overflow"))
+        turns = [last] if said else []
+    rows, earlier_before = _window(session, _hidden_ids(turns))
+    continued_from = None
+    if session.parent_id:
+        continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
+    continued_in = None
+    if session.end_reason == "compression":
+        continued_in = resolve_tip(session)
+    elif session.end_reason == "undone" and session.parent_id:
+        continued_in = resolve_tip(Session.objects.get(pk=session.parent_id))
+    compaction = latest_compaction(session)
     context = {
         "nav": "chat",
         "session": session,
-        "sessions": _sidebar(request),
-        "items": items,
-        "earlier": earlier,
+        "chains": chat_chains(request.user),
+        "draft_key": session.root.public_id if session.root_id else session.public_id,
+        "items": _items(rows, session),
+        "earlier_before": earlier_before,
+        "turns": [_turn_context(t) for t in turns],
         "meter": context_meter(session),
-        "compaction": latest_compaction(session),
+        "compaction": compaction,
+        "compaction_words": compaction_outcome(compaction) if compaction else "",
+        "undo": undo_state(compaction) if not session.end_reason else {},
         "model_label": model_label(session.model),
+        "continued_from": continued_from,
+        "continued_in": continued_in if continued_in and continued_in.pk != session.pk else None,
         "draft": "",
     }
-    if turn is not None:
-        context.update(_turn_context(turn))
     context.update(extra)
     return context
 
@@ -127,7 +175,7 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
 @login_required
 def chat(request: HttpRequest) -> HttpResponse:
     return render(
-        request, TEMPLATE, {"nav": "chat", "session": None, "sessions": _sidebar(request)}
+        request, TEMPLATE, {"nav": "chat", "session": None, "chains": chat_chains(request.user)}
     )
 
 
@@ -151,17 +199,39 @@ def chat_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def chat_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    """A chat page. A session that continued in a rotation child is shown read-only, with
+    a link forward; the live session links back to the one it continues."""
     session = _session_for(request, public_id)
-    tip = resolve_tip(session)
-    if tip.pk != session.pk:
-        # The conversation went on in a rotation child: a reload of the old URL follows it.
-        return redirect("chat_detail", public_id=tip.public_id)
     return render(request, TEMPLATE, _page_context(request, session))
+
+
+@require_GET
+@login_required
+def chat_earlier(request: HttpRequest, public_id: str) -> HttpResponse:
+    """The page of messages before ``?before=<position>`` (the "earlier messages" link)."""
+    session = _session_for(request, public_id)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        before = None
+    if before is None or not 0 <= before < 2**31:
+        return HttpResponse("before must be a message position", status=400)
+    if not request.htmx:
+        return redirect(reverse("conversation_detail", args=[session.public_id]))
+    turns = active_turns(session)
+    rows, earlier_before = _window(session, _hidden_ids(turns), before)
+    return render(
+        request,
+        TEMPLATE + "#earlier",
+        {"session": session, "items": _items(rows, session), "earlier_before": earlier_before},
+    )
 
 
 def _refuse(
     request: HttpRequest, session: Session, message: str, status: int, draft: str = ""
 ) -> HttpResponse:
+    """A refusal in words. The text stays: htmx leaves the box alone, and the plain form
+    page puts it back in the box."""
     if request.htmx:
         response = render(request, TEMPLATE + "#composer-error", {"error": message}, status=status)
         return reswap(retarget(response, "#composer-error"), "outerHTML")
@@ -176,15 +246,16 @@ def _refuse(
 def _command(request: HttpRequest, session: Session, text: str) -> HttpResponse:
     name, _, argument = text[1:].partition(" ")
     name = name.lower()
+    run = None
     try:
         if name == "compress":
             run = compress(session=session, user=request.user, focus=argument)
-            note = f"Compaction {run.get_status_display()}" + (
-                f" with focus “{run.focus}”." if run.focus else "."
-            )
         elif name == "mode":
             value = set_mode(session=resolve_tip(session), mode=argument or "")
-            note = f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}."
+            flash.success(
+                request,
+                f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}.",
+            )
         else:
             return _refuse(
                 request,
@@ -199,10 +270,18 @@ def _command(request: HttpRequest, session: Session, text: str) -> HttpResponse:
         return _refuse(request, session, str(refused).capitalize() + ".", 409, text)
     except ValueError:
         return _refuse(request, session, "Usage: /mode rotation or /mode in-place.", 400, text)
-    flash.success(request, note)
+    tip = resolve_tip(session)
+    if run is not None and request.htmx:
+        # The status row follows the run to its end (no banner left behind saying "queued").
+        response = render(
+            request,
+            TEMPLATE + "#compaction-status",
+            {"compaction": run, "session": tip, "compaction_words": compaction_outcome(run)},
+        )
+        return reswap(retarget(response, "#compaction-status"), "outerHTML")
     if request.htmx:
         return HttpResponseClientRefresh()
-    return redirect("chat_detail", public_id=resolve_tip(session).public_id)
+    return redirect("chat_detail", public_id=tip.public_id)
 
 
 @require_POST
@@ -218,29 +297,21 @@ def chat_send(request: HttpRequest, public_id: str) -> HttpResponse:
             session,
             f"The message is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}.",
             400,
+            text,
         )
     if "\x00" in text:
         return _refuse(request, session, NUL_MESSAGE, 400, text.replace("\x00", ""))
     if text.startswith("/"):
         return _command(request, session, text)
-    try:
-        turn = send_message(session=session, text=text)
-    except ChatBusy as busy:
-        return _refuse(request, session, str(busy).capitalize() + ".", 409, text)
+    turn = send_message(session=session, text=text)
     if not request.htmx:
         return redirect("chat_detail", public_id=turn.session.public_id)
     turn.refresh_from_db()
-    user_row = (
-        Message.objects.filter(session_id=turn.session_id, role=Message.Role.USER)
-        .order_by("-position")
-        .first()
-    )
+    user_row = turn.user_message if not turn.queued_text else None
     context = {
         "sent_items": chat_items([user_row]) if user_row else [],
         "session": turn.session,
-        "meter": context_meter(turn.session),
-        "compaction": latest_compaction(turn.session),
-        **_turn_context(turn),
+        "t": _turn_context(turn),
     }
     return render(request, TEMPLATE + "#sent", context)
 
@@ -253,6 +324,33 @@ def chat_compress(request: HttpRequest, public_id: str) -> HttpResponse:
     return _command(request, session, f"/compress {focus}".strip())
 
 
+@require_POST
+@login_required
+def chat_turn_stop(request: HttpRequest, public_id: str) -> HttpResponse:
+    """The Stop button: the turn stops at its next step, keeping what it wrote so far."""
+    turn = get_object_or_404(
+        AgentTurn.objects.for_user(request.user).select_related("session"), public_id=public_id
+    )
+    turn = request_stop(turn)
+    if not request.htmx:
+        return redirect("chat_detail", public_id=resolve_tip(turn.session).public_id)
+    return render(request, TURN_TEMPLATE, {"t": _turn_context(turn), "session": turn.session})
+
+
+def _live_marker(run: Compaction) -> list[dict]:
+    """The marker item of an in-place compaction that committed while the page was open."""
+    row = (
+        Message.objects.filter(session_id=run.result_session_id, is_summary=True, active=True)
+        .order_by("-position")
+        .first()
+    )
+    if row is None:
+        return []
+    items = chat_items([row])
+    items[0]["compaction"] = run
+    return items
+
+
 @require_GET
 @login_required
 def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
@@ -260,19 +358,40 @@ def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
         AgentTurn.objects.for_user(request.user).select_related("session"), public_id=public_id
     )
     if turn.status in (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING):
-        active_turn(turn.session)  # reaps it if its worker died
+        active_turns(turn.session)  # reaps it if its worker died
         turn.refresh_from_db()
-    context = {**_turn_context(turn), "session": turn.session}
     if not request.htmx:
-        return redirect("chat_detail", public_id=turn.session.public_id)
-    if context["turn_active"]:
-        return render(request, TEMPLATE + "#turn-status", context)
+        return redirect("chat_detail", public_id=resolve_tip(turn.session).public_id)
+    context = {"t": _turn_context(turn), "session": turn.session}
+    if context["t"]["turn_active"]:
+        return render(request, TURN_TEMPLATE, context)
     session = Session.objects.get(pk=turn.session_id)
+    overflow = (turn.usage or {}).get("overflow") or {}
+    if overflow.get("status") == Compaction.Status.COMMITTED and session.parent_id:
+        moved = Compaction.objects.filter(
+            public_id=overflow.get("compaction"), result_session=session
+        ).exclude(session=session)
+        if moved.exists():  # the overflow recovery rotated: the page follows the turn
+            return HttpResponseClientRedirect(reverse("chat_detail", args=[session.public_id]))
+    compaction = latest_compaction(session)
+    marker = []
+    if (
+        compaction is not None
+        and compaction.status == Compaction.Status.COMMITTED
+        and compaction.result_session_id == session.pk
+        and compaction.session_id == session.pk
+        and turn.started_at is not None
+        and compaction.finished_at
+        and compaction.finished_at >= turn.started_at
+    ):
+        marker = _live_marker(compaction)  # committed in place while this turn ran
     context.update(
         {
             "session": session,
             "meter": context_meter(session),
-            "compaction": latest_compaction(session),
+            "compaction": compaction,
+            "compaction_words": compaction_outcome(compaction) if compaction else "",
+            "marker_items": marker,
             "oob": True,
         }
     )
@@ -287,18 +406,56 @@ def chat_compaction_status(request: HttpRequest, public_id: str) -> HttpResponse
         public_id=public_id,
     )
     if not request.htmx:
-        return redirect("chat_detail", public_id=run.session.public_id)
+        return redirect("chat_detail", public_id=resolve_tip(run.session).public_id)
+    context = {
+        "compaction": run,
+        "session": run.session,
+        "compaction_words": compaction_outcome(run),
+    }
     if run.is_finished and run.status == Compaction.Status.COMMITTED:
         if run.result_session_id and run.result_session_id != run.session_id:
             # Rotation: the chat continues in the child session, and the URL follows.
             return HttpResponseClientRedirect(
                 reverse("chat_detail", args=[run.result_session.public_id])
             )
-        return HttpResponseClientRefresh()  # in place: same URL, the transcript is now compacted
+        # In place: the marker drops into the transcript and the meter shows the estimate.
+        session = run.result_session or run.session
+        context.update(
+            {
+                "session": session,
+                "meter": context_meter(session),
+                "marker_items": _live_marker(run),
+                "oob": True,
+            }
+        )
+        return render(request, TEMPLATE + "#compaction-done", context, status=HTMX_STOP_POLLING)
     status = HTMX_STOP_POLLING if run.is_finished else 200
-    return render(
-        request,
-        TEMPLATE + "#compaction-status",
-        {"compaction": run, "session": run.session},
-        status=status,
+    return render(request, TEMPLATE + "#compaction-status", context, status=status)
+
+
+@require_POST
+@login_required
+def chat_compaction_undo(request: HttpRequest, public_id: str, action: str) -> HttpResponse:
+    """Undo (or redo) a compaction from the chat marker, the status row or the inspector.
+
+    ``carry_over=1`` keeps messages added since (otherwise the refusal says why). Answers
+    with a redirect to the conversation's live session, the outcome in a flash message.
+    """
+    if action not in ("undo", "redo"):
+        raise Http404("unknown action")
+    run = get_object_or_404(
+        Compaction.objects.for_user(request.user).select_related("session"), public_id=public_id
     )
+    carry = request.POST.get("carry_over") in ("1", "on", "true")
+    apply = undo_compaction if action == "undo" else redo_compaction
+    try:
+        run = apply(run, user=request.user, carry_over=carry)
+    except UndoRefused as refused:
+        flash.error(request, str(refused))
+    else:
+        flash.success(request, compaction_outcome(run))
+    live = resolve_tip(Session.objects.get(pk=run.session_id))
+    target = reverse("chat_detail", args=[live.public_id])
+    if request.htmx:
+        return HttpResponseClientRedirect(target)
+    return redirect(target)

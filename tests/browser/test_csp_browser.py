@@ -18,9 +18,11 @@ def test_no_page_violates_the_csp(live_server, page, django_user_model):
     violations: list[str] = []
     page.on(
         "console",
-        lambda msg: violations.append(f"{page.url}: {msg.text}")
-        if "Content Security Policy" in msg.text or "Refused to" in msg.text
-        else None,
+        lambda msg: (
+            violations.append(f"{page.url}: {msg.text}")
+            if "Content Security Policy" in msg.text or "Refused to" in msg.text
+            else None
+        ),
     )
     page.goto(live_server.url + "/accounts/login/")
     page.get_by_label("Username").fill("alice")

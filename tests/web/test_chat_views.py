@@ -114,22 +114,39 @@ def test_turn_status_polls_until_done_then_stops(alice_client, alice, llm):
     assert '<div id="compaction-status" hx-swap-oob="true"' in body
 
 
-def test_sending_while_the_agent_answers_is_refused_and_nothing_is_stored(alice_client, alice, llm):
+def test_sending_while_the_agent_answers_queues_the_message_in_order(alice_client, alice, llm):
     session = start_chat(owner=alice)
     alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "first"})
-    AgentTurn.objects.filter(session=session).update(status=AgentTurn.Status.RUNNING)
+    first = AgentTurn.objects.get(session=session)
+    AgentTurn.objects.filter(pk=first.pk).update(status=AgentTurn.Status.RUNNING)
     response = alice_client.post(
-        reverse("chat_send", args=[session.public_id]), {"message": "second"}
-    )
-    assert response.status_code == 409
-    assert "still answering" in response.content.decode()
-    assert "second" in response.content.decode()  # the draft is kept in the box
-    assert not Message.objects.filter(session=session, content="second").exists()
-    htmx = alice_client.post(
         reverse("chat_send", args=[session.public_id]), {"message": "second"}, headers=HTMX
     )
-    assert htmx.status_code == 409
-    assert htmx.headers["HX-Retarget"] == "#composer-error"
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "second" in body
+    assert "queued" in body
+    alice_client.post(reverse("chat_send", args=[session.public_id]), {"message": "third"})
+    queued = list(AgentTurn.objects.filter(session=session).exclude(pk=first.pk).order_by("pk"))
+    assert [t.queued_text for t in queued] == ["second", "third"]
+    # Stored at once on the turn, not yet in the conversation: the running turn's reply
+    # must come before them.
+    assert not Message.objects.filter(session=session, content="second").exists()
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    assert page.index("second") < page.index("third")
+    # Behind a running turn a queued one waits; then each is answered in its order.
+    assert run_turn(queued[0].pk) == 0.5
+    AgentTurn.objects.filter(pk=first.pk).update(status=AgentTurn.Status.QUEUED)
+    llm.enqueue(
+        {"content": "one", "prompt_tokens": 10},
+        {"content": "two", "prompt_tokens": 20},
+        {"content": "three", "prompt_tokens": 30},
+    )
+    assert run_turn(queued[1].pk) == 0.5  # the older ones go first
+    for turn in (first, *queued):
+        assert run_turn(turn.pk) is None
+    rows = list(Message.objects.filter(session=session, role__in=["user", "assistant"]).active())
+    assert [r.content for r in rows] == ["first", "one", "second", "two", "third", "three"]
 
 
 @pytest.mark.parametrize("text", ["", "   "])
@@ -168,11 +185,15 @@ def test_rotation_commit_moves_the_chat_to_the_child(alice_client, alice):
     done = alice_client.get(status_url, headers=HTMX)
     child_url = reverse("chat_detail", args=[run.result_session.public_id])
     assert done.headers["HX-Redirect"] == child_url
-    # A plain reload of the old URL follows the rotation too.
-    old = alice_client.get(reverse("chat_detail", args=[session.public_id]))
-    assert old.status_code == 302
-    assert old.url == child_url
+    # The old URL shows the old session read-only, with a link forward (no composer).
+    old = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    assert "This session is read-only" in old
+    assert f'href="{child_url}"' in old
+    assert 'id="composer"' not in old
+    assert 'hx-trigger="load"' not in old
     page = alice_client.get(child_url).content.decode()
+    assert "Continued in a new session" in page
+    assert f'href="{reverse("chat_detail", args=[session.public_id])}"' in page
     assert "Context compacted" in page
     assert f'href="/compactions/{run.public_id}/"' in page
     assert "committed" in page
@@ -191,7 +212,12 @@ def test_in_place_mode_stays_on_the_same_session(alice_client, alice):
     assert run.status == "committed"
     assert run.result_session_id == session.pk
     done = alice_client.get(reverse("chat_compaction_status", args=[run.public_id]), headers=HTMX)
-    assert done.headers["HX-Refresh"] == "true"
+    # The marker drops into the transcript live, and the meter shows the counted estimate.
+    body = done.content.decode()
+    assert done.status_code == 286
+    assert 'hx-swap-oob="beforeend:#transcript"' in body
+    assert "Context compacted" in body
+    assert "after compaction" in body.split('id="chat-meter"')[1]
     page = alice_client.get(reverse("chat_detail", args=[session.public_id]))
     assert page.status_code == 200
     assert f'href="/compactions/{run.public_id}/"' in page.content.decode()
@@ -216,8 +242,16 @@ def test_a_skipped_compaction_stops_polling_with_its_reason(alice_client, alice)
         reverse("chat_compaction_status", args=[run.public_id]), headers=HTMX
     )
     assert response.status_code == 286
-    assert run.status in response.content.decode()
-    assert run.reason in response.content.decode()
+    body = response.content.decode()
+    assert run.status in body
+    # Said in words, never as the raw code.
+    assert run.reason == "nothing_to_compact"
+    assert "nothing_to_compact" not in body
+    head, tail = run.config["protect_first_n"], run.config["tail_token_budget"]
+    assert (
+        f"Nothing to compact: everything after the first {head} messages is within the "
+        f"protected tail of {tail:,} tokens." in body
+    )
 
 
 def test_partials_need_login_and_ownership(client, bob_client, alice):

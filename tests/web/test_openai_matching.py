@@ -153,7 +153,10 @@ def test_a_request_adding_more_than_the_recent_window_still_continues_its_sessio
     key = ApiKey.issue(owner=alice, name="k")[0]
     history = [{"role": "user", "content": "start"}]
     session, _ = store(
-        prepare(key, parse_request(json.dumps({"model": "openai/fake-chat", "messages": history}).encode())),
+        prepare(
+            key,
+            parse_request(json.dumps({"model": "openai/fake-chat", "messages": history}).encode()),
+        ),
         Reply(content="ok"),
     )
     history.append({"role": "assistant", "content": "ok"})
