@@ -10,12 +10,11 @@ transaction, or nothing. The requested summarizer (``auto`` / ``deterministic``)
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -27,7 +26,17 @@ from compaction import (
     compact,
     should_compact,
 )
-from hermes_web.models import Compaction, Message, Session, SessionLock
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.dbretry import TRANSIENT_DB_ERRORS, db_retry
+from hermes_web.services.leases import (
+    Heartbeat,
+    acquire_lock,
+    holder_for,
+    lease_remaining,
+    live_lease_of,
+    release_lock,
+    still_holding,
+)
 from hermes_web.services.sessions import lineage_root, message_dict, normalize_mode, token_model
 
 log = logging.getLogger(__name__)
@@ -43,6 +52,19 @@ _RECOUNT_FIELDS = ("model", "per_message_overhead", "image_tokens")
 
 class CompactionRefused(Exception):
     """A compaction that cannot be requested (e.g. the session already rotated)."""
+
+
+class CompactionBusy(CompactionRefused):
+    """Another (non-dry) run of the session is already queued or running."""
+
+    def __init__(self, running: Compaction | None):
+        self.running = running
+        what = (
+            f"compaction {running.public_id} is already {running.status}"
+            if running
+            else ("a compaction is already queued or running")
+        )
+        super().__init__(f"{what} for this session")
 
 
 # --- configuration ---------------------------------------------------------------------
@@ -141,19 +163,28 @@ def request_compaction(
         raise CompactionRefused(
             "this session was already compacted by rotation; compact its continuation"
         )
-    run = Compaction.objects.create(
-        session=session,
-        requested_by=requested_by,
-        mode=mode,
-        trigger=trigger,
-        focus=focus or "",
-        config=config.to_dict(),
-        summarizer=summarizer,
-    )
-    if run_now:
-        return run_compaction(run.pk)
+    try:
+        # The partial unique constraint "one_live_compaction_per_session" makes the check
+        # atomic: of simultaneous requests exactly one row is inserted.
+        with transaction.atomic():
+            run = Compaction.objects.create(
+                session=session,
+                requested_by=requested_by,
+                mode=mode,
+                trigger=trigger,
+                focus=focus or "",
+                config=config.to_dict(),
+                summarizer=summarizer,
+            )
+    except IntegrityError as error:
+        raise CompactionBusy(in_progress(session)) from error
     from hermes_web.tasks import compact_session, enqueue_on_commit
 
+    if run_now:
+        run = run_compaction(run.pk)
+        if run.status != Status.QUEUED:
+            return run
+        # Waiting behind another run's lease: a worker takes it when that run ends.
     enqueue_on_commit(compact_session, run.pk)
     return run
 
@@ -215,7 +246,10 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
         return None
     decision = should_compact(prompt_tokens, config, lineage_history(session))
     if decision.should:
-        return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
+        try:
+            return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
+        except CompactionBusy:
+            return None  # a run was requested a moment ago, between the check and here
     if decision.reason != "ineffective":
         return None
     latest = (
@@ -245,43 +279,6 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
     )
 
 
-# --- the lease lock --------------------------------------------------------------------
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.HERMES_LOCK_LEASE_SECONDS)
-
-
-def acquire_lock(session_id: int, holder: str) -> bool:
-    """Take the session's lease if it is free or expired (one conditional UPDATE)."""
-    # get_or_create survives a concurrent insert of the same row (it re-reads on IntegrityError).
-    SessionLock.objects.get_or_create(session_id=session_id)
-    now = timezone.now()
-    taken = SessionLock.objects.filter(
-        Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lt=now), session_id=session_id
-    ).update(holder=holder, expires_at=now + _lease())
-    return taken == 1
-
-
-def release_lock(session_id: int, holder: str) -> None:
-    SessionLock.objects.filter(session_id=session_id, holder=holder).update(
-        holder="", expires_at=None
-    )
-
-
-def _holder_for(run: Compaction) -> str:
-    # The run's id leads, so a redelivered task can tell its own live lease from another run's.
-    return f"{run.public_id}:{uuid.uuid4().hex[:12]}"
-
-
-def _live_lease_of(run: Compaction) -> bool:
-    return SessionLock.objects.filter(
-        session_id=run.session_id,
-        holder__startswith=f"{run.public_id}:",
-        expires_at__gt=timezone.now(),
-    ).exists()
-
-
 # --- running ---------------------------------------------------------------------------
 
 
@@ -309,7 +306,7 @@ def _claim(run: Compaction) -> bool:
         run.refresh_from_db()
         return True
     run.refresh_from_db()
-    if run.status != Status.RUNNING or _live_lease_of(run):
+    if run.status != Status.RUNNING or live_lease_of(run):
         return False  # finished, or another worker is running it right now
     if run.attempts >= MAX_ATTEMPTS:
         _finish(
@@ -329,26 +326,76 @@ def run_compaction(compaction_id: int) -> Compaction:
     """Run one compaction to its end: the body of the ``compact_session`` task.
 
     Idempotent: a finished row is returned as is; a row another worker is running (live
-    lease) is returned still ``running``. A second run of a session while one holds its
-    lease is recorded as ``skipped`` / ``locked``.
+    lease) is returned still ``running``. A run that finds its session's lease held by
+    another run (a what-if, typically) goes back to ``queued`` and is sent again when that
+    run lets go. Transient database errors that outlast the in-place retries propagate (the
+    task retries them); any other error fails the run.
     """
     run = Compaction.objects.select_related("session").get(pk=compaction_id)
     if run.is_finished or not _claim(run):
         return run
-    holder = _holder_for(run)
+    holder = holder_for(run)
     if not acquire_lock(run.session_id, holder):
-        if _live_lease_of(run):  # a duplicate delivery of this very run won the lease
+        if live_lease_of(run):  # a duplicate delivery of this very run won the lease
             return run
-        return _finish(
-            run, Status.SKIPPED, reason="locked", report={"status": "skipped", "reason": "locked"}
+        return _wait_for_lease(run)
+    deadline = settings.HERMES_RUN_DEADLINE_SECONDS
+
+    def on_deadline() -> None:
+        Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+            status=Status.FAILED,
+            error=f"timed out: still running after {deadline}s (HERMES_RUN_DEADLINE_SECONDS)",
+            finished_at=timezone.now(),
         )
+
     try:
-        return _run_locked(run, holder)
+        with Heartbeat(run.session_id, holder, deadline_seconds=deadline, on_deadline=on_deadline):
+            return _run_locked(run, holder)
+    except TRANSIENT_DB_ERRORS:
+        log.warning("compaction %s: database unavailable; the task will retry", run.public_id)
+        raise
     except Exception as error:
         log.exception("compaction %s failed", run.public_id)
         return _finish(run, Status.FAILED, error=f"{type(error).__name__}: {error}"[:2000])
     finally:
-        release_lock(run.session_id, holder)
+        try:
+            release_lock(run.session_id, holder)
+            _send_waiting(run)
+        except TRANSIENT_DB_ERRORS as error:  # the lease lapses by itself in a few seconds
+            log.warning("compaction %s: could not release its lease: %s", run.public_id, error)
+
+
+def _wait_for_lease(run: Compaction) -> Compaction:
+    """Another run holds the lease: back to ``queued`` (not skipped), to run after it."""
+    Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+        status=Status.QUEUED, started_at=None, attempts=F("attempts") - 1
+    )
+    run.refresh_from_db()
+    # The holder may have let go between our attempt and the requeue, and sent nothing:
+    # look once more, so a waiting run is never left behind.
+    if lease_remaining(run) == 0 and run.status == Status.QUEUED:
+        _send(run.pk)
+    return run
+
+
+def _send_waiting(run: Compaction) -> None:
+    """Send the runs of this session that waited for the lease this run just released."""
+    waiting = Compaction.objects.filter(session_id=run.session_id, status=Status.QUEUED).exclude(
+        pk=run.pk
+    )
+    for pk in waiting.order_by("queued_at", "pk").values_list("pk", flat=True):
+        _send(pk)
+
+
+def _send(compaction_id: int) -> None:
+    from hermes_web.tasks import compact_session
+
+    try:
+        compact_session.delay(compaction_id)
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception as error:  # broker down: the recovery sweep sends it later
+        log.warning("could not send compaction %s: %s", compaction_id, error)
 
 
 def _run_locked(run: Compaction, holder: str) -> Compaction:
@@ -409,6 +456,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     return _commit_rotation(run, session, result, report, outcome, holder)
 
 
+@db_retry
 def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | None]:
     """Active messages in engine format, their stored token counts, the last position, and
     the newest provider prompt count. Read as plain tuples: model instances for 10k rows
@@ -500,16 +548,11 @@ def _copy_row(row: Message, session_id: int, position: int) -> Message:
     )
 
 
-def _still_holding(session_id: int, holder: str) -> bool:
-    # Commit-time lease check: a worker whose lease expired and was taken over must not write.
-    lock = SessionLock.objects.select_for_update().filter(session_id=session_id).first()
-    return lock is not None and lock.holder == holder
-
-
+@db_retry
 def _commit_rotation(run, session, result, report, outcome, holder) -> Compaction:
     now = timezone.now()
     with transaction.atomic():
-        if not _still_holding(session.pk, holder):
+        if not still_holding(session.pk, holder):
             return _lost_lease(run)
         parent = Session.objects.select_for_update().get(pk=session.pk)
         child = Session.objects.create(
@@ -549,10 +592,11 @@ def _commit_rotation(run, session, result, report, outcome, holder) -> Compactio
     return run
 
 
+@db_retry
 def _commit_in_place(run, session, result, report, outcome, holder) -> Compaction:
     now = timezone.now()
     with transaction.atomic():
-        if not _still_holding(session.pk, holder):
+        if not still_holding(session.pk, holder):
             return _lost_lease(run)
         locked = Session.objects.select_for_update().get(pk=session.pk)
         top = Message.objects.filter(session_id=locked.pk).aggregate(m=Max("position"))["m"] or 0
@@ -599,18 +643,6 @@ def _lost_lease(run: Compaction) -> Compaction:
     return run
 
 
-def lease_remaining(run: Compaction) -> int:
-    """Seconds until the session's current lease expires (0 when free)."""
-    expires = (
-        SessionLock.objects.filter(session_id=run.session_id)
-        .values_list("expires_at", flat=True)
-        .first()
-    )
-    if not expires:
-        return 0
-    return max(0, int((expires - timezone.now()).total_seconds()))
-
-
 def stranded_runs(*, queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
     """Runs whose task was lost: queued for a while, or running without a live lease.
 
@@ -629,6 +661,6 @@ def stranded_runs(*, queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
         for run in Compaction.objects.filter(
             status=Status.RUNNING, started_at__lt=now - timedelta(seconds=5)
         )
-        if not _live_lease_of(run)
+        if not live_lease_of(run)
     ]
     return queued + running
