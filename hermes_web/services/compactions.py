@@ -399,6 +399,9 @@ def _send(compaction_id: int) -> None:
 
 
 def _run_locked(run: Compaction, holder: str) -> Compaction:
+    run.refresh_from_db()
+    if run.is_finished:  # an earlier attempt committed while we waited for its lease
+        return run
     session = Session.objects.get(pk=run.session_id)
     what_if = run.trigger == Compaction.Trigger.WHAT_IF
     if not what_if and session.end_reason == "compression":
@@ -551,43 +554,50 @@ def _copy_row(row: Message, session_id: int, position: int) -> Message:
 @db_retry
 def _commit_rotation(run, session, result, report, outcome, holder) -> Compaction:
     now = timezone.now()
-    with transaction.atomic():
-        if not still_holding(session.pk, holder):
-            return _lost_lease(run)
-        parent = Session.objects.select_for_update().get(pk=session.pk)
-        child = Session.objects.create(
-            owner_id=parent.owner_id,
-            title=parent.title,
-            source=parent.source,
-            model=parent.model,
-            context_length=parent.context_length,
-            compaction_mode=parent.compaction_mode,
-            parent=parent,
-            root_id=parent.root_id or parent.pk,
-            compression_count=parent.compression_count + 1,
-            previous_summary=report.get("summary_body") or "",
-            extra={"compacted_from": parent.public_id, "compaction": run.public_id},
-        )
-        rows = _rows_for(
-            child.pk,
-            result.messages,
-            report.get("output_message_tokens"),
-            result.summary_index,
-            0,
-            now,
-        )
-        # Messages that arrived while the engine ran: kept on the parent and carried over.
-        late = Message.objects.filter(
-            session_id=parent.pk, active=True, position__gt=run.snapshot_position
-        )
-        rows += [
-            _copy_row(r, child.pk, len(rows) + i) for i, r in enumerate(late.order_by("position"))
-        ]
-        Message.objects.bulk_create(rows, batch_size=500)
-        Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
-        Compaction.objects.filter(pk=run.pk).update(
-            status=Status.COMMITTED, result_session=child, finished_at=now, **outcome
-        )
+    try:
+        with transaction.atomic():
+            if not still_holding(session.pk, holder):
+                return _lost_lease(run)
+            parent = Session.objects.select_for_update().get(pk=session.pk)
+            child = Session.objects.create(
+                owner_id=parent.owner_id,
+                title=parent.title,
+                source=parent.source,
+                model=parent.model,
+                context_length=parent.context_length,
+                compaction_mode=parent.compaction_mode,
+                parent=parent,
+                root_id=parent.root_id or parent.pk,
+                compression_count=parent.compression_count + 1,
+                previous_summary=report.get("summary_body") or "",
+                extra={"compacted_from": parent.public_id, "compaction": run.public_id},
+            )
+            rows = _rows_for(
+                child.pk,
+                result.messages,
+                report.get("output_message_tokens"),
+                result.summary_index,
+                0,
+                now,
+            )
+            # Messages that arrived while the engine ran: kept on the parent and carried over.
+            late = Message.objects.filter(
+                session_id=parent.pk, active=True, position__gt=run.snapshot_position
+            )
+            rows += [
+                _copy_row(r, child.pk, len(rows) + i)
+                for i, r in enumerate(late.order_by("position"))
+            ]
+            Message.objects.bulk_create(rows, batch_size=500)
+            Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
+            # Only a run still "running" commits: if a takeover finished it meanwhile, roll
+            # everything back.
+            if not Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+                status=Status.COMMITTED, result_session=child, finished_at=now, **outcome
+            ):
+                raise _Superseded
+    except _Superseded:
+        return _lost_lease(run)
     run.refresh_from_db()
     return run
 
@@ -595,46 +605,58 @@ def _commit_rotation(run, session, result, report, outcome, holder) -> Compactio
 @db_retry
 def _commit_in_place(run, session, result, report, outcome, holder) -> Compaction:
     now = timezone.now()
-    with transaction.atomic():
-        if not still_holding(session.pk, holder):
-            return _lost_lease(run)
-        locked = Session.objects.select_for_update().get(pk=session.pk)
-        top = Message.objects.filter(session_id=locked.pk).aggregate(m=Max("position"))["m"] or 0
-        Message.objects.filter(
-            session_id=locked.pk, active=True, position__lte=run.snapshot_position
-        ).update(active=False, archived=True, archived_by=run)
-        rows = _rows_for(
-            locked.pk,
-            result.messages,
-            report.get("output_message_tokens"),
-            result.summary_index,
-            top + 1,
-            now,
-        )
-        Message.objects.bulk_create(rows, batch_size=500)
-        # Rows appended during the run move after the compacted list, in their order.
-        late = list(
+    try:
+        with transaction.atomic():
+            if not still_holding(session.pk, holder):
+                return _lost_lease(run)
+            locked = Session.objects.select_for_update().get(pk=session.pk)
+            top = (
+                Message.objects.filter(session_id=locked.pk).aggregate(m=Max("position"))["m"] or 0
+            )
             Message.objects.filter(
-                session_id=locked.pk,
-                active=True,
-                position__gt=run.snapshot_position,
-                position__lte=top,
-            ).order_by("position")
-        )
-        next_position = top + 1 + len(rows)
-        for offset, row in enumerate(late):
-            row.position = next_position + offset
-        Message.objects.bulk_update(late, ["position"], batch_size=500)
-        Session.objects.filter(pk=locked.pk).update(
-            compression_count=F("compression_count") + 1,
-            previous_summary=report.get("summary_body") or "",
-            updated_at=now,
-        )
-        Compaction.objects.filter(pk=run.pk).update(
-            status=Status.COMMITTED, result_session=locked, finished_at=now, **outcome
-        )
+                session_id=locked.pk, active=True, position__lte=run.snapshot_position
+            ).update(active=False, archived=True, archived_by=run)
+            rows = _rows_for(
+                locked.pk,
+                result.messages,
+                report.get("output_message_tokens"),
+                result.summary_index,
+                top + 1,
+                now,
+            )
+            Message.objects.bulk_create(rows, batch_size=500)
+            # Rows appended during the run move after the compacted list, in their order.
+            late = list(
+                Message.objects.filter(
+                    session_id=locked.pk,
+                    active=True,
+                    position__gt=run.snapshot_position,
+                    position__lte=top,
+                ).order_by("position")
+            )
+            next_position = top + 1 + len(rows)
+            for offset, row in enumerate(late):
+                row.position = next_position + offset
+            Message.objects.bulk_update(late, ["position"], batch_size=500)
+            Session.objects.filter(pk=locked.pk).update(
+                compression_count=F("compression_count") + 1,
+                previous_summary=report.get("summary_body") or "",
+                updated_at=now,
+            )
+            # Only a run still "running" commits: if a takeover finished it meanwhile, roll
+            # everything back.
+            if not Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+                status=Status.COMMITTED, result_session=locked, finished_at=now, **outcome
+            ):
+                raise _Superseded
+    except _Superseded:
+        return _lost_lease(run)
     run.refresh_from_db()
     return run
+
+
+class _Superseded(Exception):
+    """Raised inside a commit's transaction to roll it back: the run is no longer running."""
 
 
 def _lost_lease(run: Compaction) -> Compaction:
