@@ -311,8 +311,8 @@ if HERMES_COMPACTION_MODE not in ("rotation", "in_place"):
 # taken over by the recovery sweep (every HERMES_RECOVERY_SWEEP_SECONDS in every worker)
 # within lease + sweep seconds of its last heartbeat.
 HERMES_LOCK_LEASE_SECONDS = env_int("HERMES_LOCK_LEASE_SECONDS", 15)
-HERMES_LEASE_HEARTBEAT_SECONDS = float(env_str("HERMES_LEASE_HEARTBEAT_SECONDS", "5"))
-HERMES_RECOVERY_SWEEP_SECONDS = float(env_str("HERMES_RECOVERY_SWEEP_SECONDS", "5"))
+HERMES_LEASE_HEARTBEAT_SECONDS = float(env_str("HERMES_LEASE_HEARTBEAT_SECONDS") or "5")
+HERMES_RECOVERY_SWEEP_SECONDS = float(env_str("HERMES_RECOVERY_SWEEP_SECONDS") or "5")
 # Enforced by the heartbeat, since the threads pool of `make run` ignores Celery's time limits.
 HERMES_RUN_DEADLINE_SECONDS = env_int("HERMES_RUN_DEADLINE_SECONDS", CELERY_TASK_SOFT_TIME_LIMIT)
 # Transient database errors (a restart, SQLite busy) are retried in place this long.
