@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from sys import intern
 from typing import Any
 
 from django.conf import settings
@@ -437,6 +438,10 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         token_counts=None if recount else token_counts,
         provider_prompt_tokens=provider_prompt,
     )
+    # The input is the biggest thing this process holds (a million messages: most of the
+    # worker's memory); the result keeps only head, summary and tail. Drop it before the
+    # report is serialized and the commit builds its rows.
+    del messages, token_counts
     report = result.report.to_dict()
     tokens = report.get("tokens") or {}
     outcome = {
@@ -493,11 +498,13 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
     ) in rows.iterator(chunk_size=2000):
         messages.append(
             message_dict(
-                role=role,
+                # Every row's strings are new objects; a million rows repeat a handful of
+                # roles and tool names, so share one object each (about 60 MB per million).
+                role=intern(role),
                 content=content,
-                tool_calls=tool_calls,
+                tool_calls=_shared_call_strings(tool_calls) if tool_calls else tool_calls,
                 tool_call_id=tool_call_id,
-                tool_name=tool_name,
+                tool_name=intern(tool_name) if tool_name else tool_name,
                 reasoning=reasoning,
             )
         )
@@ -506,6 +513,19 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
         if prompt is not None:
             provider_prompt = prompt
     return messages, counts, snapshot, provider_prompt
+
+
+def _shared_call_strings(tool_calls):
+    """Share the repeated strings of decoded tool calls (type, function name) in place."""
+    if isinstance(tool_calls, list):
+        for call in tool_calls:
+            if isinstance(call, dict):
+                if isinstance(call.get("type"), str):
+                    call["type"] = intern(call["type"])
+                function = call.get("function")
+                if isinstance(function, dict) and isinstance(function.get("name"), str):
+                    function["name"] = intern(function["name"])
+    return tool_calls
 
 
 def _rows_for(
