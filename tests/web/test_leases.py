@@ -303,3 +303,17 @@ def test_release_only_frees_the_holders_own_lease(alice):
     assert acquire_lock(session.pk, "a")
     release_lock(session.pk, "b")
     assert SessionLock.objects.get(session=session).holder == "a"
+
+
+def test_committing_a_what_if_while_a_run_is_queued_is_409_not_500(alice, alice_client):
+    from tests.web.inspector_seed import compact_now, seed_conversation
+
+    session = seed_conversation(alice, n=120)
+    dry = compact_now(
+        session, alice, mode="in_place", trigger="what_if", overrides={"tail_token_budget": 1500}
+    )
+    queued = Compaction.objects.create(session=session, trigger=Compaction.Trigger.MANUAL)
+    response = alice_client.post(f"/compactions/{dry.public_id}/commit/")
+    assert response.status_code == 409
+    assert queued.public_id in response.content.decode()
+    assert Compaction.objects.filter(session=session, trigger="manual").count() == 1
