@@ -185,6 +185,8 @@ class WorkerMonitor:
         WorkerHeartbeat.objects.update_or_create(
             name=self.name, defaults={"last_seen": now, "queues": self.queues}
         )
+        # Killed workers never remove their row: forget them after a day.
+        WorkerHeartbeat.objects.filter(last_seen__lt=now - timedelta(days=1)).delete()
         recover_stranded_runs()
 
     def _loop(self) -> None:
