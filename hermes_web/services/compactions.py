@@ -47,6 +47,9 @@ IN_PROGRESS = (Status.QUEUED, Status.RUNNING)
 SUMMARIZER_CHOICES = ("auto", "deterministic")
 # After this many claims of one row (workers killed mid-run) it is marked failed.
 MAX_ATTEMPTS = 3
+# A running row without a lease is only taken over once it was claimed longer ago than this
+# (between its claim and its lease, a live worker holds no lease yet).
+CLAIM_GRACE = timedelta(seconds=5)
 # Fields whose change makes stored per-message token counts wrong for this run.
 _RECOUNT_FIELDS = ("model", "per_message_overhead", "image_tokens")
 
@@ -309,6 +312,8 @@ def _claim(run: Compaction) -> bool:
     run.refresh_from_db()
     if run.status != Status.RUNNING or live_lease_of(run):
         return False  # finished, or another worker is running it right now
+    if run.started_at and now - run.started_at < CLAIM_GRACE:
+        return False  # claimed a moment ago: its worker is taking the lease right now
     if run.attempts >= MAX_ATTEMPTS:
         _finish(
             run,
