@@ -27,13 +27,12 @@ from compaction import (
     compact,
     should_compact,
 )
-from hermes_web.models import Compaction, Message, Session
+from hermes_web.models import Compaction, Message, Session, SessionLock
 from hermes_web.services.dbretry import TRANSIENT_DB_ERRORS, db_retry
 from hermes_web.services.leases import (
     Heartbeat,
     acquire_lock,
     holder_for,
-    lease_remaining,
     live_lease_of,
     release_lock,
     still_holding,
@@ -379,7 +378,8 @@ def _wait_for_lease(run: Compaction) -> Compaction:
     run.refresh_from_db()
     # The holder may have let go between our attempt and the requeue, and sent nothing:
     # look once more, so a waiting run is never left behind.
-    if lease_remaining(run) == 0 and run.status == Status.QUEUED:
+    released = not SessionLock.objects.filter(session_id=run.session_id).exclude(holder="").exists()
+    if released and run.status == Status.QUEUED:
         _send(run.pk)
     return run
 

@@ -63,16 +63,16 @@ def test_the_default_lease_is_short_and_renewed_more_often_than_it_lasts(setting
 
 @pytest.mark.django_db(transaction=True)
 def test_a_working_run_keeps_its_lease_past_the_lease_length(alice, settings):
-    """Lease 2 s, summarizer 4 s: the heartbeat keeps the run's lease, nobody takes over."""
-    settings.HERMES_LOCK_LEASE_SECONDS = 2
+    """Lease 3 s, summarizer 7 s: the heartbeat keeps the run's lease, nobody takes over."""
+    settings.HERMES_LOCK_LEASE_SECONDS = 3
     settings.HERMES_LEASE_HEARTBEAT_SECONDS = 0.3
     session = conversation(alice)
-    with FakeOpenAIServer(default_reply={"sleep": 4, "content": "## Goal\nDone."}) as server:
+    with FakeOpenAIServer(default_reply={"sleep": 7, "content": "## Goal\nDone."}) as server:
         use_summary_server(settings, server)
         run = request_compaction(session=session, config_overrides=SMALL_TAIL)
         thread, result = _in_thread(run_compaction, run.pk)
         wait_for(lambda: server.requests, timeout=30, message="the summary request")
-        time.sleep(3)  # past the 2 s lease: only the heartbeat keeps it alive
+        time.sleep(4.5)  # past the 3 s lease: only the heartbeat keeps it alive
         assert not acquire_lock(session.pk, "intruder")
         assert run.pk not in stranded_runs()
         thread.join(30)
