@@ -5,7 +5,7 @@ ids answer 404 exactly like ids that do not exist.
 """
 
 from django.db.models import Count, Q
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Field, File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
@@ -333,8 +333,12 @@ def import_file(
     return body
 
 
-def _download(text: str, fmt: str, stem: str) -> HttpResponse:
-    response = HttpResponse(text, content_type=exporters.CONTENT_TYPES[fmt])
+def _download(text, fmt: str, stem: str) -> HttpResponse:
+    # A session export is an iterator of chunks: streamed, never held whole in memory.
+    if isinstance(text, str):
+        response = HttpResponse(text, content_type=exporters.CONTENT_TYPES[fmt])
+    else:
+        response = StreamingHttpResponse(text, content_type=exporters.CONTENT_TYPES[fmt])
     response["Content-Disposition"] = f'attachment; filename="{stem}.{exporters.EXTENSIONS[fmt]}"'
     return response
 
@@ -351,7 +355,7 @@ def export_session(request, session_id: str, format: str = "openai"):
         return Status(
             422, {"detail": f"format must be one of {', '.join(exporters.SESSION_FORMATS)}"}
         )
-    return _download(exporters.export_session_text(session, format), format, session.public_id)
+    return _download(exporters.iter_session_export(session, format), format, session.public_id)
 
 
 @router.get(

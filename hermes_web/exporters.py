@@ -1,7 +1,11 @@
 """Exports: the active conversation as OpenAI messages, a Hermes-compatible JSONL line, reports.
 
 text = export_session_text(session, "openai")      # or "hermes-jsonl"
+chunks = iter_session_export(session, "openai")     # the same text, streamed in constant memory
 text = export_report_text(compaction, "report-md")  # or "report-json"
+
+Session exports are produced chunk by chunk from rows read in batches (``.iterator()``), so
+exporting a million-message session costs a batch of rows of memory, not the session.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from collections.abc import Iterator
 
 from compaction import report_to_markdown
 from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.sessions import openai_messages
+from hermes_web.services.sessions import message_dict
 
 SESSION_FORMATS = ("openai", "hermes-jsonl")
 REPORT_FORMATS = ("report-json", "report-md")
@@ -51,6 +55,10 @@ def hermes_message(message: Message, session_id: str) -> dict:
     return row
 
 
+# Rows per database batch, and messages per yielded chunk of text.
+BATCH = 2000
+
+
 def hermes_session(session: Session) -> dict:
     """One Hermes export object (``export_session``): the session row plus every message."""
     messages = [hermes_message(m, session.public_id) for m in session.messages.order_by("position")]
@@ -68,19 +76,93 @@ def hermes_session(session: Session) -> dict:
     }
 
 
+def _hermes_header(session: Session) -> dict:
+    """The session fields of ``hermes_session``, in its key order, without the messages."""
+    return {
+        "id": session.public_id,
+        "source": session.extra.get("hermes_source") or "hermes-web",
+        "model": session.model or None,
+        "parent_session_id": session.parent.public_id if session.parent_id else None,
+        "started_at": _epoch(session.created_at),
+        "ended_at": _epoch(session.ended_at),
+        "end_reason": session.end_reason or None,
+        "title": session.title or None,
+        "message_count": Message.objects.filter(session_id=session.pk, active=True).count(),
+    }
+
+
+def _iter_hermes_line(session: Session) -> Iterator[str]:
+    """One session's JSONL line, in chunks: byte for byte ``json.dumps(hermes_session(s))``."""
+    header = json.dumps(_hermes_header(session), ensure_ascii=False)
+    yield header[:-1] + ', "messages": ['
+    rows = session.messages.order_by("position").iterator(chunk_size=BATCH)
+    parts: list[str] = []
+    first = True
+    for message in rows:
+        text = json.dumps(hermes_message(message, session.public_id), ensure_ascii=False)
+        parts.append(text if first else ", " + text)
+        first = False
+        if len(parts) >= BATCH:
+            yield "".join(parts)
+            parts = []
+    parts.append("]}\n")
+    yield "".join(parts)
+
+
 def iter_hermes_jsonl(sessions) -> Iterator[str]:
+    """Hermes JSONL, one line per session, streamed."""
     for session in sessions:
-        yield json.dumps(hermes_session(session), ensure_ascii=False) + "\n"
+        yield from _iter_hermes_line(session)
 
 
-def export_session_text(session: Session, fmt: str) -> str:
+def _iter_openai(session: Session) -> Iterator[str]:
+    """The active messages as an indented JSON list, in chunks: byte for byte
+    ``json.dumps(openai_messages(session), indent=2)`` plus a newline."""
+    rows = (
+        Message.objects.filter(session_id=session.pk, active=True)
+        .order_by("position")
+        .values_list("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+        .iterator(chunk_size=BATCH)
+    )
+    parts: list[str] = []
+    empty = True
+    for role, content, calls, call_id, name, reasoning in rows:
+        message = message_dict(
+            role=role,
+            content=content,
+            tool_calls=calls,
+            tool_call_id=call_id,
+            tool_name=name,
+            reasoning=reasoning,
+        )
+        text = json.dumps(message, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        parts.append(("[\n  " if empty else ",\n  ") + text)
+        empty = False
+        if len(parts) >= BATCH:
+            yield "".join(parts)
+            parts = []
+    parts.append("[]\n" if empty else "\n]\n")
+    yield "".join(parts)
+
+
+def iter_session_export(session: Session, fmt: str) -> Iterator[str]:
+    """The export of ``session`` in ``fmt`` as chunks of text (constant memory).
+
+    Raises:
+        ValueError: an unknown format (raised at once, before any chunk).
+    """
     if fmt == "openai":
-        return json.dumps(openai_messages(session), ensure_ascii=False, indent=2) + "\n"
+        return _iter_openai(session)
     if fmt == "hermes-jsonl":
-        return "".join(iter_hermes_jsonl([session]))
+        return iter_hermes_jsonl([session])
     raise ValueError(
         f"unknown session export format {fmt!r} (expected {', '.join(SESSION_FORMATS)})"
     )
+
+
+def export_session_text(session: Session, fmt: str) -> str:
+    """The whole export as one string (small sessions, tests); prefer ``iter_session_export``."""
+    return "".join(iter_session_export(session, fmt))
 
 
 def report_document(compaction: Compaction) -> dict:

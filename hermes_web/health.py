@@ -1,6 +1,7 @@
-"""Liveness of the database and the broker, for /healthz."""
+"""Liveness of the database, the broker and the workers, for /healthz and the UI banner."""
 
 import time
+from datetime import timedelta
 
 from django.db import connection
 
@@ -39,3 +40,62 @@ def check_broker() -> dict:
         "transport": url.split(":", 1)[0],
         "ms": round((time.perf_counter() - started) * 1000, 1),
     }
+
+
+WORKER_SEEN_SECONDS = 60
+# A job queued for longer than this with no worker seen is "waiting without a worker".
+WAITING_GRACE_SECONDS = 10
+
+
+def check_workers() -> dict:
+    """Workers seen in the last minute (their heartbeat rows) and the oldest queued job's age.
+
+    ``ok`` is False only when jobs wait and no worker was seen: that is the state in which
+    nothing will ever run them (a worker-less web process with nothing queued is fine).
+    """
+    from django.utils import timezone
+
+    from hermes_web.models import AgentTurn, Compaction, WorkerHeartbeat
+
+    now = timezone.now()
+    try:
+        names = list(
+            WorkerHeartbeat.objects.filter(
+                last_seen__gte=now - timedelta(seconds=WORKER_SEEN_SECONDS)
+            )
+            .order_by("name")
+            .values_list("name", flat=True)[:50]
+        )
+        oldest = [
+            Compaction.objects.filter(status=Compaction.Status.QUEUED)
+            .order_by("queued_at")
+            .values_list("queued_at", flat=True)
+            .first(),
+            AgentTurn.objects.filter(status=AgentTurn.Status.QUEUED)
+            .order_by("created_at")
+            .values_list("created_at", flat=True)
+            .first(),
+        ]
+    except Exception as exc:  # the database check reports the cause
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    ages = [(now - at).total_seconds() for at in oldest if at is not None]
+    oldest_age = round(max(ages), 1) if ages else None
+    waiting = oldest_age is not None and oldest_age >= WAITING_GRACE_SECONDS
+    return {
+        "ok": bool(names) or not waiting,
+        "seen_last_minute": len(names),
+        "names": names,
+        "oldest_queued_seconds": oldest_age,
+    }
+
+
+def no_worker_running() -> bool:
+    """Jobs wait and no worker was seen in the last minute (what the UI banner says)."""
+    from django.core.cache import cache
+
+    key = "hermes:health:no-worker"
+    value = cache.get(key)
+    if value is None:
+        value = not check_workers()["ok"]
+        cache.set(key, value, 5)
+    return value

@@ -1,8 +1,58 @@
-"""Request checks that apply to every route."""
+"""Request checks that apply to every route.
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+Request-size limit: a body larger than the upload limit is refused before it is read.
 
+Django reads a request's body lazily (the CSRF check reads the form, an upload view reads
+``request.FILES``); this middleware runs first and answers 413 from the ``Content-Length``
+header alone, so an oversized upload is never streamed to a temporary file or into memory.
+A body without a length (chunked) is not read by Django's WSGI handler at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+
+# Multipart framing (boundaries, part headers, the CSRF field) on top of the file itself.
+ENVELOPE_BYTES = 64 * 1024
 FORM = "application/x-www-form-urlencoded"
+
+
+def max_request_bytes() -> int:
+    """The largest request body accepted: the upload limit plus multipart framing."""
+    return settings.HERMES_MAX_UPLOAD_BYTES + ENVELOPE_BYTES
+
+
+class RequestSizeLimitMiddleware:
+    """Answer 413 to any request whose declared body exceeds ``max_request_bytes()``."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        raw = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            length = int(raw)
+        except ValueError:
+            return self._refuse(request, f"invalid Content-Length {raw[:40]!r}", 400)
+        limit = max_request_bytes()
+        if length > limit:
+            mb = settings.HERMES_MAX_UPLOAD_BYTES // 2**20
+            return self._refuse(
+                request,
+                f"request body of {length:,} bytes is larger than the {mb} MB upload limit "
+                "(HERMES_MAX_UPLOAD_BYTES)",
+                413,
+            )
+        return self.get_response(request)
+
+    @staticmethod
+    def _refuse(request: HttpRequest, detail: str, status: int) -> HttpResponse:
+        if request.path.startswith("/api/") or "json" in request.META.get("HTTP_ACCEPT", ""):
+            return JsonResponse({"detail": detail}, status=status)
+        return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
 
 
 class RefuseNulMiddleware:

@@ -221,6 +221,15 @@ class Compaction(models.Model):
     class Meta:
         ordering = ["-queued_at"]
         indexes = [models.Index(fields=["session", "-queued_at"])]
+        constraints = [
+            # One real (non-dry) run per session queued or running: enforced by the database,
+            # so simultaneous requests cannot both get in.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=models.Q(status__in=["queued", "running"]) & ~models.Q(trigger="what_if"),
+                name="one_live_compaction_per_session",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"compaction {self.public_id} ({self.status})"
@@ -342,3 +351,15 @@ class WorkerPing(models.Model):
 
     def __str__(self) -> str:
         return f"ping {self.pk}"
+
+
+class WorkerHeartbeat(models.Model):
+    """A Celery worker process's last sign of life (written every few seconds by the worker)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    queues = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"worker {self.name}"

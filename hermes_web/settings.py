@@ -144,6 +144,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "hermes_web.middleware.RequestSizeLimitMiddleware",  # first: refuses before any body read
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -309,7 +310,16 @@ HERMES_CONTEXT_LENGTH = env_int("HERMES_CONTEXT_LENGTH", 0)  # 0: from litellm's
 HERMES_COMPACTION_MODE = env_str("HERMES_COMPACTION_MODE", "rotation")
 if HERMES_COMPACTION_MODE not in ("rotation", "in_place"):
     raise ImproperlyConfigured("HERMES_COMPACTION_MODE must be rotation or in_place")
-HERMES_LOCK_LEASE_SECONDS = env_int("HERMES_LOCK_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 60)
+# A run's lease is short and renewed by a heartbeat while it works: a dead worker's run is
+# taken over by the recovery sweep (every HERMES_RECOVERY_SWEEP_SECONDS in every worker)
+# within lease + sweep seconds of its last heartbeat.
+HERMES_LOCK_LEASE_SECONDS = env_int("HERMES_LOCK_LEASE_SECONDS", 15)
+HERMES_LEASE_HEARTBEAT_SECONDS = float(env_str("HERMES_LEASE_HEARTBEAT_SECONDS") or "5")
+HERMES_RECOVERY_SWEEP_SECONDS = float(env_str("HERMES_RECOVERY_SWEEP_SECONDS") or "5")
+# Enforced by the heartbeat, since the threads pool of `make run` ignores Celery's time limits.
+HERMES_RUN_DEADLINE_SECONDS = env_int("HERMES_RUN_DEADLINE_SECONDS", CELERY_TASK_SOFT_TIME_LIMIT)
+# Transient database errors (a restart, SQLite busy) are retried in place this long.
+HERMES_DB_RETRY_SECONDS = env_int("HERMES_DB_RETRY_SECONDS", 60)
 HERMES_WORKSPACE = Path(env_str("HERMES_WORKSPACE", str(BASE_DIR / "demo_workspace")))
 HERMES_ENABLE_TERMINAL = env_bool("HERMES_ENABLE_TERMINAL", False)
 HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)

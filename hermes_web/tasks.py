@@ -1,17 +1,32 @@
-"""Celery tasks. Each takes ids only, loads its row, and calls one service; re-runs are no-ops."""
+"""Celery tasks. Each takes ids only, loads its row, and calls one service; re-runs are no-ops.
 
+Each worker process also runs a :class:`WorkerMonitor` thread (heartbeat row + recovery sweep).
+"""
+
+from __future__ import annotations
+
+import contextlib
 import logging
+import os
 import socket
+import threading
+import time
 from datetime import timedelta
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    transaction,
+)
 from django.utils import timezone
 
-from hermes_web.models import AgentTurn, Compaction, WorkerPing
+from hermes_web.models import AgentTurn, Compaction, WorkerHeartbeat, WorkerPing
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +73,7 @@ _DB_ERRORS = (OperationalError, InterfaceError)
 )
 def compact_session(self, compaction_id: int) -> str | None:
     """Run one queued compaction (see services.compactions.run_compaction)."""
-    from hermes_web.services.compactions import lease_remaining, mark_failed, run_compaction
+    from hermes_web.services.compactions import mark_failed, run_compaction
 
     try:
         run = run_compaction(compaction_id)
@@ -76,10 +91,9 @@ def compact_session(self, compaction_id: int) -> str | None:
     except SoftTimeLimitExceeded:
         mark_failed(compaction_id, "timed out (soft time limit)")
         return "failed"
-    # Another delivery holds a live lease on this run (or a killed worker's lease has not
-    # expired yet): look again once it could have expired.
-    if run.status == Compaction.Status.RUNNING and self.request.retries < self.max_retries:
-        raise self.retry(countdown=lease_remaining(run) + 1)
+    # Still "running": another delivery of this run holds a live lease (nothing to do; if its
+    # worker dies the recovery sweep sends the run again). "queued": it waits behind another
+    # run's lease and is sent again when that run lets go.
     return run.status
 
 
@@ -98,7 +112,7 @@ def recover_stranded_runs() -> int:
     """Re-send compactions and chat turns whose task was lost (killed worker, broker outage)."""
     from hermes_web.services.compactions import stranded_runs
 
-    ids = stranded_runs()
+    ids = [pk for pk in stranded_runs() if _not_sent_lately(pk)]
     for compaction_id in ids:
         compact_session.delay(compaction_id)
     # A queued turn is only waiting in the broker for a moment; one queued for minutes was
@@ -116,9 +130,92 @@ def recover_stranded_runs() -> int:
 
 STRANDED_TURN_AGE = timedelta(minutes=2)
 
+# Run id -> when this process last re-sent it: the sweep runs every few seconds in every
+# worker, and a re-sent run needs a moment to be picked up and to show a live lease again.
+_recently_sent: dict[int, float] = {}
+_sent_lock = threading.Lock()
+
+
+def _not_sent_lately(compaction_id: int) -> bool:
+    now = time.monotonic()
+    quiet = settings.HERMES_LOCK_LEASE_SECONDS + settings.HERMES_RECOVERY_SWEEP_SECONDS
+    with _sent_lock:
+        for pk, at in list(_recently_sent.items()):
+            if now - at > quiet:
+                del _recently_sent[pk]
+        if compaction_id in _recently_sent:
+            return False
+        _recently_sent[compaction_id] = now
+        return True
+
+
+class WorkerMonitor:
+    """A daemon thread in each worker process: its heartbeat row and the recovery sweep.
+
+    Every ``HERMES_RECOVERY_SWEEP_SECONDS``: stamp ``WorkerHeartbeat`` (what /healthz and the
+    "no worker is running" banner read), then re-send runs whose lease lapsed. Running the
+    sweep in every worker, not only in beat, is what takes a dead worker's run over within
+    seconds in both setups (the scaled one may run no beat at all, or lose it).
+    """
+
+    def __init__(self, name: str, queues: str, interval: float | None = None):
+        self.name = name[:200]
+        self.queues = queues[:200]
+        self.interval = interval or settings.HERMES_RECOVERY_SWEEP_SECONDS
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="hermes-monitor", daemon=True)
+
+    def start(self) -> WorkerMonitor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.interval + 5)
+        try:
+            WorkerHeartbeat.objects.filter(name=self.name).delete()
+        except Exception as error:  # shutting down with the database gone: it ages out
+            log.warning("worker monitor: could not remove heartbeat: %s", error)
+        finally:
+            connection.close()
+
+    def beat(self) -> None:
+        """One round: heartbeat row, then the sweep."""
+        now = timezone.now()
+        WorkerHeartbeat.objects.update_or_create(
+            name=self.name, defaults={"last_seen": now, "queues": self.queues}
+        )
+        # Killed workers never remove their row: forget them after a day.
+        WorkerHeartbeat.objects.filter(last_seen__lt=now - timedelta(days=1)).delete()
+        recover_stranded_runs()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self.beat()
+            except Exception as error:  # database or broker down: next round
+                log.warning("worker monitor: %s: %s", type(error).__name__, error)
+                connection.close()
+            if self._stop.wait(self.interval):
+                return
+
+
+_monitor: WorkerMonitor | None = None
+
 
 @worker_ready.connect
-def _recover_on_start(sender=None, **kwargs) -> None:
-    # A worker starting up is often a worker coming back after a crash: look for its
-    # stranded runs at once instead of waiting for the next beat.
-    recover_stranded_runs.apply_async(countdown=2)
+def _start_monitor(sender=None, **kwargs) -> None:
+    # A worker starting up is often a worker coming back after a crash: its first sweep
+    # runs at once, then every few seconds.
+    global _monitor
+    hostname = getattr(sender, "hostname", None) or socket.gethostname()
+    queues = ""
+    with contextlib.suppress(Exception):
+        queues = ",".join(sorted(q.name for q in sender.app.amqp.queues.consume_from.values()))
+    _monitor = WorkerMonitor(f"{hostname}:{os.getpid()}", queues).start()
+
+
+@worker_shutdown.connect
+def _stop_monitor(**kwargs) -> None:
+    if _monitor is not None:
+        _monitor.stop()

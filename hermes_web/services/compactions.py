@@ -10,12 +10,12 @@ transaction, or nothing. The requested summarizer (``auto`` / ``deterministic``)
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import timedelta
+from sys import intern
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -28,6 +28,15 @@ from compaction import (
     should_compact,
 )
 from hermes_web.models import Compaction, Message, Session, SessionLock
+from hermes_web.services.dbretry import TRANSIENT_DB_ERRORS, db_retry
+from hermes_web.services.leases import (
+    Heartbeat,
+    acquire_lock,
+    holder_for,
+    live_lease_of,
+    release_lock,
+    still_holding,
+)
 from hermes_web.services.sessions import lineage_root, message_dict, normalize_mode, token_model
 
 log = logging.getLogger(__name__)
@@ -39,12 +48,28 @@ SUMMARIZER_CHOICES = ("auto", "deterministic")
 MAX_ATTEMPTS = 3
 # How long the anti-thrash block holds before one automatic attempt is allowed again.
 ANTI_THRASH_COOLDOWN = timedelta(seconds=300)
+# A running row without a lease is only taken over once it was claimed longer ago than this
+# (between its claim and its lease, a live worker holds no lease yet).
+CLAIM_GRACE = timedelta(seconds=5)
 # Fields whose change makes stored per-message token counts wrong for this run.
 _RECOUNT_FIELDS = ("model", "per_message_overhead", "image_tokens")
 
 
 class CompactionRefused(Exception):
     """A compaction that cannot be requested (e.g. the session already rotated)."""
+
+
+class CompactionBusy(CompactionRefused):
+    """Another (non-dry) run of the session is already queued or running."""
+
+    def __init__(self, running: Compaction | None):
+        self.running = running
+        what = (
+            f"compaction {running.public_id} is already {running.status}"
+            if running
+            else ("a compaction is already queued or running")
+        )
+        super().__init__(f"{what} for this session")
 
 
 # --- configuration ---------------------------------------------------------------------
@@ -143,19 +168,28 @@ def request_compaction(
         raise CompactionRefused(
             "this session was already compacted by rotation; compact its continuation"
         )
-    run = Compaction.objects.create(
-        session=session,
-        requested_by=requested_by,
-        mode=mode,
-        trigger=trigger,
-        focus=focus or "",
-        config=config.to_dict(),
-        summarizer=summarizer,
-    )
-    if run_now:
-        return run_compaction(run.pk)
+    try:
+        # The partial unique constraint "one_live_compaction_per_session" makes the check
+        # atomic: of simultaneous requests exactly one row is inserted.
+        with transaction.atomic():
+            run = Compaction.objects.create(
+                session=session,
+                requested_by=requested_by,
+                mode=mode,
+                trigger=trigger,
+                focus=focus or "",
+                config=config.to_dict(),
+                summarizer=summarizer,
+            )
+    except IntegrityError as error:
+        raise CompactionBusy(in_progress(session)) from error
     from hermes_web.tasks import compact_session, enqueue_on_commit
 
+    if run_now:
+        run = run_compaction(run.pk)
+        if run.status != Status.QUEUED:
+            return run
+        # Waiting behind another run's lease: a worker takes it when that run ends.
     enqueue_on_commit(compact_session, run.pk)
     return run
 
@@ -217,7 +251,10 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
         return None
     decision = should_compact(prompt_tokens, config, lineage_history(session))
     if decision.should:
-        return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
+        try:
+            return request_compaction(session=session, trigger=Compaction.Trigger.AUTO)
+        except CompactionBusy:
+            return None  # a run was requested a moment ago, between the check and here
     if decision.reason != "ineffective":
         return None
     latest = (
@@ -252,43 +289,6 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
     )
 
 
-# --- the lease lock --------------------------------------------------------------------
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.HERMES_LOCK_LEASE_SECONDS)
-
-
-def acquire_lock(session_id: int, holder: str) -> bool:
-    """Take the session's lease if it is free or expired (one conditional UPDATE)."""
-    # get_or_create survives a concurrent insert of the same row (it re-reads on IntegrityError).
-    SessionLock.objects.get_or_create(session_id=session_id)
-    now = timezone.now()
-    taken = SessionLock.objects.filter(
-        Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lt=now), session_id=session_id
-    ).update(holder=holder, expires_at=now + _lease())
-    return taken == 1
-
-
-def release_lock(session_id: int, holder: str) -> None:
-    SessionLock.objects.filter(session_id=session_id, holder=holder).update(
-        holder="", expires_at=None
-    )
-
-
-def _holder_for(run: Compaction) -> str:
-    # The run's id leads, so a redelivered task can tell its own live lease from another run's.
-    return f"{run.public_id}:{uuid.uuid4().hex[:12]}"
-
-
-def _live_lease_of(run: Compaction) -> bool:
-    return SessionLock.objects.filter(
-        session_id=run.session_id,
-        holder__startswith=f"{run.public_id}:",
-        expires_at__gt=timezone.now(),
-    ).exists()
-
-
 # --- running ---------------------------------------------------------------------------
 
 
@@ -316,8 +316,10 @@ def _claim(run: Compaction) -> bool:
         run.refresh_from_db()
         return True
     run.refresh_from_db()
-    if run.status != Status.RUNNING or _live_lease_of(run):
+    if run.status != Status.RUNNING or live_lease_of(run):
         return False  # finished, or another worker is running it right now
+    if run.started_at and now - run.started_at < CLAIM_GRACE:
+        return False  # claimed a moment ago: its worker is taking the lease right now
     if run.attempts >= MAX_ATTEMPTS:
         _finish(
             run,
@@ -336,29 +338,83 @@ def run_compaction(compaction_id: int) -> Compaction:
     """Run one compaction to its end: the body of the ``compact_session`` task.
 
     Idempotent: a finished row is returned as is; a row another worker is running (live
-    lease) is returned still ``running``. A second run of a session while one holds its
-    lease is recorded as ``skipped`` / ``locked``.
+    lease) is returned still ``running``. A run that finds its session's lease held by
+    another run (a what-if, typically) goes back to ``queued`` and is sent again when that
+    run lets go. Transient database errors that outlast the in-place retries propagate (the
+    task retries them); any other error fails the run.
     """
     run = Compaction.objects.select_related("session").get(pk=compaction_id)
     if run.is_finished or not _claim(run):
         return run
-    holder = _holder_for(run)
+    holder = holder_for(run)
     if not acquire_lock(run.session_id, holder):
-        if _live_lease_of(run):  # a duplicate delivery of this very run won the lease
+        if live_lease_of(run):  # a duplicate delivery of this very run won the lease
             return run
-        return _finish(
-            run, Status.SKIPPED, reason="locked", report={"status": "skipped", "reason": "locked"}
+        return _wait_for_lease(run)
+    deadline = settings.HERMES_RUN_DEADLINE_SECONDS
+
+    def on_deadline() -> None:
+        Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+            status=Status.FAILED,
+            error=f"timed out: still running after {deadline}s (HERMES_RUN_DEADLINE_SECONDS)",
+            finished_at=timezone.now(),
         )
+
     try:
-        return _run_locked(run, holder)
+        with Heartbeat(run.session_id, holder, deadline_seconds=deadline, on_deadline=on_deadline):
+            return _run_locked(run, holder)
+    except TRANSIENT_DB_ERRORS:
+        log.warning("compaction %s: database unavailable; the task will retry", run.public_id)
+        raise
     except Exception as error:
         log.exception("compaction %s failed", run.public_id)
         return _finish(run, Status.FAILED, error=f"{type(error).__name__}: {error}"[:2000])
     finally:
-        release_lock(run.session_id, holder)
+        try:
+            release_lock(run.session_id, holder)
+            _send_waiting(run)
+        except TRANSIENT_DB_ERRORS as error:  # the lease lapses by itself in a few seconds
+            log.warning("compaction %s: could not release its lease: %s", run.public_id, error)
+
+
+def _wait_for_lease(run: Compaction) -> Compaction:
+    """Another run holds the lease: back to ``queued`` (not skipped), to run after it."""
+    Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+        status=Status.QUEUED, started_at=None, attempts=F("attempts") - 1
+    )
+    run.refresh_from_db()
+    # The holder may have let go between our attempt and the requeue, and sent nothing:
+    # look once more, so a waiting run is never left behind.
+    released = not SessionLock.objects.filter(session_id=run.session_id).exclude(holder="").exists()
+    if released and run.status == Status.QUEUED:
+        _send(run.pk)
+    return run
+
+
+def _send_waiting(run: Compaction) -> None:
+    """Send the runs of this session that waited for the lease this run just released."""
+    waiting = Compaction.objects.filter(session_id=run.session_id, status=Status.QUEUED).exclude(
+        pk=run.pk
+    )
+    for pk in waiting.order_by("queued_at", "pk").values_list("pk", flat=True):
+        _send(pk)
+
+
+def _send(compaction_id: int) -> None:
+    from hermes_web.tasks import compact_session
+
+    try:
+        compact_session.delay(compaction_id)
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception as error:  # broker down: the recovery sweep sends it later
+        log.warning("could not send compaction %s: %s", compaction_id, error)
 
 
 def _run_locked(run: Compaction, holder: str) -> Compaction:
+    run.refresh_from_db()
+    if run.is_finished:  # an earlier attempt committed while we waited for its lease
+        return run
     session = Session.objects.get(pk=run.session_id)
     what_if = run.trigger == Compaction.Trigger.WHAT_IF
     if not what_if and session.end_reason == "compression":
@@ -394,6 +450,10 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         token_counts=None if recount else token_counts,
         provider_prompt_tokens=provider_prompt,
     )
+    # The input is the biggest thing this process holds (a million messages: most of the
+    # worker's memory); the result keeps only head, summary and tail. Drop it before the
+    # report is serialized and the commit builds its rows.
+    del messages, token_counts
     report = result.report.to_dict()
     tokens = report.get("tokens") or {}
     outcome = {
@@ -416,6 +476,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     return _commit_rotation(run, session, result, report, outcome, holder)
 
 
+@db_retry
 def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | None]:
     """Active messages in engine format, their stored token counts, the last position, and
     the newest provider prompt count. Read as plain tuples: model instances for 10k rows
@@ -449,11 +510,13 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
     ) in rows.iterator(chunk_size=2000):
         messages.append(
             message_dict(
-                role=role,
+                # Every row's strings are new objects; a million rows repeat a handful of
+                # roles and tool names, so share one object each (about 60 MB per million).
+                role=intern(role),
                 content=content,
-                tool_calls=tool_calls,
+                tool_calls=_shared_call_strings(tool_calls) if tool_calls else tool_calls,
                 tool_call_id=tool_call_id,
-                tool_name=tool_name,
+                tool_name=intern(tool_name) if tool_name else tool_name,
                 reasoning=reasoning,
             )
         )
@@ -465,6 +528,19 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
             # into the result keeps its per-call "prompt N tokens" label.
             messages[-1]["provider_prompt_tokens"] = prompt
     return messages, counts, snapshot, provider_prompt
+
+
+def _shared_call_strings(tool_calls):
+    """Share the repeated strings of decoded tool calls (type, function name) in place."""
+    if isinstance(tool_calls, list):
+        for call in tool_calls:
+            if isinstance(call, dict):
+                if isinstance(call.get("type"), str):
+                    call["type"] = intern(call["type"])
+                function = call.get("function")
+                if isinstance(function, dict) and isinstance(function.get("name"), str):
+                    function["name"] = intern(function["name"])
+    return tool_calls
 
 
 def _rows_for(
@@ -514,115 +590,118 @@ def _copy_row(row: Message, session_id: int, position: int) -> Message:
     )
 
 
-def _still_holding(session_id: int, holder: str) -> bool:
-    # Commit-time lease check: a worker whose lease expired and was taken over must not write.
-    lock = SessionLock.objects.select_for_update().filter(session_id=session_id).first()
-    return lock is not None and lock.holder == holder
-
-
+@db_retry
 def _commit_rotation(run, session, result, report, outcome, holder) -> Compaction:
     now = timezone.now()
-    with transaction.atomic():
-        if not _still_holding(session.pk, holder):
-            return _lost_lease(run)
-        parent = Session.objects.select_for_update().get(pk=session.pk)
-        child = Session.objects.create(
-            owner_id=parent.owner_id,
-            title=parent.title,
-            source=parent.source,
-            model=parent.model,
-            context_length=parent.context_length,
-            compaction_mode=parent.compaction_mode,
-            parent=parent,
-            root_id=parent.root_id or parent.pk,
-            compression_count=parent.compression_count + 1,
-            previous_summary=report.get("summary_body") or "",
-            extra={"compacted_from": parent.public_id, "compaction": run.public_id},
-        )
-        rows = _rows_for(
-            child.pk,
-            result.messages,
-            report.get("output_message_tokens"),
-            result.summary_index,
-            0,
-            now,
-        )
-        # Messages that arrived while the engine ran: kept on the parent and carried over.
-        late = Message.objects.filter(
-            session_id=parent.pk, active=True, position__gt=run.snapshot_position
-        )
-        rows += [
-            _copy_row(r, child.pk, len(rows) + i) for i, r in enumerate(late.order_by("position"))
-        ]
-        Message.objects.bulk_create(rows, batch_size=500)
-        Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
-        Compaction.objects.filter(pk=run.pk).update(
-            status=Status.COMMITTED, result_session=child, finished_at=now, **outcome
-        )
+    try:
+        with transaction.atomic():
+            if not still_holding(session.pk, holder):
+                return _lost_lease(run)
+            parent = Session.objects.select_for_update().get(pk=session.pk)
+            child = Session.objects.create(
+                owner_id=parent.owner_id,
+                title=parent.title,
+                source=parent.source,
+                model=parent.model,
+                context_length=parent.context_length,
+                compaction_mode=parent.compaction_mode,
+                parent=parent,
+                root_id=parent.root_id or parent.pk,
+                compression_count=parent.compression_count + 1,
+                previous_summary=report.get("summary_body") or "",
+                extra={"compacted_from": parent.public_id, "compaction": run.public_id},
+            )
+            rows = _rows_for(
+                child.pk,
+                result.messages,
+                report.get("output_message_tokens"),
+                result.summary_index,
+                0,
+                now,
+            )
+            # Messages that arrived while the engine ran: kept on the parent and carried over.
+            late = Message.objects.filter(
+                session_id=parent.pk, active=True, position__gt=run.snapshot_position
+            )
+            rows += [
+                _copy_row(r, child.pk, len(rows) + i)
+                for i, r in enumerate(late.order_by("position"))
+            ]
+            Message.objects.bulk_create(rows, batch_size=500)
+            Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
+            # Only a run still "running" commits: if a takeover finished it meanwhile, roll
+            # everything back.
+            if not Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+                status=Status.COMMITTED, result_session=child, finished_at=now, **outcome
+            ):
+                raise _Superseded
+    except _Superseded:
+        return _lost_lease(run)
     run.refresh_from_db()
     return run
 
 
+@db_retry
 def _commit_in_place(run, session, result, report, outcome, holder) -> Compaction:
     now = timezone.now()
-    with transaction.atomic():
-        if not _still_holding(session.pk, holder):
-            return _lost_lease(run)
-        locked = Session.objects.select_for_update().get(pk=session.pk)
-        top = Message.objects.filter(session_id=locked.pk).aggregate(m=Max("position"))["m"] or 0
-        Message.objects.filter(
-            session_id=locked.pk, active=True, position__lte=run.snapshot_position
-        ).update(active=False, archived=True, archived_by=run)
-        rows = _rows_for(
-            locked.pk,
-            result.messages,
-            report.get("output_message_tokens"),
-            result.summary_index,
-            top + 1,
-            now,
-        )
-        Message.objects.bulk_create(rows, batch_size=500)
-        # Rows appended during the run move after the compacted list, in their order.
-        late = list(
+    try:
+        with transaction.atomic():
+            if not still_holding(session.pk, holder):
+                return _lost_lease(run)
+            locked = Session.objects.select_for_update().get(pk=session.pk)
+            top = (
+                Message.objects.filter(session_id=locked.pk).aggregate(m=Max("position"))["m"] or 0
+            )
             Message.objects.filter(
-                session_id=locked.pk,
-                active=True,
-                position__gt=run.snapshot_position,
-                position__lte=top,
-            ).order_by("position")
-        )
-        next_position = top + 1 + len(rows)
-        for offset, row in enumerate(late):
-            row.position = next_position + offset
-        Message.objects.bulk_update(late, ["position"], batch_size=500)
-        Session.objects.filter(pk=locked.pk).update(
-            compression_count=F("compression_count") + 1,
-            previous_summary=report.get("summary_body") or "",
-            updated_at=now,
-        )
-        Compaction.objects.filter(pk=run.pk).update(
-            status=Status.COMMITTED, result_session=locked, finished_at=now, **outcome
-        )
+                session_id=locked.pk, active=True, position__lte=run.snapshot_position
+            ).update(active=False, archived=True, archived_by=run)
+            rows = _rows_for(
+                locked.pk,
+                result.messages,
+                report.get("output_message_tokens"),
+                result.summary_index,
+                top + 1,
+                now,
+            )
+            Message.objects.bulk_create(rows, batch_size=500)
+            # Rows appended during the run move after the compacted list, in their order.
+            late = list(
+                Message.objects.filter(
+                    session_id=locked.pk,
+                    active=True,
+                    position__gt=run.snapshot_position,
+                    position__lte=top,
+                ).order_by("position")
+            )
+            next_position = top + 1 + len(rows)
+            for offset, row in enumerate(late):
+                row.position = next_position + offset
+            Message.objects.bulk_update(late, ["position"], batch_size=500)
+            Session.objects.filter(pk=locked.pk).update(
+                compression_count=F("compression_count") + 1,
+                previous_summary=report.get("summary_body") or "",
+                updated_at=now,
+            )
+            # Only a run still "running" commits: if a takeover finished it meanwhile, roll
+            # everything back.
+            if not Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+                status=Status.COMMITTED, result_session=locked, finished_at=now, **outcome
+            ):
+                raise _Superseded
+    except _Superseded:
+        return _lost_lease(run)
     run.refresh_from_db()
     return run
+
+
+class _Superseded(Exception):
+    """Raised inside a commit's transaction to roll it back: the run is no longer running."""
 
 
 def _lost_lease(run: Compaction) -> Compaction:
     log.warning("compaction %s lost its lease before commit; nothing written", run.public_id)
     run.refresh_from_db()
     return run
-
-
-def lease_remaining(run: Compaction) -> int:
-    """Seconds until the session's current lease expires (0 when free)."""
-    expires = (
-        SessionLock.objects.filter(session_id=run.session_id)
-        .values_list("expires_at", flat=True)
-        .first()
-    )
-    if not expires:
-        return 0
-    return max(0, int((expires - timezone.now()).total_seconds()))
 
 
 def stranded_runs(*, queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
@@ -643,6 +722,6 @@ def stranded_runs(*, queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
         for run in Compaction.objects.filter(
             status=Status.RUNNING, started_at__lt=now - timedelta(seconds=5)
         )
-        if not _live_lease_of(run)
+        if not live_lease_of(run)
     ]
     return queued + running

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from hermes_web.health import check_broker, check_database
+from hermes_web.health import check_broker, check_database, check_workers
 
 
 @require_GET
@@ -102,8 +102,14 @@ def signup(request: HttpRequest) -> HttpResponse:
 def healthz(request: HttpRequest) -> JsonResponse:
     database = check_database()
     broker = check_broker()
-    ok = database["ok"] and broker["ok"]
+    workers = check_workers()  # not ok: jobs wait and no worker was seen in the last minute
+    ok = database["ok"] and broker["ok"] and workers["ok"]
     return JsonResponse(
-        {"status": "ok" if ok else "degraded", "database": database, "broker": broker},
+        {
+            "status": "ok" if ok else "degraded",
+            "database": database,
+            "broker": broker,
+            "workers": workers,
+        },
         status=200 if ok else 503,
     )

@@ -30,6 +30,7 @@ from hermes_web.inspection import (
 )
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.compactions import (
+    CompactionRefused,
     commit_what_if,
     run_compaction,
 )
@@ -338,7 +339,10 @@ def commit_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
             "This session was already compacted by rotation; run a what-if on its continuation.",
             status=409,
         )
-    run = commit_what_if(what_if, requested_by=request.user)
+    try:
+        run = commit_what_if(what_if, requested_by=request.user)
+    except CompactionRefused as refused:  # e.g. another run of this session is in progress
+        return HttpResponse(f"{str(refused).capitalize()}.", status=409)
     if _runs_inline(session, run.summarizer):
         run = run_compaction(run.pk)  # the queued task finds it finished and does nothing
     flash.success(

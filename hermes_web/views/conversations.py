@@ -1,6 +1,8 @@
-"""Conversation list and conversation view (chunked, with archived rows on request)."""
+"""Conversation list and conversation view (a window of messages with paging, archived rows
+on request)."""
 
 import functools
+import json
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value
@@ -16,14 +18,65 @@ from hermes_web.views.lineage import compaction_tally
 
 CHUNK = 200
 LIST_LIMIT = 200
+# A window also ends once its rows hold this much text: 200 rows of multi-megabyte tool
+# output would otherwise cost the web process gigabytes for one page view.
+WINDOW_BYTES = 4 * 1024 * 1024
+# Positions are stored as 32-bit-safe integers; a larger ?start= means "past the end".
+MAX_POSITION = 2**31 - 1
 
 
 def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
     try:
-        # Capped: a value past SQLite's 64-bit integers would fail the query (500).
-        return min(max(0, int(request.GET.get(name, default))), 10**9)
+        return min(MAX_POSITION, max(0, int(request.GET.get(name, default))))
     except (TypeError, ValueError):
         return default
+
+
+def _row_bytes(row: Message) -> int:
+    """Roughly how much text a row holds (content, tool calls, reasoning)."""
+    size = 0
+    for value in (row.content, row.tool_calls, row.reasoning):
+        if isinstance(value, str):
+            size += len(value)
+        elif value:
+            size += len(json.dumps(value, ensure_ascii=False))
+    return size
+
+
+def message_window(rows_qs, start: int) -> tuple[list[Message], int | None]:
+    """Rows from ``start`` on: at most CHUNK of them and about WINDOW_BYTES of text (always
+    at least one row), read in small batches; and the position the next window starts at."""
+    rows: list[Message] = []
+    total = 0
+    iterator = rows_qs.filter(position__gte=start).order_by("position").iterator(chunk_size=25)
+    for row in iterator:
+        if len(rows) >= CHUNK or (rows and total >= WINDOW_BYTES):
+            return rows, row.position
+        rows.append(row)
+        total += _row_bytes(row)
+    return rows, None
+
+
+def _window_back(rows_qs, before: int | None) -> int | None:
+    """Where a window ending just before ``before`` (or at the end) starts: CHUNK rows back,
+    fewer when their stored token counts (about 4 bytes each) pass WINDOW_BYTES."""
+    if before is not None:
+        rows_qs = rows_qs.filter(position__lt=before)
+    first, size = None, 0
+    for position, tokens in rows_qs.order_by("-position").values_list("position", "token_count")[
+        :CHUNK
+    ]:
+        if first is not None and size >= WINDOW_BYTES:
+            break
+        first, size = position, size + 4 * (tokens or 0)
+    return first
+
+
+def _window_starts(rows_qs, start: int) -> tuple[int | None, int | None]:
+    """Where the previous window starts (None at the top) and where the newest one does."""
+    previous = _window_back(rows_qs, start) if start else None
+    newest = _window_back(rows_qs, None)
+    return previous, (newest if newest is not None and newest > start else None)
 
 
 @require_GET
@@ -136,14 +189,14 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     show_archived = request.GET.get("archived") == "1"
     stats = conversation_stats(session)
 
+    visible = Message.objects.filter(session=session)
+    if not show_archived:
+        visible = visible.filter(active=True)
+
     @functools.cache
     def chunk() -> tuple[list[dict], int | None]:
-        rows_qs = Message.objects.filter(session=session, position__gte=start)
-        if not show_archived:
-            rows_qs = rows_qs.filter(active=True)
-        rows = list(rows_qs.select_related("archived_by").order_by("position")[: CHUNK + 1])
-        next_start = rows[CHUNK].position if len(rows) > CHUNK else None
-        return _message_rows(session, rows[:CHUNK], stats["biggest"] or 0), next_start
+        rows, next_start = message_window(visible.select_related("archived_by"), start)
+        return _message_rows(session, rows, stats["biggest"] or 0), next_start
 
     # The template caches a chunk's HTML until the session changes (updated_at moves on every
     # append and in-place commit); these callables run only when it renders the chunk anew.
@@ -162,7 +215,11 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     compactions = list(
         Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
     )
+    starts = functools.cache(functools.partial(_window_starts, visible, start))
     context.update(
+        # Callables, read only when the template's cached paging links are stale.
+        previous_start=lambda: starts()[0],
+        newest_start=lambda: starts()[1],
         archived=stats["archived"],
         compactions=compactions,
         children=list(Session.objects.filter(parent=session).order_by("created_at")),

@@ -68,7 +68,7 @@ def test_jobs_queued_across_a_redis_restart_each_run_exactly_once(spawn, owner, 
 
 
 @pytest.mark.parametrize("mode", ["rotation", "in_place"])
-def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(
+def test_postgres_restart_during_a_run_is_retried_and_commits_once(
     spawn, owner, slow_llm, postgres_server, mode
 ):
     session = build_session(owner, 400, seed=50, compaction_mode=mode)
@@ -76,7 +76,7 @@ def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(
     slow_llm.enqueue(
         {"sleep": 8, "content": "## Active Task\nFirst attempt.\n\n## Goal\nSurvive a restart."}
     )
-    env = {**slow_llm.worker_env, "HERMES_LOCK_LEASE_SECONDS": "10"}
+    env = slow_llm.worker_env  # default lease, heartbeat and database-retry settings
     [worker] = spawn.workers(1, extra_env=env)
     before = {
         "sessions": dump_table("hermes_web_session"),
@@ -103,17 +103,11 @@ def test_postgres_restart_during_a_run_fails_cleanly_or_commits_once(
     )
     assert worker.alive()
     run.refresh_from_db()
-    assert run.status in (Compaction.Status.COMMITTED, Compaction.Status.FAILED), (
-        run.status,
-        run.error,
-    )
+    # Retried through the restart (in place, then by the task), not failed.
+    assert run.status == Compaction.Status.COMMITTED, (run.status, run.error)
+    assert before["sessions"]  # the snapshot was taken
     session.refresh_from_db()
-    if run.status == Compaction.Status.FAILED:
-        assert {
-            "sessions": dump_table("hermes_web_session"),
-            "messages": dump_table("hermes_web_message"),
-        } == before
-    elif mode == "rotation":
+    if mode == "rotation":
         children = list(Session.objects.filter(parent_id=session.pk))
         assert len(children) == 1
         assert Message.objects.filter(session=children[0], is_summary=True).count() == 1

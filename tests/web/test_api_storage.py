@@ -357,9 +357,10 @@ def test_export_formats(alice_client, alice):
     openai = alice_client.get(f"/api/sessions/{session.public_id}/export")
     assert openai.status_code == 200
     assert openai["Content-Type"] == "application/json"
-    assert json.loads(openai.content) == [{"role": "user", "content": "hello"}]
+    assert openai.streaming  # streamed in chunks, never built whole in memory
+    assert json.loads(b"".join(openai.streaming_content)) == [{"role": "user", "content": "hello"}]
     line = alice_client.get(f"/api/sessions/{session.public_id}/export", {"format": "hermes-jsonl"})
-    assert json.loads(line.content)["id"] == session.public_id
+    assert json.loads(b"".join(line.streaming_content))["id"] == session.public_id
     assert (
         alice_client.get(f"/api/sessions/{session.public_id}/export", {"format": "pdf"}).status_code
         == 422

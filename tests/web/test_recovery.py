@@ -107,3 +107,180 @@ def test_an_unreachable_broker_leaves_the_run_queued_for_the_sweep(alice, caplog
     assert "it will be re-sent" in caplog.text
     Compaction.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(minutes=5))
     assert stranded_runs() == [run.pk]
+
+
+# --- the embedded setup, as `make run` starts it -----------------------------------------
+
+
+def _procfile_worker_argv(concurrency: int = 4) -> list[str]:
+    """The worker command of the Procfile `make run` starts, with its variables filled in."""
+    import shlex
+    import sys
+
+    from tests.conftest import ROOT
+
+    line = next(
+        line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("worker:")
+    )
+    command = line.split(":", 1)[1].strip()
+    command = command.replace("${HERMES_WORKER_CONCURRENCY}", str(concurrency))
+    command = command.replace("${HERMES_WORKER_LOGLEVEL}", "info")
+    argv = shlex.split(command)
+    assert argv[0] == "celery", argv
+    assert "--pool=threads" in argv, argv
+    assert "-B" in argv, argv
+    return [sys.executable, "-m", *argv]
+
+
+class EmbeddedWorker:
+    """`make run`'s worker (threads pool, beat, SQLite broker) in its own process group."""
+
+    def __init__(self, broker_url: str, data_dir, log_path, extra_env: dict):
+        import os
+        import subprocess
+
+        from django.conf import settings
+        from django.db import connection
+
+        from tests.conftest import ROOT, database_url_for
+
+        data_dir.mkdir(exist_ok=True)
+        self.log_path = log_path
+        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url_for(connection.settings_dict),
+            "SECRET_KEY": settings.SECRET_KEY,
+            "CELERY_BROKER_URL": broker_url,
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "HERMES_DATA_DIR": str(data_dir),  # beat's schedule file
+            **extra_env,
+        }
+        # No lease, heartbeat or sweep settings: the defaults are what is proven here.
+        for name in list(env):
+            if name.startswith(("HERMES_LOCK_", "HERMES_LEASE_", "HERMES_RECOVERY_")):
+                del env[name]
+        self.proc = subprocess.Popen(
+            _procfile_worker_argv(),
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        import os
+        import signal
+
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        import contextlib
+        import os
+        import signal
+        import subprocess
+
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(20)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(10)
+        self._log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", ["rotation", "in_place"])
+def test_embedded_worker_killed_mid_compaction_is_taken_over_with_default_leases(
+    alice, tmp_path, settings, mode
+):
+    """SIGKILL `make run`'s worker while its run waits on the summarizer; a fresh worker
+    (as a restarted `make run` would start) commits the run once within 60 s of the kill."""
+    import time
+
+    from hermes_web.celery import app
+    from hermes_web.models import Message, Session
+    from hermes_web.services.compactions import request_compaction
+    from tests.conftest import point_app_at_broker, wait_for
+    from tests.fake_openai import FakeOpenAIServer
+    from tests.web.compaction_helpers import SMALL_TAIL, conversation
+
+    assert settings.HERMES_LOCK_LEASE_SECONDS <= 20  # the default, not a test override
+    session = conversation(alice, compaction_mode=mode)
+    before = list(Message.objects.values_list("pk", "session_id", "position", "active"))
+    original = app.conf.broker_url
+    broker = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    app.conf.task_always_eager = False
+    point_app_at_broker(broker)
+    server = FakeOpenAIServer(
+        default_reply={"content": "## Active Task\nRecovered.\n\n## Goal\nSurvive a kill."}
+    ).start()
+    server.enqueue({"sleep": 90, "content": "never delivered: the worker is dead by then"})
+    env = {
+        "HERMES_SUMMARY_MODEL": "openai/fake-summary",
+        "HERMES_SUMMARY_API_BASE": server.base_url,
+        "HERMES_SUMMARY_API_KEY": "x",
+        "HERMES_LLM_TIMEOUT": "120",
+    }
+    workers = []
+    try:
+        victim = EmbeddedWorker(broker, tmp_path / "data", tmp_path / "victim.log", env)
+        workers.append(victim)
+        run = request_compaction(session=session, mode=mode, config_overrides=SMALL_TAIL)
+        wait_for(
+            lambda: server.requests,
+            timeout=90,
+            worker=victim,
+            message=lambda: f"the summary request; log:\n{victim.log()}",
+        )
+        victim.kill()
+        killed_at = time.monotonic()
+        run.refresh_from_db()
+        assert run.status == Compaction.Status.RUNNING
+        assert list(Message.objects.values_list("pk", "session_id", "position", "active")) == (
+            before
+        )
+
+        rescuer = EmbeddedWorker(broker, tmp_path / "data", tmp_path / "rescuer.log", env)
+        workers.append(rescuer)
+        wait_for(
+            lambda: Compaction.objects.get(pk=run.pk).is_finished,
+            timeout=60 - (time.monotonic() - killed_at),
+            interval=0.2,
+            worker=rescuer,
+            message=lambda: (
+                f"the run to be taken over and finish (now {Compaction.objects.get(pk=run.pk).status}); "
+                f"log:\n{rescuer.log()[-4000:]}"
+            ),
+        )
+        recovered = time.monotonic() - killed_at
+    finally:
+        for worker in workers:
+            worker.stop()
+        server.stop()
+        point_app_at_broker(original)
+    run.refresh_from_db()
+    assert run.status == Compaction.Status.COMMITTED, (run.status, run.error)
+    assert run.attempts == 2
+    assert run.summarizer != "deterministic"  # the rescuer's own summary call, not a fallback
+    assert len(server.requests) == 2
+    assert Compaction.objects.filter(session=session).count() == 1
+    if mode == "rotation":
+        assert Session.objects.filter(parent=session).count() == 1
+    else:
+        assert Message.objects.filter(session=session, active=True, is_summary=True).count() == 1
+    assert SessionLock.objects.get(session=session).holder == ""
+    print(f"\n[embedded crash:{mode}] committed once, {recovered:.1f}s after the kill")

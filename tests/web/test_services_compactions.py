@@ -285,43 +285,44 @@ def test_lock_is_exclusive_until_released_or_expired(alice, settings):
     assert acquire_lock(session.pk, "c")
 
 
-def test_a_run_while_the_lease_is_held_is_skipped_locked(alice):
+def test_a_run_while_the_lease_is_held_waits_queued_and_runs_after_release(alice):
     session = conversation(alice)
     assert acquire_lock(session.pk, "someone-else")
     run = request_compaction(session=session, config_overrides=SMALL_TAIL, run_now=True)
-    assert run.status == Compaction.Status.SKIPPED
-    assert run.reason == "locked"
+    assert run.status == Compaction.Status.QUEUED  # not dropped as skipped/locked
+    assert run.attempts == 0
     session.refresh_from_db()
     assert session.end_reason == ""
     assert Session.objects.count() == 1
+    release_lock(session.pk, "someone-else")
+    assert run_compaction(run.pk).status == Compaction.Status.COMMITTED
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("mode", ["rotation", "in_place"])
-def test_two_concurrent_workers_commit_exactly_once(alice, settings, mode):
+def test_two_concurrent_deliveries_of_one_run_commit_exactly_once(alice, settings, mode):
     session = conversation(alice)
     with FakeOpenAIServer(default_reply={"sleep": 1.0, "content": "## Goal\nDone."}) as server:
         use_summary_server(settings, server)
-        runs = [
+        run = request_compaction(session=session, mode=mode, config_overrides=SMALL_TAIL)
+        with pytest.raises(CompactionRefused, match="already queued"):
             request_compaction(session=session, mode=mode, config_overrides=SMALL_TAIL)
-            for _ in range(2)
-        ]
         barrier = threading.Barrier(2)
 
-        def work(run_id):
+        def work():
             barrier.wait()
             try:
-                run_compaction(run_id)
+                run_compaction(run.pk)
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=work, args=(r.pk,)) for r in runs]
+        threads = [threading.Thread(target=work) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(60)
-    statuses = sorted(Compaction.objects.filter(session=session).values_list("status", "reason"))
-    assert statuses == [("committed", ""), ("skipped", "locked")]
+    statuses = list(Compaction.objects.filter(session=session).values_list("status", "attempts"))
+    assert statuses == [("committed", 1)]
     assert len(server.requests) == 1
     if mode == "rotation":
         assert Session.objects.filter(parent=session).count() == 1

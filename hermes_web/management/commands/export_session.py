@@ -6,7 +6,7 @@ from hermes_web.exporters import (
     FORMATS,
     REPORT_FORMATS,
     export_report_text,
-    export_session_text,
+    iter_session_export,
     latest_report,
 )
 from hermes_web.models import Compaction, Session
@@ -32,14 +32,17 @@ class Command(BaseCommand):
                 compaction = latest_report(session)
                 if compaction is None:
                     raise CommandError(f"session {id} has no compaction report yet")
-            text = export_report_text(compaction, format)
+            chunks = iter([export_report_text(compaction, format)])
         else:
             session = Session.objects.filter(public_id=id).first()
             if session is None:
                 raise CommandError(f"no session with id {id!r}")
-            text = export_session_text(session, format)
+            chunks = iter_session_export(session, format)  # streamed: constant memory
         if output:
-            Path(output).write_text(text, encoding="utf-8")
+            with Path(output).open("w", encoding="utf-8") as file:
+                for chunk in chunks:
+                    file.write(chunk)
             self.stderr.write(f"wrote {output}")
         else:
-            self.stdout.write(text, ending="")
+            for chunk in chunks:
+                self.stdout.write(chunk, ending="")
