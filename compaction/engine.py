@@ -20,7 +20,9 @@ from compaction.boundary import find_boundaries
 from compaction.config import CompactionConfig
 from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
+from compaction.passes import hermes_fold
 from compaction.report import CompactionReport
+from compaction.room import prepare
 from compaction.sanitize import sanitize_tool_pairs
 from compaction.serialize import RecordSizes, measure_records, serialize_middle
 from compaction.slimming import (
@@ -62,6 +64,7 @@ from compaction.trigger import compute_threshold
 __all__ = ["CompactionResult", "compact"]
 
 _KINDS = ("fold", "truncate", "image")
+_HERMES_KINDS = ("dedup", "args_shrink", "image_retire", "demote", "lean_tail")
 _BLOCK = 512  # messages of the middle slimmed, measured and gathered together (see compact())
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -165,14 +168,95 @@ def _gc_paused(function: Callable[P, R]) -> Callable[P, R]:
     return paused
 
 
-def _totals(actions: Sequence[SlimAction]) -> dict[str, dict[str, int]]:
-    totals = {k: {"count": 0, "chars_before": 0, "chars_after": 0} for k in _KINDS}
+def _totals(actions: Sequence[SlimAction], profile: str = "classic") -> dict[str, dict[str, int]]:
+    kinds = _KINDS if profile == "classic" else (*_KINDS, *_HERMES_KINDS)
+    totals = {k: {"count": 0, "chars_before": 0, "chars_after": 0} for k in kinds}
     for a in actions:
         t = totals[a["kind"]]
         t["count"] += 1
         t["chars_before"] += a["chars_before"]
         t["chars_after"] += a["chars_after"]
     return totals
+
+
+def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
+    """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
+    it wrote: the fold line, else the slimmed text)."""
+    h, t = bounds
+    out = []
+    for a in actions:
+        i = a["index"]
+        region = "head" if 0 <= i < h else "tail" if i >= t else "middle"
+        out.append({**a, "region": region, "line": a["fold_line"] or a["after"]})
+    return tuple(out)
+
+
+def _warnings(
+    cfg: CompactionConfig,
+    before: int,
+    after: int | None,
+    info: Mapping[str, Any],
+    prepared: Any,
+    fallbacks: Sequence[Any] | None,
+) -> tuple[dict[str, str], ...]:
+    """Why the result is not what the budgets ask for (``{"code", "message"}`` each)."""
+    out: list[dict[str, str]] = []
+    threshold, window = cfg.threshold_tokens, cfg.context_length
+    if cfg.threshold_lowered:
+        raw = max(int(cfg.threshold_percent * window), cfg.min_threshold_tokens)
+        out.append(
+            {
+                "code": "threshold_at_window",
+                "message": f"the configured threshold ({raw:,} tokens) is at or above the "
+                f"{window:,}-token window; it was lowered to {threshold:,}.",
+            }
+        )
+    result = before if after is None else after
+    if result > threshold and before > threshold:
+        what = "the conversation" if after is None else "the compacted conversation"
+        out.append(
+            {
+                "code": "over_threshold",
+                "message": f"{what} is {result:,} tokens, over the {threshold:,}-token threshold.",
+            }
+        )
+    if result > window:
+        out.append(
+            {
+                "code": "over_window",
+                "message": f"the result is {result:,} tokens, over the {window:,}-token window.",
+            }
+        )
+    tail = info.get("tail")
+    if isinstance(tail, int) and tail > threshold:
+        out.append(
+            {
+                "code": "tail_over_threshold",
+                "message": f"the protected tail alone is {tail:,} tokens, over the "
+                f"{threshold:,}-token threshold.",
+            }
+        )
+    stuck = getattr(prepared, "stuck", None)
+    if stuck is not None and result > threshold:
+        index, size = stuck
+        out.append(
+            {
+                "code": "cannot_make_room",
+                "message": f"message {index} alone is {size:,} tokens and cannot be folded or "
+                f"summarized (it is the newest message or a user/assistant text kept verbatim); "
+                f"with the system prompt and the summary it does not fit the {threshold:,}-token "
+                "threshold.",
+            }
+        )
+    if fallbacks:
+        stages = ", ".join(str(f.get("stage", "?")) for f in fallbacks if isinstance(f, Mapping))
+        out.append(
+            {
+                "code": "summarizer_fallback",
+                "message": f"a fallback wrote the summary (failed: {stages or 'summarizer'}).",
+            }
+        )
+    return tuple(out)
 
 
 @_gc_paused
@@ -221,6 +305,7 @@ def compact(
     # The input is only read: a list is used as it is (copying 50k references costs a walk
     # over every message object, once to copy and once to free).
     msgs = messages if type(messages) is list else list(messages)
+    original = msgs  # the input; the hermes passes replace ``msgs`` with a slimmed copy
     summary_positions = _scan_input(msgs, token_counts)
     if isinstance(now, datetime):
         now = now.date()
@@ -235,6 +320,7 @@ def compact(
     clock.lap("tokens")
 
     base: dict[str, Any] = {
+        "profile": cfg.profile,
         "config": cfg.to_dict(),
         "focus": focus,
         "now": day.isoformat(),
@@ -251,17 +337,23 @@ def compact(
         phases = clock.done()
         info = {**token_info, "after": before, "saved": 0, "ratio": 1.0 if before else None}
         info.update(extra.pop("tokens", {}))
+        if "slimming" in extra:
+            extra["slimming"] = _with_regions(extra["slimming"], bounds_now)
         report = CompactionReport(
             status=status,
             reason=reason,
-            counts={"messages_before": len(msgs), "messages_after": len(msgs)},
+            counts={"messages_before": len(original), "messages_after": len(original)},
             tokens=info,
             output_message_tokens=tokens,
             timings_ms=phases,
+            warnings=_warnings(cfg, before, None, info, prepared_now, extra.get("fallbacks")),
             **base,
             **extra,
         )
-        return CompactionResult(copy.deepcopy(msgs), report)
+        return CompactionResult(copy.deepcopy(original), report)
+
+    bounds_now: list[int] = [0, 0]
+    prepared_now: list[Any] = [None]
 
     # The newest summary-bearing message gives the previous summary; the middle drops the
     # summary part of each one below.
@@ -272,12 +364,25 @@ def compact(
             break
     previous_body = previous_summary or found_previous or None
     first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
-    bounds = find_boundaries(msgs, tokens, cfg, protect_first_n=first_n)
+    hermes = cfg.profile != "classic"
+    prepared = None
+    if hermes:
+        prepared = prepare(
+            msgs, tokens, lambda m: count_message_tokens(m, cfg, counter), cfg, first_n
+        )
+        msgs, work_tokens = prepared.work.messages, prepared.work.tokens
+        bounds = prepared.bounds
+        clock.lap("passes")
+    else:
+        work_tokens = tokens
+        bounds = find_boundaries(msgs, tokens, cfg, protect_first_n=first_n)
     h, t, n = bounds.head_end, bounds.tail_start, len(msgs)
-    head_tokens, tail_tokens = sum(tokens[:h]), sum(tokens[t:])
+    bounds_now[:] = [h, t]
+    prepared_now[0] = prepared
+    head_tokens, tail_tokens = sum(work_tokens[:h]), sum(work_tokens[t:])
     span_info = {
         "head": head_tokens,
-        "middle": before - head_tokens - tail_tokens if t > h else 0,
+        "middle": sum(work_tokens) - head_tokens - tail_tokens if t > h else 0,
         "tail": tail_tokens,
     }
     base.update(
@@ -288,6 +393,7 @@ def compact(
     clock.lap("boundary")
 
     middle = msgs[h:t]
+    facts_middle = original[h:t] if hermes else middle
     indices: range | list[int] = range(h, t)
     in_middle = [p for p in summary_positions if h <= p < t]
     if in_middle:
@@ -296,10 +402,17 @@ def compact(
         _, remainder = split_summary(content_text(msgs[i].get("content"), images=False))
         if remainder:
             middle[i - h] = {**msgs[i], "content": remainder}
+            if hermes:
+                facts_middle[i - h] = {**original[i], "content": remainder}
         else:
             del middle[i - h], indices[i - h]
+            if hermes:
+                del facts_middle[i - h]
+    pre_actions = prepared.work.actions if prepared is not None else []
     if not middle:
-        return unchanged("skipped", "nothing_to_compact", tokens=span_info)
+        return unchanged(
+            "skipped", "nothing_to_compact", tokens=span_info, slimming=tuple(pre_actions)
+        )
 
     # Results in the middle answer calls in the head or earlier in the middle, never in the
     # tail: the head's calls are indexed here, the middle's during slimming. Everything that
@@ -311,17 +424,20 @@ def compact(
     slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
     sizes = RecordSizes()
     gathered = MiddleGathered()  # what the deterministic summary needs from the whole middle
+    fold = hermes_fold if hermes else None
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
-        slim_range(slimming, indices, cfg, start, stop)
+        slim_range(slimming, indices, cfg, start, stop, fold)
         clock.lap("slimming", add=True)
         measure_records(
             slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
         )
         clock.lap("serialize", add=True)
-        gather_middle(middle, start, stop, slimming.calls, gathered)
+        gather_middle(facts_middle, start, stop, slimming.calls, gathered)
         clock.lap("summarize", add=True)
     actions, folds = slimming.actions, slimming.folds
+    if pre_actions:
+        actions = [*pre_actions, *actions]
     summarizer_input, truncations = serialize_middle(
         slimming.messages, h, cfg, indices=indices, folds=folds, sizes=sizes
     )
@@ -334,7 +450,7 @@ def compact(
         None,
     )
     facts = SummaryFacts(
-        middle=middle,
+        middle=facts_middle,
         fold_lines=folds,
         first_user_text=content_text(first_user.get("content"), images=False)
         if first_user
@@ -342,7 +458,7 @@ def compact(
         previous_summary=previous_body,
         focus=focus,
         now=day,
-        max_chars=cfg.summary_max_chars,
+        max_chars=cfg.summary_chars,
         calls=slimming.calls,
         gathered=gathered,
     )
@@ -366,7 +482,7 @@ def compact(
             summarizer_input=summarizer_input,
             summarizer_prompt=aborted.prompt,
             slimming=tuple(actions),
-            slimming_totals=_totals(actions),
+            slimming_totals=_totals(actions, cfg.profile),
         )
     if not outcome.body.strip():
         empty = FallbackError(
@@ -405,7 +521,7 @@ def compact(
     for pos, message in enumerate(stripped):
         source = assembly.sources[pos]
         if source is not None and pos not in changed and pos != assembly.summary_index:
-            counts_by_id[id(message)] = tokens[source]
+            counts_by_id[id(message)] = work_tokens[source]
     clock.lap("assemble")
 
     final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
@@ -428,7 +544,7 @@ def compact(
     }
     details: dict[str, Any] = {
         "slimming": tuple(actions),
-        "slimming_totals": _totals(actions),
+        "slimming_totals": _totals(actions, cfg.profile),
         "summarizer_input": summarizer_input,
         "summarizer_prompt": outcome.prompt,
         "summary": wrap_summary(body),
@@ -440,7 +556,9 @@ def compact(
     if after >= before:
         attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}
         return unchanged("skipped", "summary_not_smaller", tokens=attempted, **details)
+    details["slimming"] = _with_regions(details["slimming"], bounds_now)
     report = CompactionReport(
+        warnings=_warnings(cfg, before, after, info, prepared, details["fallbacks"]),
         status="compacted",
         reason=None,
         counts={"messages_before": n, "messages_after": len(final)},

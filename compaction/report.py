@@ -43,6 +43,12 @@ class CompactionReport:
         sanitization: tool-pair repairs (kind, tool_call_id, index).
         output_message_tokens: tokens per output message.
         timings_ms: per phase and total.
+        profile: the config's profile (``"classic"`` or ``"hermes"``).
+        warnings: ``{"code", "message"}`` for each way the result misses its budgets
+            (``over_threshold``, ``over_window``, ``tail_over_threshold``,
+            ``cannot_make_room``, ``summarizer_fallback``, ``threshold_at_window``).
+        redactions: secrets redacted from the summarizer input and deterministic summary.
+        tokens_estimated: names of ``tokens`` figures that are estimates, not exact counts.
     """
 
     status: str
@@ -71,6 +77,10 @@ class CompactionReport:
     sanitization: tuple[Mapping[str, Any], ...] = ()
     output_message_tokens: tuple[int, ...] = ()
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    profile: str = "classic"
+    warnings: tuple[Mapping[str, str], ...] = ()
+    redactions: int = 0
+    tokens_estimated: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-serializable data (lists and dicts)."""

@@ -67,7 +67,7 @@ _ACTION_KEYS = (
 
 
 def _classic(**overrides: Any) -> CompactionConfig:
-    return CompactionConfig(**overrides)
+    return CompactionConfig(profile="classic", **overrides)
 
 
 def _digest(messages: list[dict[str, Any]], config: CompactionConfig, **kwargs: Any) -> str:
