@@ -21,6 +21,7 @@ from compaction.config import CompactionConfig
 from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
 from compaction.passes import hermes_fold
+from compaction.redact import redact
 from compaction.report import CompactionReport
 from compaction.room import prepare
 from compaction.sanitize import sanitize_tool_pairs
@@ -227,7 +228,7 @@ def _warnings(
                 "message": f"the result is {result:,} tokens, over the {window:,}-token window.",
             }
         )
-    tail = info.get("tail")
+    tail = info.get("tail_slimmed", info.get("tail"))
     if isinstance(tail, int) and tail > threshold:
         out.append(
             {
@@ -346,7 +347,7 @@ def compact(
             tokens=info,
             output_message_tokens=tokens,
             timings_ms=phases,
-            warnings=_warnings(cfg, before, None, info, prepared_now, extra.get("fallbacks")),
+            warnings=_warnings(cfg, before, None, info, prepared_now[0], extra.get("fallbacks")),
             **base,
             **extra,
         )
@@ -379,12 +380,15 @@ def compact(
     h, t, n = bounds.head_end, bounds.tail_start, len(msgs)
     bounds_now[:] = [h, t]
     prepared_now[0] = prepared
-    head_tokens, tail_tokens = sum(work_tokens[:h]), sum(work_tokens[t:])
+    head_tokens, tail_tokens = sum(tokens[:h]), sum(tokens[t:])
     span_info = {
         "head": head_tokens,
-        "middle": sum(work_tokens) - head_tokens - tail_tokens if t > h else 0,
+        "middle": before - head_tokens - tail_tokens if t > h else 0,
         "tail": tail_tokens,
     }
+    if hermes:  # the input's spans above; these are after the passes slimmed head and tail
+        span_info["head_slimmed"] = sum(work_tokens[:h])
+        span_info["tail_slimmed"] = sum(work_tokens[t:])
     base.update(
         boundaries=bounds.to_dict(),
         alignment=tuple(e.to_dict() for e in bounds.events),
@@ -443,6 +447,10 @@ def compact(
     )
     actions.extend(truncations)
     clock.lap("serialize", add=True)
+    redactions = 0
+    if hermes:
+        summarizer_input, redactions = redact(summarizer_input)
+        clock.lap("redact", add=True)
 
     summary_set = set(summary_positions)
     first_user = next(
@@ -483,6 +491,7 @@ def compact(
             summarizer_prompt=aborted.prompt,
             slimming=tuple(actions),
             slimming_totals=_totals(actions, cfg.profile),
+            redactions=redactions,
         )
     if not outcome.body.strip():
         empty = FallbackError(
@@ -501,6 +510,10 @@ def compact(
         )
     body = outcome.body.strip()
     clock.lap("summarize", add=True)
+    if hermes:
+        body, found = redact(body)
+        redactions += found
+        clock.lap("redact", add=True)
 
     assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
     stripped, image_changes = strip_historical_images(assembly.messages)
@@ -552,6 +565,7 @@ def compact(
         "summarizer": outcome.source,
         "summarizer_model": outcome.model,
         "fallbacks": tuple(f.to_dict() for f in outcome.fallbacks),
+        "redactions": redactions,
     }
     if after >= before:
         attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}

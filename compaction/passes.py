@@ -105,7 +105,7 @@ def output_lines(content: str) -> tuple[int, str | None]:
                     code = str(value)
                     break
             parts = [data.get(k) for k in ("output", "stdout", "stderr", "result")]
-            texts = [p for p in parts if isinstance(p, str) and p]
+            texts = [p.rstrip("\n") for p in parts if isinstance(p, str) and p.strip()]
             if texts or any(k in data for k in ("output", "stdout", "stderr")):
                 body = "\n".join(texts)
     if code is None:

@@ -120,6 +120,12 @@ def _make_room(work: Work, bounds: Boundaries, boundary: int, config: Compaction
             t += 1
         t = max(t, h + 1)
         events.append(AlignmentEvent("cut_moved_for_room", start, t))
+    if t >= n > h + 1:
+        # Never summarize everything: the newest message (with its tool group) stays.
+        t = n - 1
+        while t > h + 1 and messages[t].get("role") == "tool":
+            t -= 1
+        events.append(AlignmentEvent("newest_message_kept", n, t))
     stuck = None
     final = projected()
     if final > threshold:
