@@ -413,7 +413,9 @@ def compact(
             if hermes:
                 del facts_middle[i - h]
     pre_actions = prepared.work.actions if prepared is not None else []
-    if not middle:
+    # hermes: a middle holding only the previous summary is still worth a compaction when the
+    # passes slimmed head or tail (the summary is carried forward, the slimming committed).
+    if not middle and not (hermes and pre_actions and t > h):
         return unchanged(
             "skipped", "nothing_to_compact", tokens=span_info, slimming=tuple(pre_actions)
         )

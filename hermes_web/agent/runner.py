@@ -304,7 +304,7 @@ class TurnLoop:
             for call in calls:
                 name = call["function"]["name"]
                 self.record(None, activity=f"running {name}")
-                result = run_tool(name, call["function"]["arguments"])
+                result = run_tool(name, call["function"]["arguments"], session=self.session)
                 self.usage["tool_calls"] += 1
                 message = append_message(
                     self.session,
