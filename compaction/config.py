@@ -61,7 +61,9 @@ class CompactionConfig:
         lean_tail_keep_rounds: hermes: the newest N tool rounds of the tail stay verbatim ...
         lean_tail_min_chars: ... older tail tool results at least this long become stubs.
         summary_window_fraction: hermes: the deterministic summary is bounded by this fraction
-            of the window (as 4 chars per token) when that is below ``summary_max_chars``.
+            of the window (as 4 chars per token) ...
+        resume_summary_max_chars: ... and by this many chars (it keeps every path, command
+            and error line it can, so it is allowed more room than the classic summary).
     """
 
     context_length: int = 200_000
@@ -95,6 +97,7 @@ class CompactionConfig:
     lean_tail_keep_rounds: int = 6
     lean_tail_min_chars: int = 1_500
     summary_window_fraction: float = 0.05
+    resume_summary_max_chars: int = 40_000
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -144,11 +147,11 @@ class CompactionConfig:
     @property
     def summary_chars(self) -> int:
         """Bound of the deterministic summary body: classic ``summary_max_chars``; hermes
-        ``max(1,000, min(summary_max_chars, int(summary_window_fraction × window × 4)))``."""
+        ``max(1,000, min(resume_summary_max_chars, int(summary_window_fraction × window × 4)))``."""
         if self.profile == "classic":
             return self.summary_max_chars
         scaled = int(self.summary_window_fraction * self.context_length * 4)
-        return max(1_000, min(self.summary_max_chars, scaled))
+        return max(1_000, min(self.resume_summary_max_chars, scaled))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-serializable dict."""
@@ -207,6 +210,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "lean_tail_keep_rounds": (0, 10_000),
     "lean_tail_min_chars": (1, float("inf")),
     "summary_window_fraction": (0.001, 1.0),
+    "resume_summary_max_chars": (1_000, float("inf")),
 }
 
 

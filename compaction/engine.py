@@ -414,8 +414,11 @@ def compact(
                 del facts_middle[i - h]
     pre_actions = prepared.work.actions if prepared is not None else []
     # hermes: a middle holding only the previous summary is still worth a compaction when the
-    # passes slimmed head or tail (the summary is carried forward, the slimming committed).
-    if not middle and not (hermes and pre_actions and t > h):
+    # passes slimmed head or tail by at least the anti-thrash saving (the summary is carried
+    # forward, the slimming committed).
+    passes_saved = before - sum(work_tokens) if hermes else 0
+    worth = passes_saved >= cfg.anti_thrash_min_saving * before
+    if not middle and not (hermes and pre_actions and t > h and worth):
         return unchanged(
             "skipped", "nothing_to_compact", tokens=span_info, slimming=tuple(pre_actions)
         )
@@ -471,6 +474,8 @@ def compact(
         max_chars=cfg.summary_chars,
         calls=slimming.calls,
         gathered=gathered,
+        profile=cfg.profile,
+        indices=indices,
     )
     prompt = build_prompt(
         summarizer_input,
