@@ -369,7 +369,12 @@ def compact(
     prepared = None
     if hermes:
         prepared = prepare(
-            msgs, tokens, lambda m: count_message_tokens(m, cfg, counter), cfg, first_n
+            msgs,
+            tokens,
+            lambda m: count_message_tokens(m, cfg, counter),
+            cfg,
+            first_n,
+            lambda batch: count_messages_tokens(batch, cfg, tokenizer),
         )
         msgs, work_tokens = prepared.work.messages, prepared.work.tokens
         bounds = prepared.bounds

@@ -181,6 +181,9 @@ class Work:
     actions: list[SlimAction] = field(default_factory=list)
     folded: set[int] = field(default_factory=set)
     calls: CallIndex = field(default_factory=dict)
+    count_many: Callable[[list[Message]], list[int]] | None = None
+    immediate: bool = False
+    dirty: list[int] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -189,14 +192,30 @@ class Work:
         tokens: Sequence[int],
         count: Callable[[Message], int],
         config: CompactionConfig,
+        count_many: Callable[[list[Message]], list[int]] | None = None,
     ) -> Work:
         """A work list over ``messages`` (never mutated)."""
-        return cls(list(messages), list(tokens), count, config, calls=build_call_index(messages))
+        work = cls(list(messages), list(tokens), count, config, calls=build_call_index(messages))
+        work.count_many = count_many or (lambda batch: [count(m) for m in batch])
+        return work
 
     def put(self, pos: int, message: dict[str, Any]) -> None:
-        """Replace row ``pos`` and recount it."""
+        """Replace row ``pos``; its count is refreshed by ``flush`` (in one batch) or at once
+        when ``immediate`` is set (a pass that decides row by row)."""
         self.messages[pos] = message
-        self.tokens[pos] = self.count(message)
+        if self.immediate:
+            self.tokens[pos] = self.count(message)
+        else:
+            self.dirty.append(pos)
+
+    def flush(self) -> None:
+        """Recount the rows replaced since the last flush (one tokenizer batch)."""
+        if not self.dirty:
+            return
+        positions, self.dirty = self.dirty, []
+        counts = self.count_many([self.messages[p] for p in positions])
+        for pos, count in zip(positions, counts, strict=True):
+            self.tokens[pos] = count
 
     def text(self, pos: int) -> str:
         content = self.messages[pos].get("content")
@@ -394,11 +413,13 @@ def pressure_demote(work: Work, boundary: int, ceiling: int) -> None:
     """The protected region ``[boundary, n)`` is over ``ceiling`` tokens: fold and shrink
     there too (§3.1 item 5), oldest first, stopping once under; then every tool row but the
     newest; then that one too."""
+    work.flush()
     messages, tokens = work.messages, work.tokens
     n = len(messages)
     total = sum(tokens[boundary:])
     if total <= ceiling:
         return
+    work.immediate = True  # each fold's saving decides whether to go on
     for pos in range(boundary, max(boundary, n - work.config.pressure_keep_recent)):
         role = messages[pos].get("role")
         old = tokens[pos]
@@ -408,6 +429,7 @@ def pressure_demote(work: Work, boundary: int, ceiling: int) -> None:
             shrink_args(work, pos, "demote")
         total += tokens[pos] - old
         if total <= ceiling:
+            work.immediate = False
             return
     tool_rows = [p for p in range(boundary, n) if messages[p].get("role") == "tool"]
     for pos in tool_rows[:-1] + tool_rows[-1:]:
@@ -415,7 +437,8 @@ def pressure_demote(work: Work, boundary: int, ceiling: int) -> None:
         work.fold(pos, "demote")
         total += tokens[pos] - old
         if total <= ceiling:
-            return
+            break
+    work.immediate = False
 
 
 def lean_tail(work: Work, tail_start: int) -> None:

@@ -26,7 +26,6 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
-from compaction.passes import output_lines
 
 if TYPE_CHECKING:
     from compaction.summary import SummaryFacts
@@ -67,7 +66,8 @@ _EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
 _ERROR_LINE = re.compile(
     r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b(?!\")|^\s*(?:FAILED|ERROR)\b|^\s*E\s{2,}\S"
     r"|\berror(?:\[\w+\])?:|\bTraceback \(most recent call last\)|^--- FAIL:|\bpanicked at\b"
-    r"|\bfatal:|\bcommand not found\b|\bNo such file or directory\b"
+    r"|\bfatal:|\bcommand not found\b|\bNo such file or directory\b",
+    re.MULTILINE,
 )
 _TEST_COUNT = re.compile(
     r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|tests?|failures?)\b"
@@ -212,6 +212,10 @@ class _Scan:
         self.last_reply_pos = -1
         self.questions: list[tuple[int, str]] = []
         pending: dict[str, tuple[int, str, dict[str, Any], date | None]] = {}
+        # Error lines and test counts come from the newest results only (the latest failures);
+        # exception names, commands and exit codes from all of them (cheap scans).
+        tool_rows = [i for i, m in enumerate(middle) if m.get("role") == "tool"]
+        self.full_from = tool_rows[-_FULL_SCAN_RESULTS] if len(tool_rows) > _FULL_SCAN_RESULTS else 0
         for pos, message in enumerate(middle):
             role = message.get("role")
             day = message_date(message)
@@ -260,46 +264,117 @@ class _Scan:
                         self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
 
     def _result(self, pos: int, name: str, args: Mapping[str, Any], text: str) -> None:
-        scanned = _clean(
-            text[:_SCAN] if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
-        )
-        command = _command_of(args) if name.lower() in SHELL_TOOLS else None
-        code = None
-        if name.lower() in SHELL_TOOLS or name == "execute_code":
-            _, code = output_lines(text)
+        lowered = name.lower()
+        command = _command_of(args) if lowered in SHELL_TOOLS else None
+        code = _exit_code(text) if lowered in SHELL_TOOLS or lowered == "execute_code" else None
         if command:
             self.commands[command] = code if code is not None else self.commands.get(command, "?")
         failed = code not in (None, "0")
-        lines = scanned.splitlines()
-        if scanned.lstrip().startswith("{"):
-            try:
-                data = json.loads(scanned)
-            except ValueError:
-                data = None
-            if isinstance(data, Mapping):
-                inner = [data.get(k) for k in ("output", "stdout", "stderr", "error", "content")]
-                lines = "\n".join(str(v) for v in inner if isinstance(v, str) and v).splitlines()
-        for name_found in _EXCEPTION.findall(scanned):
-            self.exception_names.pop(name_found, None)
-            self.exception_names[name_found] = None
+        scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
+        if "rror" in scanned or "xception" in scanned:
+            for name_found in _exception_names(scanned):
+                self.exception_names.pop(name_found, None)
+                self.exception_names[name_found] = None
+        if pos < self.full_from:
+            if command and not failed:
+                self.command_ok[command] = pos
+            return
+        # Substring checks run in C; the regexes run only on results that can match.
+        errors_possible = failed or any(hint in scanned for hint in _ERROR_HINTS)
+        tests_possible = any(hint in scanned for hint in _TEST_HINTS)
+        if not errors_possible and not tests_possible:
+            if command:
+                self.command_ok[command] = pos
+            return
+        body = _unwrap(_clean(scanned))
         found = 0
-        for line in lines:
-            if found >= 4:
-                break
-            if _ERROR_LINE.search(line):
+        if errors_possible:
+            for match in _ERROR_LINE.finditer(body):
+                line = _line_at(body, match.start())
                 self.errors.append((pos, command or name, _one_line(line.strip(), 240)))
                 found += 1
-        if found == 0 and failed and lines:
-            tail = next((ln for ln in reversed(lines) if ln.strip()), "")
+                if found >= 4:
+                    break
+        if found == 0 and failed:
+            tail = body.rstrip().rsplit("\n", 1)[-1]
             self.errors.append(
                 (pos, command or name, _one_line(f"exit {code}: {tail.strip()}", 240))
             )
         elif command and not failed:
             # Exit 0, or no exit code and no error line (Claude Code's Bash results carry none).
             self.command_ok[command] = pos
-        for line in lines:
-            if _TEST_COUNT.search(line) and len(line) < 400:
-                self.tests.append(_one_line(line.strip(), 200))
+        if tests_possible:
+            counted = 0
+            for match in _TEST_COUNT.finditer(body):
+                line = _line_at(body, match.start())
+                if len(line) < 400:
+                    self.tests.append(_one_line(line.strip(), 200))
+                    counted += 1
+                if counted >= 5:
+                    break
+
+
+_ERROR_HINTS = ("rror", "xception", "FAIL", "atal", "Traceback", "panicked", "No such file",
+                "not found")
+_TEST_HINTS = ("passed", "failed", "tests", "Ran ", "Tests:", "test result", "failures")
+_EXIT_RE = re.compile(
+    r'"(?:exit_code|returncode|exit_status)"\s*:\s*(-?\d+)|[Ee]xit (?:code|status)[:\s]+(-?\d+)'
+)
+
+
+_FULL_SCAN_RESULTS = 300
+_NAME_END = re.compile(r"(?:Error|Exception)\b")
+_WORD_TAIL = re.compile(r"[A-Za-z0-9_]+$")
+
+
+def _exception_names(text: str) -> set[str]:
+    """``FooError``/``FooException`` names: the literal suffix is found first (fast), then
+    the word before it is read with an end-anchored regex over a short slice."""
+    names: set[str] = set()
+    for count, match in enumerate(_NAME_END.finditer(text)):
+        if count >= 200:
+            break
+        start = match.start()
+        head = _WORD_TAIL.search(text, max(0, start - 60), start)
+        name = text[head.start() if head else start : match.end()]
+        if name[:1].isupper() and len(name) > len(match.group(0)):
+            names.add(name)
+    return names
+
+
+def _exit_code(text: str) -> str | None:
+    """The exit code a result reports (JSON ``exit_code``/``returncode``, or "Exit code: N"),
+    looked for at the end first where tools write it."""
+    match = _EXIT_RE.search(text, max(0, len(text) - 400)) or (
+        _EXIT_RE.search(text, 0, 400) if len(text) > 400 else None
+    )
+    if match is None and len(text) <= 64_000 and '"exit_code"' in text:
+        match = _EXIT_RE.search(text)
+    if match is None:
+        return None
+    return match.group(1) or match.group(2)
+
+
+def _unwrap(text: str) -> str:
+    """A JSON result's text values, one per line (small envelopes parsed; large ones have
+    their escaped newlines turned into lines, which is enough to find error lines)."""
+    if not text.lstrip().startswith("{"):
+        return text
+    if len(text) <= 64_000:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, Mapping):
+            inner = [data.get(k) for k in ("output", "stdout", "stderr", "error", "content")]
+            return "\n".join(v for v in inner if isinstance(v, str) and v)
+    return text.replace("\\n", "\n")
+
+
+def _line_at(text: str, index: int) -> str:
+    start = text.rfind("\n", 0, index) + 1
+    end = text.find("\n", index)
+    return text[start : end if end != -1 else len(text)]
 
 
 def resume_summary(facts: SummaryFacts) -> str:

@@ -70,20 +70,24 @@ def prepare(
     count: Callable[[Message], int],
     config: CompactionConfig,
     protect_first_n: int,
+    count_many: Callable[[list[Message]], list[int]] | None = None,
 ) -> Prepared:
     """Run the hermes passes, cut, and make room (see the module docstring)."""
-    work = Work.start(messages, tokens, count, config)
+    work = Work.start(messages, tokens, count, config, count_many)
     budget = config.tail_budget_tokens
     dedup(work)
+    work.flush()
     boundary = prune_boundary(work.tokens, budget, config.prune_floor_messages)
     fold_before(work, boundary)
     shrink_args_before(work, boundary)
     retire_tool_images(work)
-    pressure_demote(work, boundary, tail_ceiling(config))
+    pressure_demote(work, boundary, tail_ceiling(config))  # flushes first
     bounds = find_bounded_boundaries(
         work.messages, work.tokens, config, protect_first_n=protect_first_n
     )
     lean_tail(work, bounds.tail_start)
+    work.flush()
+    work.immediate = True  # making room decides row by row
     return _make_room(work, bounds, boundary, config)
 
 
