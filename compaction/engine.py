@@ -16,7 +16,7 @@ from datetime import date, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from compaction.assemble import assemble
-from compaction.boundary import find_boundaries
+from compaction.boundary import find_boundaries, tail_ceiling
 from compaction.config import CompactionConfig
 from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
@@ -58,6 +58,7 @@ from compaction.tokens import (
     TokenCounter,
     count_message_tokens,
     count_messages_tokens,
+    estimate_message_tokens,
     tiktoken_counter,
 )
 from compaction.trigger import compute_threshold
@@ -178,6 +179,27 @@ def _totals(actions: Sequence[SlimAction], profile: str = "classic") -> dict[str
         t["chars_before"] += a["chars_before"]
         t["chars_after"] += a["chars_after"]
     return totals
+
+
+_EXACT_BELOW = 200  # conversations this short are counted exactly: it is cheap
+
+
+def _mostly_estimated(msgs: Sequence[Message], cfg: CompactionConfig) -> tuple[int, ...]:
+    """Token counts estimated at 4 chars a token, except the head and the newest rows up to
+    three times the tail ceiling (plus the prune floor), which are counted exactly: the cut,
+    the passes' protected region and the make-room projection are decided there."""
+    counts = [estimate_message_tokens(m, cfg) for m in msgs]
+    n = len(msgs)
+    head = min(n, 1 + cfg.protect_first_n + 4)
+    reach = 3 * tail_ceiling(cfg)
+    used, start = 0, n
+    while start > head and (used < reach or n - start < cfg.prune_floor_messages + 3):
+        start -= 1
+        used += counts[start]
+    exact = [*range(head), *range(start, n)]
+    for pos, count in zip(exact, count_messages_tokens([msgs[p] for p in exact], cfg), strict=True):
+        counts[pos] = count
+    return tuple(counts)
 
 
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
@@ -312,15 +334,21 @@ def compact(
         now = now.date()
     day = now or date.today()
     counter = tokenizer or tiktoken_counter(cfg.model)
-    tokens = tuple(
-        token_counts  # validated: exact ints
-        if token_counts is not None
-        else count_messages_tokens(msgs, cfg, tokenizer)
-    )
+    estimated: tuple[str, ...] = ()
+    if token_counts is not None:
+        tokens = tuple(token_counts)  # validated: exact ints
+    elif cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
+        # No cached counts: estimate everything, then count exactly only where a decision
+        # depends on it (the head and the rows the tail walk can reach).
+        tokens = _mostly_estimated(msgs, cfg)
+        estimated = ("before", "middle", "saved", "ratio", "message_tokens")
+    else:
+        tokens = tuple(count_messages_tokens(msgs, cfg, tokenizer))
     before = sum(tokens)
     clock.lap("tokens")
 
     base: dict[str, Any] = {
+        "tokens_estimated": estimated,
         "profile": cfg.profile,
         "config": cfg.to_dict(),
         "focus": focus,

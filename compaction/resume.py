@@ -215,7 +215,9 @@ class _Scan:
         # Error lines and test counts come from the newest results only (the latest failures);
         # exception names, commands and exit codes from all of them (cheap scans).
         tool_rows = [i for i, m in enumerate(middle) if m.get("role") == "tool"]
-        self.full_from = tool_rows[-_FULL_SCAN_RESULTS] if len(tool_rows) > _FULL_SCAN_RESULTS else 0
+        self.full_from = (
+            tool_rows[-_FULL_SCAN_RESULTS] if len(tool_rows) > _FULL_SCAN_RESULTS else 0
+        )
         for pos, message in enumerate(middle):
             role = message.get("role")
             day = message_date(message)
@@ -314,8 +316,16 @@ class _Scan:
                     break
 
 
-_ERROR_HINTS = ("rror", "xception", "FAIL", "atal", "Traceback", "panicked", "No such file",
-                "not found")
+_ERROR_HINTS = (
+    "rror",
+    "xception",
+    "FAIL",
+    "atal",
+    "Traceback",
+    "panicked",
+    "No such file",
+    "not found",
+)
 _TEST_HINTS = ("passed", "failed", "tests", "Ran ", "Tests:", "test result", "failures")
 _EXIT_RE = re.compile(
     r'"(?:exit_code|returncode|exit_status)"\s*:\s*(-?\d+)|[Ee]xit (?:code|status)[:\s]+(-?\d+)'
