@@ -402,7 +402,9 @@ def compact(
             lambda m: count_message_tokens(m, cfg, counter),
             cfg,
             first_n,
-            lambda batch: count_messages_tokens(batch, cfg, tokenizer),
+            # Changed rows are mostly one-line folds: counted one by one (a thread-pool batch
+            # costs more per short text than the encoding itself).
+            lambda batch: [count_message_tokens(m, cfg, counter) for m in batch],
         )
         msgs, work_tokens = prepared.work.messages, prepared.work.tokens
         bounds = prepared.bounds

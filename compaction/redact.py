@@ -87,7 +87,7 @@ _PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         "url_credentials",
         ("://",),
         re.compile(
-            r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)[^\s/@:'\"<>]+:(?P<secret>[^\s/@'\"<>]+)@"
+            r"://[^\s/@:'\"<>]+:(?P<secret>[^\s/@'\"<>]+)@"  # anchored on the literal "://"
         ),
     ),
     (
@@ -123,7 +123,7 @@ _PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
             "api-key",
         ),
         re.compile(
-            r"(?i:secret|token|api[_-]?key)[A-Za-z0-9_]*[\"']?\s*(?:=|:)\s*[\"']?"
+            r"(?:[Ss]ecret|SECRET|[Tt]oken|TOKEN|[Aa]pi[_-]?[Kk]ey|API[_-]?KEY)[A-Za-z0-9_]*[\"']?\s*(?:=|:)\s*[\"']?"
             r"(?P<secret>(?!\[REDACTED)(?=[^\s\"',;&}]*[A-Za-z])(?=[^\s\"',;&}]*[0-9])"
             r"[^\s\"',;&}]{12,})"
         ),

@@ -342,7 +342,7 @@ def _exception_names(text: str) -> set[str]:
     the word before it is read with an end-anchored regex over a short slice."""
     names: set[str] = set()
     for count, match in enumerate(_NAME_END.finditer(text)):
-        if count >= 30:  # a result naming more is a code listing, not an error report
+        if count >= 8:  # a result naming more is a code listing, not an error report
             break
         start = match.start()
         head = _WORD_TAIL.search(text, max(0, start - 60), start)
