@@ -16,14 +16,14 @@ from datetime import date, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from compaction.assemble import assemble
-from compaction.boundary import find_boundaries, tail_ceiling
+from compaction.boundary import find_boundaries
 from compaction.config import CompactionConfig
 from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
 from compaction.passes import hermes_fold
 from compaction.redact import redact
 from compaction.report import CompactionReport
-from compaction.room import prepare
+from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
 from compaction.serialize import RecordSizes, measure_records, serialize_middle
 from compaction.slimming import (
@@ -189,14 +189,8 @@ def _mostly_estimated(msgs: Sequence[Message], cfg: CompactionConfig) -> tuple[i
     three times the tail ceiling (plus the prune floor), which are counted exactly: the cut,
     the passes' protected region and the make-room projection are decided there."""
     counts = [estimate_message_tokens(m, cfg) for m in msgs]
-    n = len(msgs)
-    head = min(n, 1 + cfg.protect_first_n + 4)
-    reach = 3 * tail_ceiling(cfg)
-    used, start = 0, n
-    while start > head and (used < reach or n - start < cfg.prune_floor_messages + 3):
-        start -= 1
-        used += counts[start]
-    exact = [*range(head), *range(start, n)]
+    head, start = exact_region(counts, cfg)
+    exact = [*range(head), *range(start, len(msgs))]
     for pos, count in zip(exact, count_messages_tokens([msgs[p] for p in exact], cfg), strict=True):
         counts[pos] = count
     return tuple(counts)

@@ -18,7 +18,6 @@ Passes, in the order the engine runs them:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -93,6 +92,12 @@ def output_lines(content: str) -> tuple[int, str | None]:
     code: str | None = None
     body = content
     stripped = content.lstrip()
+    if stripped.startswith("{") and len(stripped) > 64_000:
+        # A large envelope: its output's newlines are the escaped ones (no parse needed).
+        match = re.search(r'"(?:exit_code|returncode)"\s*:\s*(-?\d+)', content[-400:])
+        escaped = stripped.count("\\n")
+        trailing = stripped.count('\\n"')  # values ending in a newline add no line
+        return escaped - trailing + 1, (match.group(1) if match else None)
     if stripped.startswith("{"):
         try:
             data = json.loads(stripped)
@@ -184,6 +189,8 @@ class Work:
     count_many: Callable[[list[Message]], list[int]] | None = None
     immediate: bool = False
     dirty: list[int] = field(default_factory=list)
+    exact_head: int = 0
+    exact_from: int = 0
 
     @classmethod
     def start(
@@ -213,9 +220,18 @@ class Work:
         if not self.dirty:
             return
         positions, self.dirty = self.dirty, []
-        counts = self.count_many([self.messages[p] for p in positions])
-        for pos, count in zip(positions, counts, strict=True):
+        # Rows between the head and the reach of the tail walk are summarized whatever their
+        # size: an estimate is enough there (their count decides nothing).
+        exact = [p for p in positions if p < self.exact_head or p >= self.exact_from]
+        counts = self.count_many([self.messages[p] for p in exact])
+        for pos, count in zip(exact, counts, strict=True):
             self.tokens[pos] = count
+        if len(exact) != len(positions):
+            from compaction.tokens import estimate_message_tokens
+
+            for pos in positions:
+                if self.exact_head <= pos < self.exact_from:
+                    self.tokens[pos] = estimate_message_tokens(self.messages[pos], self.config)
 
     def text(self, pos: int) -> str:
         content = self.messages[pos].get("content")
@@ -250,7 +266,9 @@ class Work:
 def dedup(work: Work) -> None:
     """Replace older byte-identical tool outputs (≥ ``dedup_min_chars``) with a pointer to the
     newest copy, over the whole list (reference §3.1 item 1)."""
-    seen: dict[bytes, int] = {}
+    # Keyed by the text itself: str hashes are computed once and cached on the object, and
+    # equal hashes are confirmed by comparing the texts (no digest, no encoded copy).
+    seen: dict[str, int] = {}
     minimum = work.config.dedup_min_chars
     for pos in range(len(work.messages) - 1, -1, -1):
         message = work.messages[pos]
@@ -259,8 +277,7 @@ def dedup(work: Work) -> None:
         content = message.get("content")
         if type(content) is not str or len(content) < minimum or _done(content):
             continue
-        key = hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        newest = seen.setdefault(key, pos)
+        newest = seen.setdefault(content, pos)
         if newest == pos:
             continue
         name, _ = work.tool_of(pos)

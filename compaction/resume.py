@@ -485,21 +485,31 @@ def resume_summary(facts: SummaryFacts) -> str:
         match = re.match(r"\s*(\d+)\.", line)
         if match:
             number = max(number, int(match.group(1)))
-    action_lines = []
-    for _, name, args, outcome, when in scan.actions:
-        number += 1
-        verb = _VERBS.get(name.lower(), "RAN" if name.lower() in SHELL_TOOLS else "CALLED")
-        target = _command_of(args) if name.lower() in SHELL_TOOLS else None
+    # Only the newest actions can fit: lines are built newest first until the budget is full.
+    room = max(400, budget - used - 200)
+    total = len(scan.actions)
+    action_lines: list[str] = []
+    filled = 0
+    for offset, (_, name, args, outcome, when) in enumerate(reversed(scan.actions)):
+        lowered = name.lower()
+        verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
+        target = _command_of(args) if lowered in SHELL_TOOLS else None
         target = f"`{target}`" if target else (", ".join(_paths_of(args)[:2]) or _first_arg(args))
-        action_lines.append(
-            f"{number}. {verb} {_one_line(target, 120)} — {_one_line(outcome, 240)} (on {when}) "
-            f"[tool: {name}]"
+        line = (
+            f"{number + total - offset}. {verb} {_one_line(target, 120)} — "
+            f"{_one_line(outcome, 240)} (on {when}) [tool: {name}]"
         )
-    actions = _fit(
-        [ln for ln in old_actions if not ln.startswith("(")] + action_lines,
-        max(400, budget - used - 200),
-        "actions",
-    )
+        if filled + len(line) + 1 > room:
+            break
+        action_lines.append(line)
+        filled += len(line) + 1
+    action_lines.reverse()
+    skipped = total - len(action_lines)
+    older = [ln for ln in old_actions if not ln.startswith("(")] if not skipped else []
+    actions = _fit(older + action_lines, room, "actions")
+    if skipped:
+        dropped = skipped + len([ln for ln in old_actions if not ln.startswith("(")])
+        actions = [f"({dropped} earlier actions omitted; recall has them)", *actions]
     body = {
         **fixed,
         "Constraints & Preferences": "\n".join(fitted["Constraints & Preferences"]) or "None.",

@@ -34,9 +34,23 @@ from compaction.passes import (
     shrink_args_before,
 )
 
-__all__ = ["Prepared", "prepare", "summary_allowance"]
+__all__ = ["Prepared", "exact_region", "prepare", "summary_allowance"]
 
 _WRAP_TOKENS = 300  # the summary prefix, end marker and role framing
+
+
+def exact_region(tokens: Sequence[int], config: CompactionConfig) -> tuple[int, int]:
+    """``(head_end, tail_from)``: rows before ``head_end`` or from ``tail_from`` on are the
+    ones whose token counts decide the cut (the head, and the newest rows up to three tail
+    ceilings plus the prune floor); the rows between are summarized whatever their size."""
+    n = len(tokens)
+    head = min(n, 1 + config.protect_first_n + 4)
+    reach = 3 * tail_ceiling(config)
+    used, start = 0, n
+    while start > head and (used < reach or n - start < config.prune_floor_messages + 3):
+        start -= 1
+        used += tokens[start]
+    return head, start
 
 
 def summary_allowance(config: CompactionConfig) -> int:
@@ -74,6 +88,7 @@ def prepare(
 ) -> Prepared:
     """Run the hermes passes, cut, and make room (see the module docstring)."""
     work = Work.start(messages, tokens, count, config, count_many)
+    work.exact_head, work.exact_from = exact_region(tokens, config)
     budget = config.tail_budget_tokens
     dedup(work)
     work.flush()
