@@ -127,6 +127,9 @@ def profiles_table() -> None:
             if size == 10_000:
                 cached_10k[profile] = best
             codes = ",".join(w["code"] for w in report.warnings) or "-"
+            redact_ms = report.timings_ms.get("redact", 0.0)
+            share = redact_ms / report.timings_ms["total"] if report.timings_ms["total"] else 0
+            codes += f"  (redaction {redact_ms:.1f} ms, {share:.0%} of the run; target ≤ 10 %)"
             print(
                 f"{size:>9,} {profile:>8} {best * 1000:>10.1f} {uncached * 1000:>12.1f} "
                 f"{report.tokens['after']:>13,}  {codes}"
