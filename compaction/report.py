@@ -115,6 +115,7 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         f"- **Status:** {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else ""),
         f"- **Date:** {r.get('now')}",
         f"- **Trigger:** {r.get('trigger', 'auto')}",
+        f"- **Profile:** {r.get('profile') or 'classic'}",
     ]
     if r.get("focus"):
         lines.append(f"- **Focus:** {r['focus']}")
@@ -136,6 +137,11 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
     for part in ("head", "middle", "tail"):
         span = (r.get("boundaries") or {}).get(part)
         lines.append(f"| {part} | {span} | {tokens.get(part)} |")
+    if r.get("warnings"):
+        lines += ["", "## Warnings", ""]
+        lines += [f"- `{w.get('code')}`: {w.get('message')}" for w in r["warnings"]]
+    if r.get("redactions"):
+        lines += ["", f"Secrets redacted from the summarizer input and summary: {r['redactions']}"]
     if r.get("alignment"):
         lines += ["", "## Alignment", ""]
         lines += [f"- {e['kind']}: {e['from']} → {e['to']}" for e in r["alignment"]]

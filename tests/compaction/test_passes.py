@@ -247,3 +247,20 @@ def test_pass_lines_are_not_folded_again_by_a_second_compaction(kind):
     )
     for a in again.report.to_dict()["slimming"]:
         assert not a["before_excerpt"].startswith(("[read_file]", "[Duplicate", "[tool output"))
+
+
+def test_the_markdown_report_names_the_profile_and_the_warnings():
+    from compaction import report_to_markdown
+
+    messages = [system(), user("hi"), assistant("hello"), user("word " * 20_000)]
+    out = compact(
+        messages,
+        config=CompactionConfig(context_length=8_000),
+        now=DAY,
+        force=True,
+        tokenizer=WORDS,
+    )
+    text = report_to_markdown(out.report.to_dict())
+    assert "**Profile:** hermes" in text
+    assert "## Warnings" in text
+    assert "`cannot_make_room`" in text
