@@ -184,16 +184,45 @@ def _totals(actions: Sequence[SlimAction], profile: str = "classic") -> dict[str
 _EXACT_BELOW = 200  # conversations this short are counted exactly: it is cheap
 
 
-def _mostly_estimated(msgs: Sequence[Message], cfg: CompactionConfig) -> tuple[int, ...]:
-    """Token counts estimated at 4 chars a token, except the head and the newest rows up to
-    three times the tail ceiling (plus the prune floor), which are counted exactly: the cut,
-    the passes' protected region and the make-room projection are decided there."""
+def _mostly_estimated(
+    msgs: Sequence[Message], cfg: CompactionConfig
+) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """Token counts estimated at 4 chars a token, except the head and the newest rows the
+    tail walk can reach (``exact_region``), which are counted exactly: the cut, the passes'
+    protected region and the make-room projection are decided there."""
     counts = [estimate_message_tokens(m, cfg) for m in msgs]
     head, start = exact_region(counts, cfg)
     exact = [*range(head), *range(start, len(msgs))]
     for pos, count in zip(exact, count_messages_tokens([msgs[p] for p in exact], cfg), strict=True):
         counts[pos] = count
-    return tuple(counts)
+    return tuple(counts), (head, start)
+
+
+def _count_kept(
+    original: Sequence[Message],
+    tokens: tuple[int, ...],
+    work: Any,
+    bounds: Any,
+    exact_span: tuple[int, int],
+    cfg: CompactionConfig,
+    counter: TokenCounter,
+) -> tuple[tuple[int, ...], int]:
+    """Exact counts for the head and tail rows that were estimated (the tail of slimmed rows
+    can reach past the exactly counted region); returns the input counts and their sum."""
+    head_exact, tail_exact = exact_span
+    h, t = bounds.head_end, bounds.tail_start
+    fix = [*range(head_exact, h), *range(t, min(tail_exact, len(original)))]
+    if not fix:
+        return tokens, sum(tokens)
+    counts = list(tokens)
+    exact = count_messages_tokens([original[p] for p in fix], cfg)
+    for pos, count in zip(fix, exact, strict=True):
+        counts[pos] = count
+        kept = work.messages[pos]
+        work.tokens[pos] = (
+            count if kept is original[pos] else count_message_tokens(kept, cfg, counter)
+        )
+    return tuple(counts), sum(counts)
 
 
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
@@ -329,12 +358,13 @@ def compact(
     day = now or date.today()
     counter = tokenizer or tiktoken_counter(cfg.model)
     estimated: tuple[str, ...] = ()
+    exact_span: tuple[int, int] | None = None
     if token_counts is not None:
         tokens = tuple(token_counts)  # validated: exact ints
     elif cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
         # No cached counts: estimate everything, then count exactly only where a decision
         # depends on it (the head and the rows the tail walk can reach).
-        tokens = _mostly_estimated(msgs, cfg)
+        tokens, exact_span = _mostly_estimated(msgs, cfg)
         estimated = ("before", "middle", "saved", "ratio", "message_tokens")
     else:
         tokens = tuple(count_messages_tokens(msgs, cfg, tokenizer))
@@ -402,6 +432,13 @@ def compact(
         )
         msgs, work_tokens = prepared.work.messages, prepared.work.tokens
         bounds = prepared.bounds
+        if exact_span is not None:
+            # The cut was taken on estimates where they were; what stays verbatim is counted.
+            tokens, before = _count_kept(
+                original, tokens, prepared.work, bounds, exact_span, cfg, counter
+            )
+            base["message_tokens"] = tokens
+            token_info["before"] = before
         clock.lap("passes")
     else:
         work_tokens = tokens

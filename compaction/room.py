@@ -41,11 +41,11 @@ _WRAP_TOKENS = 300  # the summary prefix, end marker and role framing
 
 def exact_region(tokens: Sequence[int], config: CompactionConfig) -> tuple[int, int]:
     """``(head_end, tail_from)``: rows before ``head_end`` or from ``tail_from`` on are the
-    ones whose token counts decide the cut (the head, and the newest rows up to three tail
+    ones whose token counts decide the cut (the head, and the newest rows up to 1.25 tail
     ceilings plus the prune floor); the rows between are summarized whatever their size."""
     n = len(tokens)
     head = min(n, 1 + config.protect_first_n + 4)
-    reach = 3 * tail_ceiling(config)
+    reach = tail_ceiling(config) * 5 // 4  # the walk stops at the ceiling; a margin past it
     used, start = 0, n
     while start > head and (used < reach or n - start < config.prune_floor_messages + 3):
         start -= 1
