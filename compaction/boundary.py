@@ -17,7 +17,13 @@ from compaction.config import CompactionConfig
 from compaction.messages import Message, has_visible_text, tool_calls
 from compaction.summary import is_summary_message
 
-__all__ = ["AlignmentEvent", "Boundaries", "find_boundaries"]
+__all__ = [
+    "AlignmentEvent",
+    "Boundaries",
+    "find_boundaries",
+    "find_bounded_boundaries",
+    "tail_ceiling",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,4 +156,106 @@ def find_boundaries(
         events.append(AlignmentEvent("latest_assistant_pulled_in", cut, assistant))
         cut = assistant
 
+    return Boundaries(head_end=head_end, tail_start=max(cut, head_end), n=n, events=tuple(events))
+
+
+def tail_ceiling(config: CompactionConfig) -> int:
+    """The hermes tail's soft ceiling (reference §2.3 step 3):
+    ``max(budget, min(1.5 × budget, tail_max_fraction × window))``."""
+    budget = config.tail_budget_tokens
+    return max(
+        budget, min(int(1.5 * budget), int(config.tail_max_fraction * config.context_length))
+    )
+
+
+def find_bounded_boundaries(
+    messages: Sequence[Message],
+    token_counts: Sequence[int],
+    config: CompactionConfig,
+    *,
+    protect_first_n: int | None = None,
+    min_tail: int = 3,
+) -> Boundaries:
+    """The hermes profile's cut: a tail bounded by ``tail_ceiling`` (reference §2.3).
+
+    Like ``find_boundaries`` (same head, same backward tool alignment), except that:
+
+    - the walk keeps newest messages up to the soft ceiling, never fewer than ``min_tail``
+      when the conversation has room for a middle;
+    - when the whole conversation fits, the walk is redone with the raw budget, the row that
+      breaks it included, so a worthwhile middle exists (Hermes #40803);
+    - the latest user message and the latest visible assistant reply are pulled into the
+      tail only when the tail then still fits the ceiling. Otherwise they are summarized
+      (event ``latest_user_summarized`` / ``latest_assistant_summarized``): one user message
+      followed by hundreds of tool calls must not make the tail swallow the conversation;
+    - the final cut moves forward past tool rows, so no tool group is split.
+    """
+    n = len(messages)
+    events: list[AlignmentEvent] = []
+    first_n = config.protect_first_n if protect_first_n is None else protect_first_n
+    system = 1 if n and messages[0].get("role") == "system" else 0
+    head_end = min(n, system + first_n)
+    aligned = head_end
+    while aligned < n and messages[aligned].get("role") == "tool":
+        aligned += 1
+    if aligned != head_end:
+        events.append(AlignmentEvent("head_aligned_past_tools", head_end, aligned))
+        head_end = aligned
+    if head_end >= n:
+        return Boundaries(head_end=head_end, tail_start=n, n=n, events=tuple(events))
+
+    budget = config.tail_budget_tokens
+    soft = tail_ceiling(config)
+    available = n - head_end
+    floor = min(min_tail, max(1, available - 1))
+
+    def walk(limit: int, include_breaking: bool) -> int:
+        cut, used = n, 0
+        for i in range(n - 1, head_end - 1, -1):
+            if used + token_counts[i] > limit and n - cut >= floor:
+                if include_breaking:
+                    cut = i
+                break
+            used += token_counts[i]
+            cut = i
+        return cut
+
+    cut = walk(soft, False)
+    if cut <= head_end:
+        cut = walk(budget, True)
+        if cut <= head_end:
+            cut = max(n - floor, head_end + 1)
+    aligned = _align_backward(messages, cut)
+    if aligned != cut and aligned > head_end:
+        events.append(AlignmentEvent("tool_group_kept_whole", cut, aligned))
+        cut = aligned
+
+    suffix = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + token_counts[i]
+    for role, pulled, summarized in (
+        ("user", "latest_user_pulled_in", "latest_user_summarized"),
+        ("assistant", "latest_assistant_pulled_in", "latest_assistant_summarized"),
+    ):
+        found = _latest(messages, role, head_end)
+        if found is None or found >= cut:
+            continue
+        target = _align_backward(messages, found) if role == "assistant" else found
+        target = max(target, head_end + 1) if target <= head_end else target
+        if suffix[target] <= soft and target > head_end:
+            events.append(AlignmentEvent(pulled, cut, target))
+            cut = target
+        else:
+            events.append(AlignmentEvent(summarized, cut, cut))
+
+    forward = cut
+    while forward < n and messages[forward].get("role") == "tool":
+        forward += 1
+    if forward == n and forward != cut:
+        # Everything after the cut is tool rows: keep the group whole in the tail instead.
+        back = _align_backward(messages, cut)
+        forward = back if head_end < back < cut else forward
+    if forward != cut:
+        events.append(AlignmentEvent("cut_moved_past_tools", cut, forward))
+        cut = forward
     return Boundaries(head_end=head_end, tail_start=max(cut, head_end), n=n, events=tuple(events))

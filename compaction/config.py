@@ -9,9 +9,10 @@ from typing import Any
 
 from compaction.errors import ConfigError
 
-__all__ = ["SANITIZE_MODES", "CompactionConfig"]
+__all__ = ["PROFILES", "SANITIZE_MODES", "CompactionConfig"]
 
 SANITIZE_MODES = ("stub", "strip")
+PROFILES = ("hermes", "classic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,25 @@ class CompactionConfig:
         sanitize_mode: ``"stub"`` (seed) inserts a stub result for a call whose result is
             gone; ``"strip"`` (Hermes today) removes the call instead.
         summary_max_chars: size bound of the deterministic summary body.
+        profile: ``"hermes"`` (default) runs the window-aware budgets and the slimming passes
+            below; ``"classic"`` is the seed's engine exactly (the fields below are ignored).
+        tail_max_fraction: hermes: the tail budget is capped at this fraction of the window.
+        threshold_window_fraction: hermes: when the ``min_threshold_tokens`` floor would put
+            the trigger above this fraction of the window, the trigger is this fraction
+            instead (reference §10.1: 85 %), so it is always below the window.
+        prune_floor_messages: hermes: the newest messages never folded by the prune pass.
+        dedup_min_chars: hermes: tool outputs at least this long are deduplicated (newest kept).
+        args_shrink_min_chars: hermes: tool-call arguments longer than this are shrunk ...
+        args_leaf_chars: ... each string leaf longer than this keeps this many chars.
+        keep_tool_images: hermes: only the newest N image-bearing tool results keep images.
+        pressure_keep_recent: hermes: pressure demotion never touches the newest N messages
+            until the last stage.
+        lean_tail_keep_rounds: hermes: the newest N tool rounds of the tail stay verbatim ...
+        lean_tail_min_chars: ... older tail tool results at least this long become stubs.
+        summary_window_fraction: hermes: the deterministic summary is bounded by this fraction
+            of the window (as 4 chars per token) ...
+        resume_summary_max_chars: ... and by this many chars (it keeps every path, command
+            and error line it can, so it is allowed more room than the classic summary).
     """
 
     context_length: int = 200_000
@@ -65,6 +85,19 @@ class CompactionConfig:
     decay_head_after_first: bool = False
     sanitize_mode: str = "stub"
     summary_max_chars: int = 12_000
+    profile: str = "hermes"
+    tail_max_fraction: float = 0.20
+    threshold_window_fraction: float = 0.85
+    prune_floor_messages: int = 8
+    dedup_min_chars: int = 200
+    args_shrink_min_chars: int = 500
+    args_leaf_chars: int = 200
+    keep_tool_images: int = 3
+    pressure_keep_recent: int = 3
+    lean_tail_keep_rounds: int = 6
+    lean_tail_min_chars: int = 1_500
+    summary_window_fraction: float = 0.05
+    resume_summary_max_chars: int = 40_000
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -76,8 +109,49 @@ class CompactionConfig:
 
     @property
     def threshold_tokens(self) -> int:
-        """The automatic trigger in tokens: ``max(percent × window, min_threshold_tokens)``."""
-        return max(int(self.threshold_percent * self.context_length), self.min_threshold_tokens)
+        """The automatic trigger in tokens.
+
+        classic: ``max(int(percent × window), min_threshold_tokens)`` (may reach or pass the
+        window). hermes (reference §10.1): the same, but when the floor lifts it above
+        ``threshold_window_fraction × window`` it is ``max(int(percent × window),
+        int(fraction × window))``, and it is always at most ``window − 1``.
+        """
+        raw = max(int(self.threshold_percent * self.context_length), self.min_threshold_tokens)
+        if self.profile == "classic":
+            return raw
+        window = self.context_length
+        base = int(self.threshold_percent * window)
+        capped = int(self.threshold_window_fraction * window)
+        threshold = raw
+        if raw > base and raw > capped:  # the floor binds above the cap
+            threshold = max(base, capped)
+        if threshold >= window:
+            threshold = max(1, min(capped, window - 1))
+        return threshold
+
+    @property
+    def threshold_lowered(self) -> bool:
+        """hermes: True when the classic trigger would sit at or above the window."""
+        raw = max(int(self.threshold_percent * self.context_length), self.min_threshold_tokens)
+        return self.profile != "classic" and raw >= self.context_length
+
+    @property
+    def tail_budget_tokens(self) -> int:
+        """The tail budget: classic ``tail_token_budget``; hermes
+        ``max(1, min(tail_token_budget, int(tail_max_fraction × window)))``."""
+        if self.profile == "classic":
+            return self.tail_token_budget
+        capped = int(self.tail_max_fraction * self.context_length)
+        return max(1, min(self.tail_token_budget, capped))
+
+    @property
+    def summary_chars(self) -> int:
+        """Bound of the deterministic summary body: classic ``summary_max_chars``; hermes
+        ``max(1,000, min(resume_summary_max_chars, int(summary_window_fraction × window × 4)))``."""
+        if self.profile == "classic":
+            return self.summary_max_chars
+        scaled = int(self.summary_window_fraction * self.context_length * 4)
+        return max(1_000, min(self.resume_summary_max_chars, scaled))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-serializable dict."""
@@ -125,6 +199,18 @@ _RANGES: dict[str, tuple[float, float]] = {
     "per_message_overhead": (0, 1_000),
     "image_tokens": (0, 1_000_000),
     "summary_max_chars": (1_000, float("inf")),
+    "tail_max_fraction": (0.01, 1.0),
+    "threshold_window_fraction": (0.05, 0.99),
+    "prune_floor_messages": (0, 10_000),
+    "dedup_min_chars": (1, float("inf")),
+    "args_shrink_min_chars": (1, float("inf")),
+    "args_leaf_chars": (1, float("inf")),
+    "keep_tool_images": (0, 10_000),
+    "pressure_keep_recent": (0, 10_000),
+    "lean_tail_keep_rounds": (0, 10_000),
+    "lean_tail_min_chars": (1, float("inf")),
+    "summary_window_fraction": (0.001, 1.0),
+    "resume_summary_max_chars": (1_000, float("inf")),
 }
 
 
@@ -147,5 +233,7 @@ def _check_field(name: str, value: Any, type_name: Any) -> None:
         raise ConfigError(name, f"must be between {low:g} and {high:g}, got {value!r}")
     if name == "threshold_percent" and value <= 0:
         raise ConfigError(name, "must be greater than 0")
+    if name == "profile" and value not in PROFILES:
+        raise ConfigError(name, f"must be one of {', '.join(PROFILES)}, got {value!r}")
     if name == "sanitize_mode" and value not in SANITIZE_MODES:
         raise ConfigError(name, f"must be one of {', '.join(SANITIZE_MODES)}, got {value!r}")

@@ -20,7 +20,10 @@ from compaction.boundary import find_boundaries
 from compaction.config import CompactionConfig
 from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
+from compaction.passes import hermes_fold
+from compaction.redact import redact
 from compaction.report import CompactionReport
+from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
 from compaction.serialize import RecordSizes, measure_records, serialize_middle
 from compaction.slimming import (
@@ -55,6 +58,7 @@ from compaction.tokens import (
     TokenCounter,
     count_message_tokens,
     count_messages_tokens,
+    estimate_message_tokens,
     tiktoken_counter,
 )
 from compaction.trigger import compute_threshold
@@ -62,6 +66,7 @@ from compaction.trigger import compute_threshold
 __all__ = ["CompactionResult", "compact"]
 
 _KINDS = ("fold", "truncate", "image")
+_HERMES_KINDS = ("dedup", "args_shrink", "image_retire", "demote", "lean_tail")
 _BLOCK = 512  # messages of the middle slimmed, measured and gathered together (see compact())
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -165,14 +170,139 @@ def _gc_paused(function: Callable[P, R]) -> Callable[P, R]:
     return paused
 
 
-def _totals(actions: Sequence[SlimAction]) -> dict[str, dict[str, int]]:
-    totals = {k: {"count": 0, "chars_before": 0, "chars_after": 0} for k in _KINDS}
+def _totals(actions: Sequence[SlimAction], profile: str = "classic") -> dict[str, dict[str, int]]:
+    kinds = _KINDS if profile == "classic" else (*_KINDS, *_HERMES_KINDS)
+    totals = {k: {"count": 0, "chars_before": 0, "chars_after": 0} for k in kinds}
     for a in actions:
         t = totals[a["kind"]]
         t["count"] += 1
         t["chars_before"] += a["chars_before"]
         t["chars_after"] += a["chars_after"]
     return totals
+
+
+_EXACT_BELOW = 200  # conversations this short are counted exactly: it is cheap
+
+
+def _mostly_estimated(
+    msgs: Sequence[Message], cfg: CompactionConfig
+) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """Token counts estimated at 4 chars a token, except the head and the newest rows the
+    tail walk can reach (``exact_region``), which are counted exactly: the cut, the passes'
+    protected region and the make-room projection are decided there."""
+    counts = [estimate_message_tokens(m, cfg) for m in msgs]
+    head, start = exact_region(counts, cfg)
+    exact = [*range(head), *range(start, len(msgs))]
+    for pos, count in zip(exact, count_messages_tokens([msgs[p] for p in exact], cfg), strict=True):
+        counts[pos] = count
+    return tuple(counts), (head, start)
+
+
+def _count_kept(
+    original: Sequence[Message],
+    tokens: tuple[int, ...],
+    work: Any,
+    bounds: Any,
+    exact_span: tuple[int, int],
+    cfg: CompactionConfig,
+    counter: TokenCounter,
+) -> tuple[tuple[int, ...], int]:
+    """Exact counts for the head and tail rows that were estimated (the tail of slimmed rows
+    can reach past the exactly counted region); returns the input counts and their sum."""
+    head_exact, tail_exact = exact_span
+    h, t = bounds.head_end, bounds.tail_start
+    fix = [*range(head_exact, h), *range(t, min(tail_exact, len(original)))]
+    if not fix:
+        return tokens, sum(tokens)
+    counts = list(tokens)
+    exact = count_messages_tokens([original[p] for p in fix], cfg)
+    for pos, count in zip(fix, exact, strict=True):
+        counts[pos] = count
+        kept = work.messages[pos]
+        work.tokens[pos] = (
+            count if kept is original[pos] else count_message_tokens(kept, cfg, counter)
+        )
+    return tuple(counts), sum(counts)
+
+
+def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
+    """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
+    it wrote: the fold line, else the slimmed text)."""
+    h, t = bounds
+    out = []
+    for a in actions:
+        i = a["index"]
+        region = "head" if 0 <= i < h else "tail" if i >= t else "middle"
+        out.append({**a, "region": region, "line": a["fold_line"] or a["after"]})
+    return tuple(out)
+
+
+def _warnings(
+    cfg: CompactionConfig,
+    before: int,
+    after: int | None,
+    info: Mapping[str, Any],
+    prepared: Any,
+    fallbacks: Sequence[Any] | None,
+) -> tuple[dict[str, str], ...]:
+    """Why the result is not what the budgets ask for (``{"code", "message"}`` each)."""
+    out: list[dict[str, str]] = []
+    threshold, window = cfg.threshold_tokens, cfg.context_length
+    if cfg.threshold_lowered:
+        raw = max(int(cfg.threshold_percent * window), cfg.min_threshold_tokens)
+        out.append(
+            {
+                "code": "threshold_at_window",
+                "message": f"the configured threshold ({raw:,} tokens) is at or above the "
+                f"{window:,}-token window; it was lowered to {threshold:,}.",
+            }
+        )
+    result = before if after is None else after
+    if result > threshold and before > threshold:
+        what = "the conversation" if after is None else "the compacted conversation"
+        out.append(
+            {
+                "code": "over_threshold",
+                "message": f"{what} is {result:,} tokens, over the {threshold:,}-token threshold.",
+            }
+        )
+    if result > window:
+        out.append(
+            {
+                "code": "over_window",
+                "message": f"the result is {result:,} tokens, over the {window:,}-token window.",
+            }
+        )
+    tail = info.get("tail_slimmed", info.get("tail"))
+    if isinstance(tail, int) and tail > threshold:
+        out.append(
+            {
+                "code": "tail_over_threshold",
+                "message": f"the protected tail alone is {tail:,} tokens, over the "
+                f"{threshold:,}-token threshold.",
+            }
+        )
+    stuck = getattr(prepared, "stuck", None)
+    if stuck is not None and result > threshold:
+        index, size = stuck
+        out.append(
+            {
+                "code": "cannot_make_room",
+                "message": f"message {index} alone is {size:,} tokens and cannot be folded or "
+                f"summarized (it is the newest message or a user/assistant text kept verbatim); "
+                f"with the system prompt and the summary it does not fit the {threshold:,}-token "
+                "threshold.",
+            }
+        )
+    if fallbacks:
+        stages = ", ".join(str(f.get("stage", "?")) for f in fallbacks if isinstance(f, Mapping))
+        out.append(
+            {
+                "code": "summarizer_fallback",
+                "message": f"a fallback wrote the summary (failed: {stages or 'summarizer'}).",
+            }
+        )
+    return tuple(out)
 
 
 @_gc_paused
@@ -221,20 +351,29 @@ def compact(
     # The input is only read: a list is used as it is (copying 50k references costs a walk
     # over every message object, once to copy and once to free).
     msgs = messages if type(messages) is list else list(messages)
+    original = msgs  # the input; the hermes passes replace ``msgs`` with a slimmed copy
     summary_positions = _scan_input(msgs, token_counts)
     if isinstance(now, datetime):
         now = now.date()
     day = now or date.today()
     counter = tokenizer or tiktoken_counter(cfg.model)
-    tokens = tuple(
-        token_counts  # validated: exact ints
-        if token_counts is not None
-        else count_messages_tokens(msgs, cfg, tokenizer)
-    )
+    estimated: tuple[str, ...] = ()
+    exact_span: tuple[int, int] | None = None
+    if token_counts is not None:
+        tokens = tuple(token_counts)  # validated: exact ints
+    elif cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
+        # No cached counts: estimate everything, then count exactly only where a decision
+        # depends on it (the head and the rows the tail walk can reach).
+        tokens, exact_span = _mostly_estimated(msgs, cfg)
+        estimated = ("before", "middle", "saved", "ratio", "message_tokens")
+    else:
+        tokens = tuple(count_messages_tokens(msgs, cfg, tokenizer))
     before = sum(tokens)
     clock.lap("tokens")
 
     base: dict[str, Any] = {
+        "tokens_estimated": estimated,
+        "profile": cfg.profile,
         "config": cfg.to_dict(),
         "focus": focus,
         "now": day.isoformat(),
@@ -251,17 +390,23 @@ def compact(
         phases = clock.done()
         info = {**token_info, "after": before, "saved": 0, "ratio": 1.0 if before else None}
         info.update(extra.pop("tokens", {}))
+        if "slimming" in extra:
+            extra["slimming"] = _with_regions(extra["slimming"], bounds_now)
         report = CompactionReport(
             status=status,
             reason=reason,
-            counts={"messages_before": len(msgs), "messages_after": len(msgs)},
+            counts={"messages_before": len(original), "messages_after": len(original)},
             tokens=info,
             output_message_tokens=tokens,
             timings_ms=phases,
+            warnings=_warnings(cfg, before, None, info, prepared_now[0], extra.get("fallbacks")),
             **base,
             **extra,
         )
-        return CompactionResult(copy.deepcopy(msgs), report)
+        return CompactionResult(copy.deepcopy(original), report)
+
+    bounds_now: list[int] = [0, 0]
+    prepared_now: list[Any] = [None]
 
     # The newest summary-bearing message gives the previous summary; the middle drops the
     # summary part of each one below.
@@ -272,14 +417,44 @@ def compact(
             break
     previous_body = previous_summary or found_previous or None
     first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
-    bounds = find_boundaries(msgs, tokens, cfg, protect_first_n=first_n)
+    hermes = cfg.profile != "classic"
+    prepared = None
+    if hermes:
+        prepared = prepare(
+            msgs,
+            tokens,
+            lambda m: count_message_tokens(m, cfg, counter),
+            cfg,
+            first_n,
+            # Changed rows are mostly one-line folds: counted one by one (a thread-pool batch
+            # costs more per short text than the encoding itself).
+            lambda batch: [count_message_tokens(m, cfg, counter) for m in batch],
+        )
+        msgs, work_tokens = prepared.work.messages, prepared.work.tokens
+        bounds = prepared.bounds
+        if exact_span is not None:
+            # The cut was taken on estimates where they were; what stays verbatim is counted.
+            tokens, before = _count_kept(
+                original, tokens, prepared.work, bounds, exact_span, cfg, counter
+            )
+            base["message_tokens"] = tokens
+            token_info["before"] = before
+        clock.lap("passes")
+    else:
+        work_tokens = tokens
+        bounds = find_boundaries(msgs, tokens, cfg, protect_first_n=first_n)
     h, t, n = bounds.head_end, bounds.tail_start, len(msgs)
+    bounds_now[:] = [h, t]
+    prepared_now[0] = prepared
     head_tokens, tail_tokens = sum(tokens[:h]), sum(tokens[t:])
     span_info = {
         "head": head_tokens,
         "middle": before - head_tokens - tail_tokens if t > h else 0,
         "tail": tail_tokens,
     }
+    if hermes:  # the input's spans above; these are after the passes slimmed head and tail
+        span_info["head_slimmed"] = sum(work_tokens[:h])
+        span_info["tail_slimmed"] = sum(work_tokens[t:])
     base.update(
         boundaries=bounds.to_dict(),
         alignment=tuple(e.to_dict() for e in bounds.events),
@@ -288,6 +463,7 @@ def compact(
     clock.lap("boundary")
 
     middle = msgs[h:t]
+    facts_middle = original[h:t] if hermes else middle
     indices: range | list[int] = range(h, t)
     in_middle = [p for p in summary_positions if h <= p < t]
     if in_middle:
@@ -296,10 +472,22 @@ def compact(
         _, remainder = split_summary(content_text(msgs[i].get("content"), images=False))
         if remainder:
             middle[i - h] = {**msgs[i], "content": remainder}
+            if hermes:
+                facts_middle[i - h] = {**original[i], "content": remainder}
         else:
             del middle[i - h], indices[i - h]
-    if not middle:
-        return unchanged("skipped", "nothing_to_compact", tokens=span_info)
+            if hermes:
+                del facts_middle[i - h]
+    pre_actions = prepared.work.actions if prepared is not None else []
+    # hermes: a middle holding only the previous summary is still worth a compaction when the
+    # passes slimmed head or tail by at least the anti-thrash saving (the summary is carried
+    # forward, the slimming committed).
+    passes_saved = before - sum(work_tokens) if hermes else 0
+    worth = passes_saved >= cfg.anti_thrash_min_saving * before
+    if not middle and not (hermes and pre_actions and t > h and worth):
+        return unchanged(
+            "skipped", "nothing_to_compact", tokens=span_info, slimming=tuple(pre_actions)
+        )
 
     # Results in the middle answer calls in the head or earlier in the middle, never in the
     # tail: the head's calls are indexed here, the middle's during slimming. Everything that
@@ -311,22 +499,29 @@ def compact(
     slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
     sizes = RecordSizes()
     gathered = MiddleGathered()  # what the deterministic summary needs from the whole middle
+    fold = hermes_fold if hermes else None
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
-        slim_range(slimming, indices, cfg, start, stop)
+        slim_range(slimming, indices, cfg, start, stop, fold)
         clock.lap("slimming", add=True)
         measure_records(
             slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
         )
         clock.lap("serialize", add=True)
-        gather_middle(middle, start, stop, slimming.calls, gathered)
+        gather_middle(facts_middle, start, stop, slimming.calls, gathered)
         clock.lap("summarize", add=True)
     actions, folds = slimming.actions, slimming.folds
+    if pre_actions:
+        actions = [*pre_actions, *actions]
     summarizer_input, truncations = serialize_middle(
         slimming.messages, h, cfg, indices=indices, folds=folds, sizes=sizes
     )
     actions.extend(truncations)
     clock.lap("serialize", add=True)
+    redactions = 0
+    if hermes:
+        summarizer_input, redactions = redact(summarizer_input)
+        clock.lap("redact", add=True)
 
     summary_set = set(summary_positions)
     first_user = next(
@@ -334,7 +529,7 @@ def compact(
         None,
     )
     facts = SummaryFacts(
-        middle=middle,
+        middle=facts_middle,
         fold_lines=folds,
         first_user_text=content_text(first_user.get("content"), images=False)
         if first_user
@@ -342,9 +537,11 @@ def compact(
         previous_summary=previous_body,
         focus=focus,
         now=day,
-        max_chars=cfg.summary_max_chars,
+        max_chars=cfg.summary_chars,
         calls=slimming.calls,
         gathered=gathered,
+        profile=cfg.profile,
+        indices=indices,
     )
     prompt = build_prompt(
         summarizer_input,
@@ -366,7 +563,8 @@ def compact(
             summarizer_input=summarizer_input,
             summarizer_prompt=aborted.prompt,
             slimming=tuple(actions),
-            slimming_totals=_totals(actions),
+            slimming_totals=_totals(actions, cfg.profile),
+            redactions=redactions,
         )
     if not outcome.body.strip():
         empty = FallbackError(
@@ -385,6 +583,10 @@ def compact(
         )
     body = outcome.body.strip()
     clock.lap("summarize", add=True)
+    if hermes:
+        body, found = redact(body)
+        redactions += found
+        clock.lap("redact", add=True)
 
     assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
     stripped, image_changes = strip_historical_images(assembly.messages)
@@ -405,7 +607,7 @@ def compact(
     for pos, message in enumerate(stripped):
         source = assembly.sources[pos]
         if source is not None and pos not in changed and pos != assembly.summary_index:
-            counts_by_id[id(message)] = tokens[source]
+            counts_by_id[id(message)] = work_tokens[source]
     clock.lap("assemble")
 
     final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
@@ -428,7 +630,7 @@ def compact(
     }
     details: dict[str, Any] = {
         "slimming": tuple(actions),
-        "slimming_totals": _totals(actions),
+        "slimming_totals": _totals(actions, cfg.profile),
         "summarizer_input": summarizer_input,
         "summarizer_prompt": outcome.prompt,
         "summary": wrap_summary(body),
@@ -436,11 +638,14 @@ def compact(
         "summarizer": outcome.source,
         "summarizer_model": outcome.model,
         "fallbacks": tuple(f.to_dict() for f in outcome.fallbacks),
+        "redactions": redactions,
     }
     if after >= before:
         attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}
         return unchanged("skipped", "summary_not_smaller", tokens=attempted, **details)
+    details["slimming"] = _with_regions(details["slimming"], bounds_now)
     report = CompactionReport(
+        warnings=_warnings(cfg, before, after, info, prepared, details["fallbacks"]),
         status="compacted",
         reason=None,
         counts={"messages_before": n, "messages_after": len(final)},

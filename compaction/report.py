@@ -44,6 +44,12 @@ class CompactionReport:
         sanitization: tool-pair repairs (kind, tool_call_id, index).
         output_message_tokens: tokens per output message.
         timings_ms: per phase and total.
+        profile: the config's profile (``"classic"`` or ``"hermes"``).
+        warnings: ``{"code", "message"}`` for each way the result misses its budgets
+            (``over_threshold``, ``over_window``, ``tail_over_threshold``,
+            ``cannot_make_room``, ``summarizer_fallback``, ``threshold_at_window``).
+        redactions: secrets redacted from the summarizer input and deterministic summary.
+        tokens_estimated: names of ``tokens`` figures that are estimates, not exact counts.
     """
 
     status: str
@@ -72,6 +78,10 @@ class CompactionReport:
     sanitization: tuple[Mapping[str, Any], ...] = ()
     output_message_tokens: tuple[int, ...] = ()
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    profile: str = "classic"
+    warnings: tuple[Mapping[str, str], ...] = ()
+    redactions: int = 0
+    tokens_estimated: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-serializable data (lists and dicts)."""
@@ -175,6 +185,11 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
     for part in ("head", "middle", "tail"):
         span = (r.get("boundaries") or {}).get(part)
         lines.append(f"| {part} | {span} | {tokens.get(part)} |")
+    if r.get("warnings"):
+        lines += ["", "## Warnings", ""]
+        lines += [f"- `{w.get('code')}`: {w.get('message')}" for w in r["warnings"]]
+    if r.get("redactions"):
+        lines += ["", f"Secrets redacted from the summarizer input and summary: {r['redactions']}"]
     if r.get("alignment"):
         lines += ["", "## Alignment", ""]
         lines += [f"- {e['kind']}: {e['from']} → {e['to']}" for e in r["alignment"]]

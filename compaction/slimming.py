@@ -34,6 +34,7 @@ __all__ = [
     "CallIndex",
     "build_call_index",
     "fold_tool_result",
+    "is_ref_stub",
     "is_stub",
     "slim_middle",
     "slim_range",
@@ -199,6 +200,12 @@ def is_stub(text: str) -> bool:
         (len(text) < 400 and " chars)" in text)
         or text.startswith(("[Attached image", "[Result from earlier", "[Duplicate tool output"))
     )
+
+
+def is_ref_stub(text: str) -> bool:
+    """True for a line the hermes passes wrote (fold, stub, pointer, each naming a
+    ``[ref:N]``): never folded again."""
+    return len(text) < 800 and text.startswith("[") and "[ref:" in text
 
 
 def truncate_text(text: str, config: CompactionConfig) -> str:
@@ -367,13 +374,20 @@ def slim_middle(
 
 
 def slim_range(
-    slimming: Slimming, indices: Sequence[int], config: CompactionConfig, start: int, stop: int
+    slimming: Slimming,
+    indices: Sequence[int],
+    config: CompactionConfig,
+    start: int,
+    stop: int,
+    fold: Callable[[str, Mapping[str, Any], str, int], str] | None = None,
 ) -> None:
     """Slim ``slimming.messages[start:stop]`` (see ``slim_middle``).
 
     Ranges must come in order, each after the previous one: a result is folded with the
     call indexed before it. The engine slims a long middle in blocks and measures each
     block's summarizer records right after, while its messages are still in the CPU cache.
+    ``fold``, when given, writes the fold lines (``(tool, args, text, input index)``; the
+    hermes profile's lines name a recall reference) and lines it wrote are never refolded.
     """
     actions, folds, calls = slimming.actions, slimming.folds, slimming.calls
     fold_min = config.fold_min_chars
@@ -396,8 +410,14 @@ def slim_range(
         elif role == "tool":
             text = content if type(content) is str else content_text(content)
             if len(text) > fold_min and not is_stub(text):
+                if fold is not None and is_ref_stub(text):
+                    continue
                 name, args = calls.get(str(message.get("tool_call_id") or ""), _UNKNOWN)
-                line = fold_tool_result(name, args, text)
+                line = (
+                    fold_tool_result(name, args, text)
+                    if fold is None
+                    else fold(name, args, text, indices[pos])
+                )
                 folds[pos] = line
                 actions.append(
                     make_action(

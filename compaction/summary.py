@@ -269,6 +269,8 @@ class SummaryFacts:
         calls: tool call id → (name, parsed arguments), when already known (saves parsing).
         gathered: ``gather_middle`` over the whole middle, when already taken (the engine
             gathers it block by block with slimming); otherwise it is gathered here.
+        profile: ``"hermes"`` writes the fact-keeping summary of ``compaction.resume``.
+        indices: the input index of each middle message (for ``[ref:N]``).
     """
 
     middle: Sequence[Message]
@@ -280,6 +282,8 @@ class SummaryFacts:
     max_chars: int = 12_000
     calls: Mapping[str, tuple[str, dict[str, Any]]] | None = None
     gathered: MiddleGathered | None = None
+    profile: str = "classic"
+    indices: Sequence[int] | None = None
 
 
 _VERBS = {
@@ -615,6 +619,10 @@ def deterministic_summary(facts: SummaryFacts) -> str:
     previous summary's sections are carried forward and extended (never dropped, only
     shortened when the bound requires it, oldest first).
     """
+    if facts.profile != "classic":
+        from compaction.resume import resume_summary
+
+        return resume_summary(facts)
     day = facts.now.isoformat()
     prev_pre, prev = _sections(facts.previous_summary or "")
     prev = {k.replace("Historical ", ""): v for k, v in prev.items()}

@@ -235,11 +235,40 @@ def _mentioned(question: str, paths: list[str]) -> list[str]:
 # -- planning ----------------------------------------------------------------------------------
 
 
+_REF_RE = re.compile(r"\[ref:(\d+)\]")
+_RECALL_WORDS = ("recall", "folded", "full output", "original output", "[ref:")
+
+
+def wanted_ref(prompt: Prompt) -> int | None:
+    """The reference to recall when the question asks for a folded output: the one it names
+    (``[ref:N]`` or ``ref N``), else the newest reference in the prompt."""
+    question = prompt.question.lower()
+    if not any(word in question for word in _RECALL_WORDS):
+        return None
+    named = re.search(r"ref\s*[:#]?\s*(\d+)", question)
+    if named:
+        return int(named.group(1))
+    found = [int(n) for m in prompt.messages for n in _REF_RE.findall(_text(m.get("content")))]
+    return found[-1] if found else None
+
+
 def plan(messages: list[dict], *, allow_tools: bool = True) -> tuple[str, list[dict]]:
     """The next step: ``("", tool_calls)`` to use tools, or ``(reply_text, [])`` to answer."""
     prompt = Prompt(messages)
     if not allow_tools or not prompt.question.strip():
         return reply(prompt), []
+    # Asked for a folded output: fetch it back with recall, then answer with it.
+    if prompt.calls_this_turn("recall"):
+        return reply(prompt), []
+    ref = wanted_ref(prompt)
+    if ref is not None:
+        return "", [
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": "recall", "arguments": json.dumps({"ref": ref})},
+            }
+        ]
     listing = prompt.listing()
     listed_now = bool(prompt.calls_this_turn("list_files"))
     searched_now = bool(prompt.calls_this_turn("search_files"))
@@ -379,6 +408,13 @@ def reply(prompt: Prompt) -> str:
             )
         elif name == "read_file":
             bullets.append(_describe(str(args.get("path") or data.get("path") or "?"), data))
+        elif name == "recall":
+            what = data.get("tool_name") or data.get("role") or "message"
+            shown = str(data.get("content") or "")[:2_000]
+            bullets.append(
+                f"Recalled `[ref:{args.get('ref')}]`, the full {what} output "
+                f"({int(data.get('total_chars') or 0):,} chars):\n\n```\n{shown}\n```"
+            )
     if bullets:
         parts.append("\n".join(f"- {b}" for b in bullets))
     else:

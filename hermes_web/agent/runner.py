@@ -463,7 +463,10 @@ class TurnLoop:
                     live = self.record(None, activity=f"running {name}")
                 if live:
                     result = run_tool(
-                        name, call["function"]["arguments"], workspace=workspace_for(self.session)
+                        name,
+                        call["function"]["arguments"],
+                        workspace=workspace_for(self.session),
+                        session=self.session,
                     )
                     self.usage["tool_calls"] += 1
                 else:

@@ -624,6 +624,38 @@ def terminal(root: Path, command: str = "", timeout: int | None = None) -> str:
     return _ok(payload)
 
 
+def recall(
+    root: Path,
+    ref: int | str | None = None,
+    query: str = "",
+    message: int | None = None,
+    offset: int = 0,
+    *,
+    session: Any = None,
+) -> str:
+    """The full text of a message a compaction folded, demoted or summarized.
+
+    ``ref`` is the number of a ``[ref:N]`` written into a fold, stub or summary; ``query``
+    searches the whole history of the conversation (archived rows included) and gives
+    message ids; ``message`` fetches one of those. ``offset`` pages through a long text.
+    """
+    from hermes_web.services import recall as service
+
+    if session is None:
+        raise ToolError("recall needs a conversation")
+    try:
+        if ref is not None and str(ref).strip() != "":
+            number = int(str(ref).strip().removeprefix("[ref:").removesuffix("]"))
+            return _ok(service.recall_ref(session, number, int(offset or 0)))
+        if message is not None:
+            return _ok(service.recall_message(session, int(message), int(offset or 0)))
+        if query:
+            return _ok(service.search_history(session, str(query)))
+    except LookupError as exc:
+        raise ToolError(str(exc)) from None
+    raise ToolError("give ref (the N of [ref:N]), or query to search, or message from a search")
+
+
 TOOLS: dict[str, Callable[..., str]] = {
     "read_file": read_file,
     "search_files": search_files,
@@ -631,6 +663,7 @@ TOOLS: dict[str, Callable[..., str]] = {
     "write_file": write_file,
     "patch": patch,
     "terminal": terminal,
+    "recall": recall,
 }
 
 
@@ -728,6 +761,28 @@ _SCHEMAS = [
 ]
 
 
+_SCHEMAS.append(
+    _schema(
+        "recall",
+        "Fetch the full, original text of a message that a context compaction folded, "
+        "demoted or summarized: pass ref=N for a '[ref:N]' you see in a fold line, stub or "
+        "summary. Or search the conversation's whole history with query, then fetch a hit "
+        "with message=<id>.",
+        {
+            "ref": {"type": "integer", "description": "The N of a [ref:N] reference."},
+            "query": {"type": "string", "description": "Text to search for in the history."},
+            "message": {"type": "integer", "description": "A message id from a search."},
+            "offset": {
+                "type": "integer",
+                "description": "Character offset, to page through a long text.",
+                "default": 0,
+            },
+        },
+        [],
+    )
+)
+
+
 def tool_schemas() -> list[dict]:
     """OpenAI tool schemas for the tools enabled now (terminal only when allowed)."""
     return [
@@ -751,8 +806,16 @@ def parse_arguments(arguments: str | dict | None) -> dict[str, Any]:
     return parsed
 
 
-def run_tool(name: str, arguments: str | dict | None, *, workspace: Path | None = None) -> str:
-    """Run one tool call; always returns the result text (an ``{"error": ...}`` on failure)."""
+def run_tool(
+    name: str,
+    arguments: str | dict | None,
+    *,
+    workspace: Path | None = None,
+    session: Any = None,
+) -> str:
+    """Run one tool call; always returns the result text (an ``{"error": ...}`` on failure).
+
+    ``session`` is the conversation (the ``recall`` tool reads its history)."""
     root = (workspace or workspace_root()).resolve()
     func = TOOLS.get(name)
     if func is None or (name == "terminal" and not settings.HERMES_ENABLE_TERMINAL):
@@ -761,6 +824,8 @@ def run_tool(name: str, arguments: str | dict | None, *, workspace: Path | None 
         return _ok({"error": f"tool {name!r} {reason}; available tools: {known}"})
     try:
         args = parse_arguments(arguments)
+        if name == "recall":
+            return func(root, session=session, **args)
         return func(root, **args)
     except ToolError as exc:
         return _ok({"error": str(exc)})

@@ -18,7 +18,7 @@ from compaction.summary import COMPACTION_NOTE, wrap_summary
 
 from .builders import WORDS, assistant, call, image_part, long_conversation, result, system, user
 
-CONFIG = CompactionConfig(tail_token_budget=300)
+CONFIG = CompactionConfig(tail_token_budget=300, profile="classic")
 DAY = date(2026, 5, 1)
 REPORT_KEYS = {
     "status",
@@ -328,7 +328,7 @@ def test_the_result_does_not_depend_on_the_block_size(monkeypatch, block):
     expected.pop("timings_ms"), report.pop("timings_ms")
     assert report == expected
     kinds = {a["kind"] for a in report["slimming"]}
-    assert kinds == {"fold", "truncate", "image"}
+    assert kinds >= {"fold", "truncate", "image"}
     assert "omitted" in report["summarizer_input"]
 
 

@@ -12,7 +12,9 @@ from compaction.summary import END_MARKER, is_summary_message
 
 from .builders import WORDS
 
-CONFIG = CompactionConfig(tail_token_budget=120, fold_min_chars=40, protect_first_n=3)
+CONFIG = CompactionConfig(
+    tail_token_budget=120, fold_min_chars=40, protect_first_n=3, profile="classic"
+)
 REASONING = "PRIVATE-REASONING-MARKER"
 TOOLS = ["terminal", "read_file", "search_files", "write_file", "patch", "web_extract", "mystery"]
 

@@ -9,7 +9,8 @@ from compaction.trigger import compute_threshold
     [(200_000, 100_000), (1_000_000, 500_000), (100_000, 64_000), (32_000, 64_000)],
 )
 def test_threshold_is_half_the_window_never_below_64k(context_length, threshold):
-    assert compute_threshold(CompactionConfig(context_length=context_length)) == threshold
+    config = CompactionConfig(context_length=context_length, profile="classic")
+    assert compute_threshold(config) == threshold
 
 
 def test_below_and_at_threshold():
@@ -55,5 +56,49 @@ def test_only_the_latest_window_counts():
 
 
 def test_small_window_never_reaches_the_floor():
-    config = CompactionConfig(context_length=32_000)
+    config = CompactionConfig(context_length=32_000, profile="classic")
     assert not should_compact(32_000, config).should
+
+
+@pytest.mark.parametrize(
+    ("context_length", "threshold"),
+    [
+        (200_000, 100_000),
+        (1_000_000, 500_000),
+        (128_000, 64_000),
+        (100_000, 64_000),
+        (64_000, 54_400),
+        (32_000, 27_200),
+        (8_000, 6_800),
+    ],
+)
+def test_hermes_threshold_is_always_below_the_window(context_length, threshold):
+    # Reference §10.1: the 64K floor is capped at 85 % of the window.
+    config = CompactionConfig(context_length=context_length)
+    assert compute_threshold(config) == threshold < context_length
+    assert config.threshold_lowered == (context_length <= 64_000)
+
+
+@pytest.mark.parametrize("percent", [0.5, 0.9, 1.0])
+def test_hermes_threshold_never_reaches_the_window_whatever_the_percent(percent):
+    config = CompactionConfig(
+        context_length=50_000, threshold_percent=percent, min_threshold_tokens=0
+    )
+    assert 0 < config.threshold_tokens < 50_000
+
+
+@pytest.mark.parametrize(
+    ("context_length", "tail"), [(8_000, 1_600), (64_000, 12_800), (200_000, 20_000)]
+)
+def test_hermes_tail_is_at_most_a_fifth_of_the_window(context_length, tail):
+    assert CompactionConfig(context_length=context_length).tail_budget_tokens == tail
+    assert (
+        CompactionConfig(context_length=context_length, profile="classic").tail_budget_tokens
+        == 20_000
+    )
+
+
+def test_small_window_compacts_before_it_overflows():
+    config = CompactionConfig(context_length=8_000)
+    assert should_compact(6_800, config).should
+    assert not should_compact(6_799, config).should

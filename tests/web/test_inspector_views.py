@@ -447,9 +447,20 @@ def test_read_only_pages_reject_post(alice, alice_client, committed):
 
 def test_a_dry_run_that_compacts_nothing_says_so_and_cannot_be_committed(alice, alice_client):
     session = seed_conversation(alice, n=120)
-    compact_now(session, alice, mode="in_place")
+    # classic: its latest-user anchor keeps the whole tail, so the second run has no middle
+    # (the hermes profile's bounded tail would find one to compact).
+    compact_now(
+        session,
+        alice,
+        mode="in_place",
+        overrides={"tail_token_budget": 2_000, "profile": "classic"},
+    )
     dry = compact_now(
-        session, alice, trigger="what_if", mode="in_place", overrides={"tail_token_budget": 1500}
+        session,
+        alice,
+        trigger="what_if",
+        mode="in_place",
+        overrides={"tail_token_budget": 1500, "profile": "classic"},
     )
     assert dry.status == "dry_run"
     assert dry.report["status"] == "skipped"

@@ -1,0 +1,499 @@
+"""The hermes profile's slimming passes over the whole conversation (reference §3.1, §3.3).
+
+Each pass is a small function over a ``Work`` (the list being slimmed, copy-on-write per
+row, with its token counts) and reports every change as a ``SlimAction`` like the classic
+folds. Every line a pass writes names its source as ``[ref:N]``: N is the index of the
+message in the compaction's input list, so the web layer can fetch the full text back
+(the ``recall`` tool).
+
+Passes, in the order the engine runs them:
+
+1. ``dedup``: byte-identical tool outputs, newest kept, older copies point at it.
+2. ``fold_before``: every tool result before the prune boundary, head included.
+3. ``shrink_args``: long tool-call arguments before the prune boundary.
+4. ``retire_tool_images``: only the newest N image-bearing tool results keep images.
+5. ``pressure_demote``: the protected region is over its ceiling: fold/shrink there too.
+6. ``lean_tail``: old tool rounds of the tail become recovery stubs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.config import CompactionConfig
+from compaction.messages import Message, content_text, is_image_part, tool_call_id
+from compaction.slimming import (
+    FOLDERS,
+    CallIndex,
+    SlimAction,
+    _fold_generic,
+    build_call_index,
+    is_ref_stub,
+    is_stub,
+    make_action,
+)
+
+__all__ = [
+    "ARGS_MARKER",
+    "DEDUP_MARKER",
+    "REF_RE",
+    "Work",
+    "dedup",
+    "fold_before",
+    "hermes_fold",
+    "is_ref_stub",
+    "lean_tail",
+    "output_lines",
+    "pressure_demote",
+    "prune_boundary",
+    "ref",
+    "retire_tool_images",
+    "shrink_args",
+]
+
+DEDUP_MARKER = "[Duplicate tool output — same content as a more recent call]"
+ARGS_MARKER = (
+    "⟪HERMES-CONTEXT-COMPRESSION: {omitted:,} of {total:,} chars omitted here by the context "
+    "compressor (full call: {ref}). This is NOT part of the original tool call and must never "
+    "be reproduced in new output — always write full, untruncated content.⟫"
+)
+SCREENSHOT_PLACEHOLDER = "[screenshot removed to save context]"
+REF_RE = re.compile(r"\[ref:(\d+)\]")
+_MARKER_OPEN = "⟪HERMES-CONTEXT-COMPRESSION:"
+
+
+def ref(index: int) -> str:
+    """The recall reference of input message ``index``: ``[ref:N]``."""
+    return f"[ref:{index}]"
+
+
+def _done(text: str) -> bool:
+    return is_stub(text) or is_ref_stub(text)
+
+
+# ---------------------------------------------------------------------------------------
+# Fold lines
+
+
+def _plural(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
+def output_lines(content: str) -> tuple[int, str | None]:
+    """``(lines of output, exit code)`` of a terminal/code result.
+
+    A JSON envelope (``{"output": …, "exit_code": …}``, ``stdout``/``stderr``) counts the
+    lines of the output it carries, not of the JSON; plain text counts its own lines.
+    """
+    code: str | None = None
+    body = content
+    stripped = content.lstrip()
+    if stripped.startswith("{") and len(stripped) > 64_000:
+        # A large envelope: its output's newlines are the escaped ones (no parse needed).
+        match = re.search(r'"(?:exit_code|returncode)"\s*:\s*(-?\d+)', content[-400:])
+        escaped = stripped.count("\\n")
+        trailing = stripped.count('\\n"')  # values ending in a newline add no line
+        return escaped - trailing + 1, (match.group(1) if match else None)
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, Mapping):
+            for key in ("exit_code", "returncode", "exit_status", "status_code"):
+                value = data.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    code = str(value)
+                    break
+            parts = [data.get(k) for k in ("output", "stdout", "stderr", "result")]
+            texts = [p.rstrip("\n") for p in parts if isinstance(p, str) and p.strip()]
+            if texts or any(k in data for k in ("output", "stdout", "stderr")):
+                body = "\n".join(texts)
+    if code is None:
+        match = re.search(r'"exit_code"\s*:\s*(-?\d+)', content[-400:]) or re.search(
+            r"(?:exit code|exit status|Exit code)[:\s]+(-?\d+)", content[-400:]
+        )
+        if match:
+            code = match.group(1)
+    body = body.rstrip("\n")
+    lines = body.count("\n") + 1 if body and not body.isspace() else 0
+    return lines, code
+
+
+def _fold_terminal(tool: str, args: Mapping[str, Any], content: str) -> str:
+    command = str(args.get("command") or args.get("cmd") or "")
+    command = " ".join(command.split())
+    if len(command) > 80:
+        command = command[:77] + "..."
+    lines, code = output_lines(content)
+    return f"[{tool}] ran `{command}` -> exit {code or '?'}, {_plural(lines)} output"
+
+
+def _fold_execute_code(tool: str, args: Mapping[str, Any], content: str) -> str:
+    code = " ".join(str(args.get("code") or "").split())
+    more = "..." if len(code) > 60 else ""
+    lines, _ = output_lines(content)
+    return f"[{tool}] `{code[:60]}{more}` ({_plural(lines)} output)"
+
+
+_HERMES_FOLDERS = {
+    **FOLDERS,
+    "terminal": _fold_terminal,
+    "bash": _fold_terminal,
+    "shell": _fold_terminal,
+    "exec_command": _fold_terminal,
+    "execute_code": _fold_execute_code,
+}
+
+
+def hermes_fold(tool: str, args: Mapping[str, Any], content: str, index: int) -> str:
+    """The hermes fold line: the classic per-tool line (terminal/code lines counted inside
+    JSON envelopes, "1 line"), followed by the recall reference."""
+    folder = _HERMES_FOLDERS.get(tool, _fold_generic)
+    try:
+        line = folder(tool, args, content)
+    except Exception:  # a malformed argument must never break compaction
+        line = f"[{tool}] ({len(content):,} chars result)"
+    return f"{line} {ref(index)}"
+
+
+# ---------------------------------------------------------------------------------------
+# The list being slimmed
+
+
+@dataclass(slots=True)
+class Work:
+    """The conversation being slimmed by the passes.
+
+    Attributes:
+        messages: the list (a copy of the input's references; changed rows are new dicts).
+        tokens: tokens per message, recounted for changed rows.
+        count: counts one message's tokens (used for changed rows only).
+        config: the settings.
+        actions: every change, in the order made.
+        folded: positions whose content is now a pass-written line.
+        calls: call id → (tool name, arguments) over the whole list.
+    """
+
+    messages: list[Message]
+    tokens: list[int]
+    count: Callable[[Message], int]
+    config: CompactionConfig
+    actions: list[SlimAction] = field(default_factory=list)
+    folded: set[int] = field(default_factory=set)
+    calls: CallIndex = field(default_factory=dict)
+    count_many: Callable[[list[Message]], list[int]] | None = None
+    immediate: bool = False
+    dirty: list[int] = field(default_factory=list)
+    exact_head: int = 0
+    exact_from: int = 0
+
+    @classmethod
+    def start(
+        cls,
+        messages: Sequence[Message],
+        tokens: Sequence[int],
+        count: Callable[[Message], int],
+        config: CompactionConfig,
+        count_many: Callable[[list[Message]], list[int]] | None = None,
+    ) -> Work:
+        """A work list over ``messages`` (never mutated)."""
+        work = cls(list(messages), list(tokens), count, config, calls=build_call_index(messages))
+        work.count_many = count_many or (lambda batch: [count(m) for m in batch])
+        return work
+
+    def put(self, pos: int, message: dict[str, Any]) -> None:
+        """Replace row ``pos``; its count is refreshed by ``flush`` (in one batch) or at once
+        when ``immediate`` is set (a pass that decides row by row)."""
+        self.messages[pos] = message
+        if self.immediate:
+            self.tokens[pos] = self.count(message)
+        else:
+            self.dirty.append(pos)
+
+    def flush(self) -> None:
+        """Recount the rows replaced since the last flush (one tokenizer batch)."""
+        if not self.dirty:
+            return
+        positions, self.dirty = self.dirty, []
+        # Rows between the head and the reach of the tail walk are summarized whatever their
+        # size: an estimate is enough there (their count decides nothing).
+        exact = [p for p in positions if p < self.exact_head or p >= self.exact_from]
+        counts = self.count_many([self.messages[p] for p in exact])
+        for pos, count in zip(exact, counts, strict=True):
+            self.tokens[pos] = count
+        if len(exact) != len(positions):
+            from compaction.tokens import estimate_message_tokens
+
+            for pos in positions:
+                if self.exact_head <= pos < self.exact_from:
+                    self.tokens[pos] = estimate_message_tokens(self.messages[pos], self.config)
+
+    def text(self, pos: int) -> str:
+        content = self.messages[pos].get("content")
+        return content if type(content) is str else content_text(content)
+
+    def tool_of(self, pos: int) -> tuple[str, dict[str, Any]]:
+        cid = str(self.messages[pos].get("tool_call_id") or "")
+        return self.calls.get(cid, ("unknown", {}))
+
+    def fold(self, pos: int, kind: str) -> bool:
+        """Fold tool row ``pos`` to its one-line form; False when it is not foldable."""
+        message = self.messages[pos]
+        if message.get("role") != "tool" or pos in self.folded:
+            return False
+        text = self.text(pos)
+        if len(text) <= self.config.fold_min_chars or _done(text):
+            return False
+        name, args = self.tool_of(pos)
+        line = hermes_fold(name, args, text, pos)
+        self.put(pos, {**message, "content": line})
+        self.folded.add(pos)
+        self.actions.append(
+            make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)
+        )
+        return True
+
+
+# ---------------------------------------------------------------------------------------
+# Passes
+
+
+def dedup(work: Work) -> None:
+    """Replace older byte-identical tool outputs (≥ ``dedup_min_chars``) with a pointer to the
+    newest copy, over the whole list (reference §3.1 item 1)."""
+    # Keyed by the text itself: str hashes are computed once and cached on the object, and
+    # equal hashes are confirmed by comparing the texts (no digest, no encoded copy).
+    seen: dict[str, int] = {}
+    minimum = work.config.dedup_min_chars
+    for pos in range(len(work.messages) - 1, -1, -1):
+        message = work.messages[pos]
+        if message.get("role") != "tool":
+            continue
+        content = message.get("content")
+        if type(content) is not str or len(content) < minimum or _done(content):
+            continue
+        newest = seen.setdefault(content, pos)
+        if newest == pos:
+            continue
+        name, _ = work.tool_of(pos)
+        line = f"{DEDUP_MARKER} {ref(newest)}"
+        work.put(pos, {**message, "content": line})
+        work.folded.add(pos)
+        work.actions.append(
+            make_action(pos, "dedup", message, content, line, tool_name=name, fold_line=line)
+        )
+
+
+def prune_boundary(tokens: Sequence[int], budget: int, floor: int, start: int = 0) -> int:
+    """The first protected index (reference §2.5): walk newest → oldest within ``budget``
+    tokens, the row that breaks it included, and never fewer than ``floor`` rows."""
+    n = len(tokens)
+    used = 0
+    boundary = n
+    for i in range(n - 1, start - 1, -1):
+        used += tokens[i]
+        boundary = i
+        if used > budget:
+            break
+    return max(start, min(boundary, n - min(floor, n)))
+
+
+def fold_before(work: Work, boundary: int) -> None:
+    """Fold every tool result before ``boundary``, head included (§3.1 item 2)."""
+    messages = work.messages
+    for pos in range(boundary):
+        if messages[pos].get("role") == "tool":
+            work.fold(pos, "fold")
+
+
+def _shrink_leaves(value: Any, keep: int, ref_text: str) -> tuple[Any, int]:
+    """``(value, chars removed)`` with every long string leaf cut to ``keep`` + marker."""
+    if isinstance(value, str):
+        if len(value) <= keep or _MARKER_OPEN in value:
+            return value, 0
+        marker = ARGS_MARKER.format(omitted=len(value) - keep, total=len(value), ref=ref_text)
+        if keep + len(marker) >= len(value):
+            return value, 0
+        return value[:keep] + marker, len(value) - keep - len(marker)
+    if isinstance(value, list):
+        out, saved = [], 0
+        for item in value:
+            new, s = _shrink_leaves(item, keep, ref_text)
+            out.append(new)
+            saved += s
+        return out, saved
+    if isinstance(value, dict):
+        out_d, saved = {}, 0
+        for k, item in value.items():
+            new, s = _shrink_leaves(item, keep, ref_text)
+            out_d[k] = new
+            saved += s
+        return out_d, saved
+    return value, 0
+
+
+def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
+    """Shrink the long tool-call arguments of assistant row ``pos`` (§3.1 item 3).
+
+    Arguments that are not valid JSON are left alone (providers reject malformed ones).
+    """
+    message = work.messages[pos]
+    calls = message.get("tool_calls")
+    if message.get("role") != "assistant" or not isinstance(calls, list):
+        return False
+    cfg = work.config
+    new_calls: list[Any] = []
+    before: list[str] = []
+    after: list[str] = []
+    changed = False
+    for call in calls:
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        raw = fn.get("arguments") if isinstance(fn, Mapping) else None
+        if not isinstance(raw, str) or len(raw) <= cfg.args_shrink_min_chars:
+            new_calls.append(call)
+            continue
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            new_calls.append(call)
+            continue
+        shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, ref(pos))
+        if saved <= 0:
+            new_calls.append(call)
+            continue
+        text = json.dumps(shrunk, ensure_ascii=False)
+        before.append(raw)
+        after.append(text)
+        new_calls.append({**call, "function": {**fn, "arguments": text}})
+        changed = True
+    if not changed:
+        return False
+    work.put(pos, {**message, "tool_calls": new_calls})
+    line = "\n".join(after)
+    work.actions.append(make_action(pos, kind, message, "\n".join(before), line, fold_line=line))
+    return True
+
+
+def shrink_args_before(work: Work, boundary: int) -> None:
+    """``shrink_args`` over every assistant row before ``boundary``."""
+    for pos in range(boundary):
+        if work.messages[pos].get("tool_calls"):
+            shrink_args(work, pos)
+
+
+def _has_image(content: Any) -> bool:
+    if isinstance(content, list):
+        return any(is_image_part(p) for p in content)
+    if isinstance(content, Mapping) and content.get("_multimodal"):
+        return _has_image(content.get("content"))
+    return False
+
+
+def retire_tool_images(work: Work) -> None:
+    """Keep images only in the newest ``keep_tool_images`` image-bearing tool results (§3.5 b)."""
+    kept = 0
+    for pos in range(len(work.messages) - 1, -1, -1):
+        message = work.messages[pos]
+        content = message.get("content")
+        if message.get("role") != "tool" or not _has_image(content):
+            continue
+        if kept < work.config.keep_tool_images:
+            kept += 1
+            continue
+        before = content_text(content)
+        if isinstance(content, Mapping):
+            summary = str(content.get("text_summary") or "")[:200]
+            new: Any = f"[screenshot removed] {summary}".rstrip() + f" {ref(pos)}"
+        else:
+            new = [
+                {"type": "text", "text": f"{SCREENSHOT_PLACEHOLDER} {ref(pos)}"}
+                if is_image_part(p)
+                else p
+                for p in content
+            ]
+        work.put(pos, {**message, "content": new})
+        after = content_text(new)
+        name, _ = work.tool_of(pos)
+        work.actions.append(
+            make_action(
+                pos, "image_retire", message, before, after, tool_name=name, fold_line=after
+            )
+        )
+
+
+def pressure_demote(work: Work, boundary: int, ceiling: int) -> None:
+    """The protected region ``[boundary, n)`` is over ``ceiling`` tokens: fold and shrink
+    there too (§3.1 item 5), oldest first, stopping once under; then every tool row but the
+    newest; then that one too."""
+    work.flush()
+    messages, tokens = work.messages, work.tokens
+    n = len(messages)
+    total = sum(tokens[boundary:])
+    if total <= ceiling:
+        return
+    work.immediate = True  # each fold's saving decides whether to go on
+    for pos in range(boundary, max(boundary, n - work.config.pressure_keep_recent)):
+        role = messages[pos].get("role")
+        old = tokens[pos]
+        if role == "tool":
+            work.fold(pos, "demote")
+        elif role == "assistant" and messages[pos].get("tool_calls"):
+            shrink_args(work, pos, "demote")
+        total += tokens[pos] - old
+        if total <= ceiling:
+            work.immediate = False
+            return
+    tool_rows = [p for p in range(boundary, n) if messages[p].get("role") == "tool"]
+    for pos in tool_rows[:-1] + tool_rows[-1:]:
+        old = tokens[pos]
+        work.fold(pos, "demote")
+        total += tokens[pos] - old
+        if total <= ceiling:
+            break
+    work.immediate = False
+
+
+def lean_tail(work: Work, tail_start: int) -> None:
+    """Old tool rounds of the tail become recovery stubs (§3.3).
+
+    A round is a run of consecutive tool rows; the newest ``lean_tail_keep_rounds`` stay.
+    Older tool results of at least ``lean_tail_min_chars`` chars become a stub naming the
+    reference the ``recall`` tool takes.
+    """
+    messages = work.messages
+    rounds = 0
+    previous_tool = False
+    for pos in range(len(messages) - 1, tail_start - 1, -1):
+        is_tool = messages[pos].get("role") == "tool"
+        if is_tool and not previous_tool:
+            rounds += 1
+        previous_tool = is_tool
+        if not is_tool or rounds <= work.config.lean_tail_keep_rounds or pos in work.folded:
+            continue
+        text = work.text(pos)
+        if len(text) < work.config.lean_tail_min_chars or _done(text):
+            continue
+        name, _ = work.tool_of(pos)
+        line = (
+            f"[{name} output demoted at compaction — {len(text):,} chars preserved in session "
+            f"history. Recover it with the recall tool: {ref(pos)}]"
+        )
+        message = messages[pos]
+        work.put(pos, {**message, "content": line})
+        work.folded.add(pos)
+        work.actions.append(
+            make_action(pos, "lean_tail", message, text, line, tool_name=name, fold_line=line)
+        )
+
+
+def call_ids(message: Message) -> list[str]:
+    """The ids of an assistant message's tool calls."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return []
+    return [cid for cid in (tool_call_id(c) for c in calls if isinstance(c, Mapping)) if cid]

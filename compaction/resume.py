@@ -1,0 +1,543 @@
+"""The hermes profile's deterministic summary: the facts a resuming agent needs, verbatim.
+
+Same headings as the classic summary (so an iterative update and the LLM template read it
+alike) plus four fact sections. From the compacted middle it keeps, within the size bound:
+
+- every file path the agent read, wrote or patched (tool arguments and patch headers);
+- every shell command (its first line) with its exit code;
+- the exception/error lines and failing test names, newest first, and test counts;
+- the user's constraints, deduplicated, verbatim;
+- the user's real latest request as Active Task (never an ``<environment_context>`` or
+  other wrapper, a tool echo or ANSI-coloured output);
+- completed actions dated with their own message's timestamp when it has one, each naming
+  its ``[ref:N]`` so the ``recall`` tool can fetch the full result;
+- "Blocked": only errors of the latest round that no later run of the same command fixed.
+
+Fact sections are written first and the action list gets what is left of the budget, so a
+long session loses old action lines before it loses a path or a command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+
+from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
+
+if TYPE_CHECKING:
+    from compaction.summary import SummaryFacts
+
+__all__ = ["is_wrapper", "message_date", "resume_summary"]
+
+SHELL_TOOLS = frozenset(
+    {"terminal", "bash", "shell", "exec_command", "run_shell_command", "local_shell"}
+)
+_VERBS = {
+    "read_file": "READ",
+    "read": "READ",
+    "view": "READ",
+    "write_file": "WROTE",
+    "write": "WROTE",
+    "patch": "PATCHED",
+    "edit": "PATCHED",
+    "multiedit": "PATCHED",
+    "apply_patch": "PATCHED",
+    "str_replace_based_edit_tool": "EDITED",
+    "search_files": "SEARCHED",
+    "grep": "SEARCHED",
+    "glob": "SEARCHED",
+    "web_search": "SEARCHED WEB FOR",
+    "websearch": "SEARCHED WEB FOR",
+    "web_extract": "EXTRACTED",
+    "webfetch": "FETCHED",
+    "execute_code": "EXECUTED",
+    "delegate_task": "DELEGATED",
+    "task": "DELEGATED",
+    "todowrite": "UPDATED TODOS",
+    "todo": "UPDATED TODOS",
+}
+_PATH_KEY = re.compile(r"path$|^file$|^filename$|^notebook_path$", re.IGNORECASE)
+_PATCH_HEADER = re.compile(r"\*\*\* ?(?:Add|Update|Delete|Move) File: ?(\S+)")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
+_ERROR_LINE = re.compile(
+    r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b(?!\")|^\s*(?:FAILED|ERROR)\b|^\s*E\s{2,}\S"
+    r"|\berror(?:\[\w+\])?:|\bTraceback \(most recent call last\)|^--- FAIL:|\bpanicked at\b"
+    r"|\bfatal:|\bcommand not found\b|\bNo such file or directory\b",
+    re.MULTILINE,
+)
+_TEST_COUNT = re.compile(
+    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|tests?|failures?)\b"
+    r"|\bRan \d+ tests?\b|\btest result: \w+\.|\bTests?: +\d+",
+    re.IGNORECASE,
+)
+_CONSTRAINT = re.compile(
+    r"\b(must|never|always|do not|don't|make sure|avoid|only use|prefer|should not|shouldn't)\b",
+    re.IGNORECASE,
+)
+_WRAPPERS = (
+    "<environment_context",
+    "<user_instructions",
+    "<permissions instructions",
+    "<command-",
+    "<local-command",
+    "<system-reminder",
+    "<user-prompt-submit-hook",
+    "# AGENTS.md instructions",
+    "Caveat: The messages below",
+    "[Request interrupted",
+    "[SYSTEM:",
+    "<turn_aborted>",
+    "This session is being continued from a previous conversation",
+    "<task-notification",
+    "<bash-notification",
+    "<bash-input",
+    "<bash-stdout",
+    "<bash-stderr",
+    "Stop hook feedback:",
+)
+_SCAN = 20_000  # chars of one tool result scanned for error lines and test counts
+
+
+def is_wrapper(text: str) -> bool:
+    """True for user-role text that is no request of the user: harness wrappers, command
+    echoes, interruption notes."""
+    head = text.lstrip()[:200]
+    return not head or head.startswith(_WRAPPERS)
+
+
+def message_date(message: Mapping[str, Any]) -> date | None:
+    """The date of a message's own ``timestamp`` (ISO string or epoch seconds/ms), if any."""
+    value = message.get("timestamp") or message.get("created_at")
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = value / 1000 if value > 10_000_000_000 else value
+            return datetime.fromtimestamp(seconds, tz=UTC).date()
+        if isinstance(value, str) and len(value) >= 10:
+            return date.fromisoformat(value[:10])
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clean(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def _command_of(args: Mapping[str, Any]) -> str | None:
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list):
+        parts = [str(p) for p in command]
+        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
+            command = parts[-1]
+        else:
+            command = " ".join(parts)
+    if not isinstance(command, str) or not command.strip():
+        return None
+    return command.strip().splitlines()[0][:200]
+
+
+def _paths_of(args: Mapping[str, Any]) -> list[str]:
+    found = []
+    for key, value in args.items():
+        if isinstance(value, str):
+            if _PATH_KEY.search(key) and value.strip() and "\n" not in value:
+                found.append(value.strip())
+            if "File:" in value:
+                found.extend(_PATCH_HEADER.findall(value))
+    return found
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+
+
+def _section_lines(body: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in body.splitlines():
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip().replace("Historical ", ""), [])
+        elif current is not None and line.strip():
+            current.append(line)
+    return sections
+
+
+def _fit(lines: list[str], limit: int, what: str, *, newest: bool = True) -> list[str]:
+    """The lines that fit ``limit`` chars (newest kept), with a note counting the rest."""
+    kept: list[str] = []
+    used = 0
+    order = reversed(lines) if newest else iter(lines)
+    for line in order:
+        if used + len(line) + 1 > limit:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    if newest:
+        kept.reverse()
+    dropped = len(lines) - len(kept)
+    if dropped:
+        note = f"({dropped} {'earlier' if newest else 'more'} {what} omitted; recall has them)"
+        return [note, *kept] if newest else [*kept, note]
+    return kept
+
+
+class _Scan:
+    """One front-to-back walk over the middle collecting every fact."""
+
+    def __init__(self, facts: SummaryFacts) -> None:
+        self.facts = facts
+        middle = facts.middle
+        indices = facts.indices
+        known = facts.calls or {}
+        self.paths: dict[str, set[str]] = {}
+        self.commands: dict[str, str] = {}  # first line -> exit code text
+        self.command_ok: dict[str, int] = {}  # first line -> position of the last success
+        self.errors: list[tuple[int, str, str]] = []  # position, command or tool, line
+        self.exception_names: dict[str, None] = {}
+        self.tests: list[str] = []
+        self.constraints: dict[str, str] = {}
+        self.actions: list[tuple[int, str, dict[str, Any], str, str]] = []
+        self.last_user: tuple[int, str] | None = None
+        self.user_positions: list[int] = []
+        self.first_user: str | None = None
+        self.last_reply_pos = -1
+        self.questions: list[tuple[int, str]] = []
+        pending: dict[str, tuple[int, str, dict[str, Any], date | None]] = {}
+        # Error lines and test counts come from the newest results only (the latest failures);
+        # exception names, commands and exit codes from all of them (cheap scans).
+        tool_rows = [i for i, m in enumerate(middle) if m.get("role") == "tool"]
+        self.full_from = (
+            tool_rows[-_FULL_SCAN_RESULTS] if len(tool_rows) > _FULL_SCAN_RESULTS else 0
+        )
+        for pos, message in enumerate(middle):
+            role = message.get("role")
+            day = message_date(message)
+            if role == "assistant":
+                text = content_text(message.get("content"), images=False)
+                if text.strip():
+                    self.last_reply_pos = pos
+                for call in message.get("tool_calls") or ():
+                    if not isinstance(call, Mapping):
+                        continue
+                    cid = tool_call_id(call) or f"#{pos}"
+                    found = known.get(cid)
+                    name, args = found if found else (tool_call_name(call), parse_arguments(call))
+                    pending[cid] = (pos, name, args, day)
+                    for path in _paths_of(args):
+                        verb = _VERBS.get(name.lower(), "USED")
+                        self.paths.setdefault(path, set()).add(verb.lower())
+                    if name.lower() in SHELL_TOOLS:
+                        command = _command_of(args)
+                        if command:
+                            self.commands.setdefault(command, "?")
+            elif role == "tool":
+                cid = str(message.get("tool_call_id") or "")
+                call_pos, name, args, day = pending.pop(cid, (pos, "tool", {}, None))
+                text = content_text(message.get("content"))
+                ref = indices[pos] if indices is not None and pos < len(indices) else None
+                self._result(pos, name, args, text)
+                outcome = facts.fold_lines.get(pos) or _one_line(_clean(text[:300]), 150)
+                outcome = outcome or "no output"
+                if ref is not None and "[ref:" not in outcome:
+                    outcome = f"{outcome} [ref:{ref}]"
+                when = (day or message_date(message) or facts.now).isoformat()
+                self.actions.append((call_pos, name, args, outcome, when))
+            elif role == "user":
+                text = _clean(content_text(message.get("content"), images=False)).strip()
+                if is_wrapper(text):
+                    continue
+                if self.first_user is None:
+                    self.first_user = text
+                self.last_user = (pos, text)
+                self.user_positions.append(pos)
+                if "?" in text[:2_000]:
+                    self.questions.append((pos, _one_line(text, 200)))
+                for sentence in _sentences(text[:8_000]):
+                    if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
+                        self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
+
+    def _result(self, pos: int, name: str, args: Mapping[str, Any], text: str) -> None:
+        lowered = name.lower()
+        command = _command_of(args) if lowered in SHELL_TOOLS else None
+        code = _exit_code(text) if lowered in SHELL_TOOLS or lowered == "execute_code" else None
+        if command:
+            self.commands[command] = code if code is not None else self.commands.get(command, "?")
+        failed = code not in (None, "0")
+        scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
+        if "rror" in scanned or "xception" in scanned:
+            for name_found in _exception_names(scanned):
+                self.exception_names.pop(name_found, None)
+                self.exception_names[name_found] = None
+        if pos < self.full_from:
+            if command and not failed:
+                self.command_ok[command] = pos
+            return
+        # Substring checks run in C; the regexes run only on results that can match.
+        # Error reports and test summaries sit at the start or the end of an output.
+        if len(scanned) > _EDGE_HEAD + _EDGE_TAIL:
+            scanned = scanned[:_EDGE_HEAD] + "\n" + scanned[-_EDGE_TAIL:]
+        errors_possible = failed or any(hint in scanned for hint in _ERROR_HINTS)
+        tests_possible = any(hint in scanned for hint in _TEST_HINTS)
+        if not errors_possible and not tests_possible:
+            if command:
+                self.command_ok[command] = pos
+            return
+        body = _unwrap(_clean(scanned))
+        found = 0
+        if errors_possible:
+            for match in _ERROR_LINE.finditer(body):
+                line = _line_at(body, match.start())
+                self.errors.append((pos, command or name, _one_line(line.strip(), 240)))
+                found += 1
+                if found >= 4:
+                    break
+        if found == 0 and failed:
+            tail = body.rstrip().rsplit("\n", 1)[-1]
+            self.errors.append(
+                (pos, command or name, _one_line(f"exit {code}: {tail.strip()}", 240))
+            )
+        elif command and not failed:
+            # Exit 0, or no exit code and no error line (Claude Code's Bash results carry none).
+            self.command_ok[command] = pos
+        if tests_possible:
+            counted = 0
+            for match in _TEST_COUNT.finditer(body):
+                line = _line_at(body, match.start())
+                if len(line) < 400:
+                    self.tests.append(_one_line(line.strip(), 200))
+                    counted += 1
+                if counted >= 5:
+                    break
+
+
+_ERROR_HINTS = (
+    "rror",
+    "xception",
+    "FAIL",
+    "atal",
+    "Traceback",
+    "panicked",
+    "No such file",
+    "not found",
+)
+_TEST_HINTS = ("passed", "failed", "tests", "Ran ", "Tests:", "test result", "failures")
+_EXIT_RE = re.compile(
+    r'"(?:exit_code|returncode|exit_status)"\s*:\s*(-?\d+)|[Ee]xit (?:code|status)[:\s]+(-?\d+)'
+)
+
+
+_FULL_SCAN_RESULTS = 150
+_EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
+_NAME_END = re.compile(r"(?:Error|Exception)\b")
+_WORD_TAIL = re.compile(r"[A-Za-z0-9_]+$")
+
+
+def _exception_names(text: str) -> set[str]:
+    """``FooError``/``FooException`` names: the literal suffix is found first (fast), then
+    the word before it is read with an end-anchored regex over a short slice."""
+    names: set[str] = set()
+    for count, match in enumerate(_NAME_END.finditer(text)):
+        if count >= 8:  # a result naming more is a code listing, not an error report
+            break
+        start = match.start()
+        head = _WORD_TAIL.search(text, max(0, start - 60), start)
+        name = text[head.start() if head else start : match.end()]
+        if name[:1].isupper() and len(name) > len(match.group(0)):
+            names.add(name)
+    return names
+
+
+def _exit_code(text: str) -> str | None:
+    """The exit code a result reports (JSON ``exit_code``/``returncode``, or "Exit code: N"),
+    looked for at the end first where tools write it."""
+    match = _EXIT_RE.search(text, max(0, len(text) - 400)) or (
+        _EXIT_RE.search(text, 0, 400) if len(text) > 400 else None
+    )
+    if match is None and len(text) <= 64_000 and '"exit_code"' in text:
+        match = _EXIT_RE.search(text)
+    if match is None:
+        return None
+    return match.group(1) or match.group(2)
+
+
+def _unwrap(text: str) -> str:
+    """A JSON result's text values, one per line (small envelopes parsed; large ones have
+    their escaped newlines turned into lines, which is enough to find error lines)."""
+    if not text.lstrip().startswith("{"):
+        return text
+    if len(text) <= 64_000:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, Mapping):
+            inner = [data.get(k) for k in ("output", "stdout", "stderr", "error", "content")]
+            return "\n".join(v for v in inner if isinstance(v, str) and v)
+    return text.replace("\\n", "\n")
+
+
+def _line_at(text: str, index: int) -> str:
+    start = text.rfind("\n", 0, index) + 1
+    end = text.find("\n", index)
+    return text[start : end if end != -1 else len(text)]
+
+
+def resume_summary(facts: SummaryFacts) -> str:
+    """The hermes deterministic summary (see the module docstring). Bounded by
+    ``facts.max_chars``."""
+    from compaction.summary import SECTIONS
+
+    scan = _Scan(facts)
+    budget = facts.max_chars
+    prev = _section_lines(facts.previous_summary or "")
+
+    def merged(section: str, new: list[str]) -> list[str]:
+        old = [ln for ln in prev.get(section, []) if not ln.lower().startswith(("none", "("))]
+        return list(dict.fromkeys([*old, *new]))
+
+    # Facts first: paths, commands, errors, tests, constraints.
+    paths = merged(
+        "Files Touched", [f"- {p} ({', '.join(sorted(v))})" for p, v in scan.paths.items()]
+    )
+    commands = merged(
+        "Commands Run", [f"- `{c}` -> exit {code}" for c, code in scan.commands.items()]
+    )
+    error_lines = []
+    for _, source, line in scan.errors:
+        entry = f"- [{_one_line(source, 80)}] {line}"
+        if entry not in error_lines:
+            error_lines.append(entry)
+    if scan.exception_names:
+        names = list(scan.exception_names)[-60:]
+        error_lines.append("- Exception names seen: " + ", ".join(names))
+    errors = merged("Errors & Failures", error_lines)
+    tests = merged("Test Results", list(dict.fromkeys(f"- {t}" for t in scan.tests)))
+    constraints = merged("Constraints & Preferences", [f"- {c}" for c in scan.constraints.values()])
+
+    # Blocked: errors of the last two user turns whose command did not succeed later.
+    since = scan.user_positions[-2] if len(scan.user_positions) >= 2 else -1
+    blocked = []
+    for pos, source, line in scan.errors:
+        if pos < since or scan.command_ok.get(source, -1) > pos:
+            continue
+        entry = f"- [{_one_line(source, 80)}] {line}"
+        if entry not in blocked:
+            blocked.append(entry)
+
+    if scan.last_user is not None:
+        active = scan.last_user[1][:2_000]
+    else:
+        active = "\n".join(prev.get("Active Task", [])) or "None."
+    goal = (
+        "\n".join(prev.get("Goal", []))
+        or ((scan.first_user or facts.first_user_text or "Unknown.")[:1_000])
+    )
+
+    state = [f"- Compacted on {facts.now.isoformat()}: {len(facts.middle)} messages summarized."]
+    if facts.focus:
+        state.append(f"- Focus topic: {facts.focus}")
+    modified = [p for p, v in scan.paths.items() if v & {"wrote", "patched", "edited"}]
+    if modified:
+        state.append("- Modified files: " + ", ".join(modified[-20:]))
+    if scan.commands:
+        last = list(scan.commands.items())[-1]
+        state.append(f"- Last command run: `{last[0]}` -> exit {last[1]}")
+    pending = []
+    if scan.last_user is not None and scan.last_reply_pos < scan.last_user[0]:
+        pending.append(f"- {_one_line(scan.last_user[1], 300)}")
+    resolved = [f"- Q: {q}" for pos, q in scan.questions if pos < scan.last_reply_pos][-8:]
+
+    # Each fact section may use a share of the budget; what they leave goes to the actions.
+    shares = {
+        "Files Touched": (paths, 0.18),
+        "Commands Run": (commands, 0.20),
+        "Errors & Failures": (errors, 0.12),
+        "Test Results": (tests, 0.04),
+        "Constraints & Preferences": (constraints, 0.08),
+        "Blocked": (blocked, 0.05),
+    }
+    fitted = {
+        name: _fit(lines, int(budget * share), "lines") for name, (lines, share) in shares.items()
+    }
+    fixed = {
+        "Active Task": active,
+        "Goal": goal,
+        "Active State": "\n".join(state),
+        "Key Decisions": "\n".join(prev.get("Key Decisions", [])[-8:]) or "None.",
+        "Resolved Questions": "\n".join(merged("Resolved Questions", resolved)[-10:]) or "None.",
+        "Pending User Asks": "\n".join(pending) or "None.",
+        "Relevant Files": "See Files Touched.",
+        "Remaining Work": "- Continue from the latest user message after this summary.\n"
+        "- Verify files, git state and tests with tools before relying on this summary; "
+        "recall fetches any folded output by its [ref:N].",
+    }
+    used = sum(len(v) + 8 for v in fixed.values()) + sum(
+        sum(len(line) + 1 for line in lines) + 30 for lines in fitted.values()
+    )
+    number = 0
+    old_actions = prev.get("Completed Actions", [])
+    for line in old_actions:
+        match = re.match(r"\s*(\d+)\.", line)
+        if match:
+            number = max(number, int(match.group(1)))
+    # Only the newest actions can fit: lines are built newest first until the budget is full.
+    room = max(400, budget - used - 200)
+    total = len(scan.actions)
+    action_lines: list[str] = []
+    filled = 0
+    for offset, (_, name, args, outcome, when) in enumerate(reversed(scan.actions)):
+        lowered = name.lower()
+        verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
+        target = _command_of(args) if lowered in SHELL_TOOLS else None
+        target = f"`{target}`" if target else (", ".join(_paths_of(args)[:2]) or _first_arg(args))
+        line = (
+            f"{number + total - offset}. {verb} {_one_line(target, 120)} — "
+            f"{_one_line(outcome, 240)} (on {when}) [tool: {name}]"
+        )
+        if filled + len(line) + 1 > room:
+            break
+        action_lines.append(line)
+        filled += len(line) + 1
+    action_lines.reverse()
+    skipped = total - len(action_lines)
+    older = [ln for ln in old_actions if not ln.startswith("(")] if not skipped else []
+    actions = _fit(older + action_lines, room, "actions")
+    if skipped:
+        dropped = skipped + len([ln for ln in old_actions if not ln.startswith("(")])
+        actions = [f"({dropped} earlier actions omitted; recall has them)", *actions]
+    body = {
+        **fixed,
+        "Constraints & Preferences": "\n".join(fitted["Constraints & Preferences"]) or "None.",
+        "Completed Actions": "\n".join(actions) or "None.",
+        "Blocked": "\n".join(fitted["Blocked"]) or "None.",
+    }
+    extra = ("Files Touched", "Commands Run", "Errors & Failures", "Test Results")
+    order = [*SECTIONS[:4], *extra, *SECTIONS[4:]]
+    texts = {**body, **{name: "\n".join(fitted[name]) or "None." for name in extra}}
+    text = "\n\n".join(f"## {name}\n{texts[name]}" for name in order)
+    if len(text) > budget:
+        text = text[: budget - 20] + "\n...[truncated]..."
+    return text
+
+
+def _first_arg(args: Mapping[str, Any]) -> str:
+    for key in ("pattern", "query", "url", "goal", "description", "prompt"):
+        if isinstance(args.get(key), str) and args[key]:
+            return _one_line(args[key], 100)
+    for key, value in list(args.items())[:1]:
+        return f"{key}={_one_line(str(value), 60)}"
+    return "(no arguments)"
+
+
+def iter_refs(text: str) -> Sequence[int]:
+    """The ``[ref:N]`` numbers named in a text."""
+    return [int(n) for n in re.findall(r"\[ref:(\d+)\]", text)]

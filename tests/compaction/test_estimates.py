@@ -1,0 +1,42 @@
+"""Without cached counts the hermes profile estimates the middle and counts exactly only the
+head and the rows its cut, passes and make-room step decide on; the report says which
+figures are estimates."""
+
+from datetime import date
+
+from compaction import CompactionConfig, compact, count_messages_tokens, generate_conversation
+from compaction.tokens import estimate_message_tokens
+
+
+def test_uncached_long_conversations_estimate_the_middle_and_say_so():
+    messages = generate_conversation(600, seed=5)
+    config = CompactionConfig()
+    out = compact(messages, config=config, now=date(2026, 1, 1), force=True)
+    report = out.report.to_dict()
+    assert set(report["tokens_estimated"]) >= {"before", "middle", "saved", "ratio"}
+    exact = count_messages_tokens(messages, config)
+    head, tail = report["boundaries"]["head"], report["boundaries"]["tail"]
+    got = report["message_tokens"]
+    # The head and the tail are exact; the after figure is counted, not estimated.
+    assert got[head[0] : head[1]] == exact[head[0] : head[1]]
+    assert got[tail[0] : tail[1]] == exact[tail[0] : tail[1]]
+    assert "after" not in report["tokens_estimated"]
+    assert report["tokens"]["after"] == sum(report["output_message_tokens"])
+    # Some middle row is an estimate (4 chars a token), not its exact count.
+    middle = range(*report["boundaries"]["middle"])
+    assert any(got[i] != exact[i] for i in middle)
+    assert all(
+        got[i] == estimate_message_tokens(messages[i], config) or got[i] == exact[i] for i in middle
+    )
+
+
+def test_cached_counts_classic_and_short_conversations_are_exact():
+    messages = generate_conversation(600, seed=5)
+    exact = count_messages_tokens(messages, CompactionConfig())
+    cached = compact(messages, token_counts=exact, now=date(2026, 1, 1), force=True)
+    assert cached.report.tokens_estimated == ()
+    classic = compact(messages, config=CompactionConfig(profile="classic"), force=True)
+    assert classic.report.tokens_estimated == ()
+    assert list(classic.report.message_tokens) == exact
+    short = compact(generate_conversation(100, seed=5), force=True)
+    assert short.report.tokens_estimated == ()

@@ -1,0 +1,195 @@
+"""The hermes deterministic summary keeps what a resuming agent needs, verbatim.
+
+Fixtures reproduce the shapes met in real public transcripts (Claude Code ``Bash``/``Read``/
+``Edit`` calls without exit codes and ``<task-notification>`` wrappers; Codex
+``exec_command``/``apply_patch`` with ``<environment_context>`` and JSON ``metadata``; Hermes
+``terminal`` JSON envelopes with epoch timestamps); no transcript is copied here.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+from compaction import CompactionConfig, compact
+from compaction.resume import is_wrapper, message_date
+from tests.compaction.builders import WORDS, assistant, call, result, system, user
+
+DAY = date(2026, 12, 3)
+
+
+def _summary(messages, **config) -> str:
+    out = compact(
+        messages,
+        config=CompactionConfig(
+            context_length=200_000, tail_token_budget=60, protect_first_n=1, **config
+        ),
+        now=DAY,
+        force=True,
+        tokenizer=WORDS,
+    )
+    return out.report.summary_body or ""
+
+
+def _claude_code_like() -> list[dict]:
+    ts = "2025-06-02T10:00:00Z"
+    return [
+        system(),
+        user("hi"),
+        assistant("hello"),
+        {
+            **user(
+                "Fix the failing parser tests. Never touch config/settings.yaml. Always run the "
+                "tests before you commit."
+            ),
+            "timestamp": ts,
+        },
+        {
+            **assistant(None, call("b1", "Bash", command="pytest tests/test_parser.py -q")),
+            "timestamp": ts,
+        },
+        {
+            **result(
+                "b1",
+                "FAILED tests/test_parser.py::test_empty - ValueError: empty input\n"
+                "1 failed, 41 passed in 0.52s",
+            ),
+            "timestamp": ts,
+        },
+        assistant(None, call("r1", "Read", file_path="/repo/src/parser.py")),
+        result("r1", "     1→def parse(text):\n     2→    return text.split()\n" * 30),
+        assistant(
+            None,
+            call("e1", "Edit", file_path="/repo/src/parser.py", old_string="a", new_string="b"),
+        ),
+        result("e1", "The file /repo/src/parser.py has been updated."),
+        assistant(None, call("b2", "Bash", command="pytest tests/test_parser.py -q")),
+        result("b2", "42 passed in 0.48s"),
+        assistant('Config says {"error": null}; the error handling code is fine.'),
+        user(
+            "<task-notification>\n<task-id>x1</task-id>\n<status>completed</status>\n"
+            "</task-notification>"
+        ),
+        user("Never touch config/settings.yaml."),  # a repeated constraint
+        assistant(None, call("b3", "Bash", command="make lint")),
+        result("b3", "src/app.py:3: error: Name 'foo' is not defined  [name-defined]"),
+        assistant("lint fails"),
+        user("ok thanks"),
+        assistant("you're welcome"),
+        user("tail question " + "word " * 40),
+        assistant("tail answer " + "word " * 40),
+    ]
+
+
+def test_paths_commands_exit_codes_errors_and_test_counts_survive_verbatim():
+    body = _summary(_claude_code_like())
+    assert "/repo/src/parser.py (patched, read)" in body
+    assert "`pytest tests/test_parser.py -q`" in body
+    assert "`make lint`" in body
+    assert "FAILED tests/test_parser.py::test_empty - ValueError: empty input" in body
+    assert "ValueError" in body.split("## Errors & Failures")[1]
+    assert "1 failed, 41 passed in 0.52s" in body
+    assert "42 passed in 0.48s" in body
+
+
+def test_constraints_are_verbatim_and_not_repeated():
+    body = _summary(_claude_code_like())
+    constraints = body.split("## Constraints & Preferences")[1].split("## ")[0]
+    assert constraints.count("Never touch config/settings.yaml.") == 1
+    assert "Always run the tests before you commit." in constraints
+
+
+def test_active_task_is_the_real_latest_request_never_a_wrapper():
+    messages = _claude_code_like()[:-4]  # the middle ends before "ok thanks"
+    messages.append(user("<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"))
+    messages.append(assistant("noted"))
+    messages += [user("tail question " + "word " * 40), assistant("tail answer " + "word " * 40)]
+    body = _summary(messages)
+    task = body.split("## Active Task")[1].split("## ")[0].strip()
+    assert task == "Never touch config/settings.yaml."
+    assert "<task-notification>" not in body.split("## Goal")[0]
+    assert is_wrapper("\x1b[31m") is False
+    assert is_wrapper("<environment_context><cwd>/x</cwd></environment_context>")
+
+
+def test_blocked_holds_only_unresolved_errors():
+    body = _summary(_claude_code_like())
+    blocked = body.split("## Blocked")[1].split("## ")[0]
+    # The parser failure was fixed by a later passing run of the same command.
+    assert "ValueError" not in blocked
+    # `"error": null` and code mentioning "error" are no blockers.
+    assert "null" not in blocked
+    assert "make lint" in blocked
+    assert "Name 'foo' is not defined" in blocked
+
+
+def test_actions_are_dated_from_their_own_timestamps_and_name_a_recall_reference():
+    body = _summary(_claude_code_like())
+    actions = body.split("## Completed Actions")[1].split("## ")[0]
+    assert "(on 2025-06-02)" in actions
+    assert "[ref:5]" in actions  # the first Bash result, index 5 of the input
+    assert "2026-12-03" in body.split("## Active State")[1]  # the compaction's own date
+
+
+def test_codex_and_hermes_shapes():
+    env = "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"
+    patch = "*** Begin Patch\n*** Update File: src/App.tsx\n@@\n-a\n+b\n*** End Patch"
+    messages = [
+        system(),
+        user(env),
+        user("Add the collapsible card. Do not use inline styles."),
+        assistant(None, call("c1", "exec_command", cmd=["bash", "-lc", "npm test -- --run"])),
+        result(
+            "c1",
+            json.dumps(
+                {
+                    "output": "Tests: 3 failed, 9 passed\nTypeError: x is undefined",
+                    "metadata": {"exit_code": 1},
+                }
+            ),
+        ),
+        assistant(None, call("c2", "apply_patch", input=patch)),
+        result(
+            "c2", json.dumps({"output": "Success. Updated the following files:\nM src/App.tsx"})
+        ),
+        {
+            **assistant(None, call("h1", "terminal", command="df -h /srv")),
+            "timestamp": 1775372583.2,
+        },
+        {
+            **result(
+                "h1", json.dumps({"output": "Filesystem Size\n/dev/sda1 100G", "exit_code": 0})
+            ),
+            "timestamp": 1775372583.9,
+        },
+        assistant("done " + "word " * 30),
+        user("thanks " + "word " * 40),
+        assistant("bye " + "word " * 40),
+    ]
+    body = _summary(messages)
+    assert "src/App.tsx" in body.split("## Files Touched")[1]
+    assert "`npm test -- --run` -> exit 1" in body
+    assert "`df -h /srv` -> exit 0" in body
+    assert "TypeError" in body
+    assert "Tests: 3 failed, 9 passed" in body
+    assert "Do not use inline styles." in body
+    assert body.split("## Active Task")[1].split("## ")[0].strip().startswith("Add the collapsible")
+    assert "(on 2026-04-05)" in body
+    assert message_date({"timestamp": 1775372583.2}) == date(2026, 4, 5)
+    assert message_date({"timestamp": "2025-06-02T10:00:00Z"}) == date(2025, 6, 2)
+    assert message_date({"timestamp": "garbage"}) is None
+
+
+def test_the_summary_stays_within_its_bound_and_keeps_the_facts_first():
+    messages = [system(), user("start"), assistant("ok"), user("run everything")]
+    for i in range(400):
+        messages.append(assistant(None, call(f"c{i}", "terminal", command=f"make target-{i}")))
+        messages.append(result(f"c{i}", json.dumps({"output": "ok " * 50, "exit_code": 0})))
+    messages += [user("tail " + "word " * 40), assistant("tail " + "word " * 40)]
+    config = CompactionConfig(context_length=64_000, tail_token_budget=60, protect_first_n=1)
+    body = compact(
+        messages, config=config, now=DAY, force=True, tokenizer=WORDS
+    ).report.summary_body
+    assert len(body) <= config.summary_chars
+    assert "`make target-398` -> exit 0" in body
+    assert "earlier actions omitted" in body
