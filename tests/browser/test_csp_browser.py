@@ -28,7 +28,7 @@ def test_no_page_violates_the_csp(live_server, page, django_user_model):
     page.get_by_label("Username").fill("alice")
     page.get_by_label("Password").fill("alice-pass-123")
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(live_server.url + "/conversations/")
+    expect(page).to_have_url(live_server.url + "/")  # the signed-in overview
     for path in (
         "/conversations/",
         f"/conversations/{session.public_id}/",
