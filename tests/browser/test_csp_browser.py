@@ -2,6 +2,7 @@
 behaviour that moved out of inline handlers (the composer clearing after a send) still works."""
 
 import pytest
+from django.urls import reverse
 from playwright.sync_api import expect
 
 from hermes_web.models import Session
@@ -28,8 +29,10 @@ def test_no_page_violates_the_csp(live_server, page, django_user_model):
     page.get_by_label("Username").fill("alice")
     page.get_by_label("Password").fill("alice-pass-123")
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(live_server.url + "/conversations/")
+    # Logging in lands on the overview (settings.LOGIN_REDIRECT_URL = "home").
+    expect(page).to_have_url(live_server.url + reverse("home"))
     for path in (
+        "/",
         "/conversations/",
         f"/conversations/{session.public_id}/",
         f"/chat/{session.public_id}/",
