@@ -81,6 +81,18 @@ urlpatterns = [
         chat.chat_compaction_undo,
         name="chat_compaction_undo",
     ),
+    path(
+        "compactions/<str:public_id>/undo/",
+        inspector.compaction_undo,
+        {"action": "undo"},
+        name="compaction_undo",
+    ),
+    path(
+        "compactions/<str:public_id>/redo/",
+        inspector.compaction_undo,
+        {"action": "redo"},
+        name="compaction_redo",
+    ),
     path("compare/", inspector.compare, name="compare"),
     path("import/", imports.import_page, name="import_page"),
     path("settings/api-keys/", settings_views.api_keys, name="api_keys"),

@@ -874,6 +874,12 @@ def chat_chains(user, *, limit: int = 50) -> list[dict[str, Any]]:
             "updated_at",
         )[: limit * 4]
     )
+    return chains_of(rows, limit=limit)
+
+
+def chains_of(rows, *, limit: int = 50, untitled: str = "Untitled chat") -> list[dict[str, Any]]:
+    """Group sessions into rotation chains (the sidebar's and the conversation list's one
+    presenter): see ``chat_chains`` for the entries' keys. ``rows`` may carry annotations."""
     chains: dict[int, dict[str, Any]] = {}
     for row in rows:
         key = row.root_id or row.pk
@@ -891,11 +897,11 @@ def chat_chains(user, *, limit: int = 50) -> list[dict[str, Any]]:
     entries = entries[:limit]
     titles: dict[str, int] = {}
     for chain in entries:
-        title = chain["tip"].title or "Untitled chat"
+        title = chain["tip"].title or untitled
         titles[title] = titles.get(title, 0) + 1
     for chain in entries:
         tip = chain["tip"]
-        title = tip.title or "Untitled chat"
+        title = tip.title or untitled
         chain["title"] = title
         chain["disambiguation"] = (
             f"{timezone.localtime(chain['sessions'][-1].created_at):%b %-d, %H:%M} · "

@@ -11,8 +11,10 @@ from django.core.cache import cache
 from django.db.models.fields.json import KT
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
+from hermes_web.agent.runner import compaction_outcome
 from hermes_web.exporters import export_report_text
 from hermes_web.inspection import (
     SANITIZATION_LABELS,
@@ -34,6 +36,7 @@ from hermes_web.services.compactions import (
     commit_what_if,
     run_compaction,
 )
+from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state
 
 # Dry runs on conversations up to this size run inside the request (deterministic summarizer
 # takes well under a second); bigger ones, or ones that may call an LLM, go to the worker.
@@ -257,6 +260,7 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             else None
         ),
         panel_cache_seconds=PANEL_CACHE_SECONDS if compaction.is_finished else 0,
+        **undo_panel(compaction),
     )
     template = "hermes_web/compaction_detail.html"
     panel = request.GET.get("panel", "")
@@ -268,6 +272,53 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.htmx and panel in ("slimming", "compaction-status"):
         template += f"#{panel}"
     return render(request, template, context)
+
+
+UNDOABLE = (Compaction.Status.COMMITTED, Compaction.Status.UNDONE)
+
+
+def undo_panel(compaction: Compaction) -> dict:
+    """The inspector's undo box: what can be done now (or why not) and the undo history.
+
+    Only committed or undone runs have one; the history is read as one key of the report so
+    the (possibly megabytes of) report is not loaded for it.
+    """
+    if compaction.status not in UNDOABLE or compaction.trigger == Compaction.Trigger.WHAT_IF:
+        return {"undo": None, "undo_history": []}
+    undo = (
+        Compaction.objects.filter(pk=compaction.pk).values_list("report__undo", flat=True).first()
+    )
+    history = list((undo or {}).get("history") or []) if isinstance(undo, dict) else []
+    # undo_state reads the history from the report: hand it the part we already have.
+    probe = Compaction(
+        **{
+            f.attname: getattr(compaction, f.attname)
+            for f in Compaction._meta.concrete_fields
+            if f.attname != "report"
+        },
+        report={"undo": {"history": history}},
+    )
+    for entry in history:
+        entry["when"] = parse_datetime(entry.get("at") or "")
+    return {"undo": undo_state(probe), "undo_history": history[::-1]}
+
+
+@require_POST
+@login_required
+def compaction_undo(request: HttpRequest, public_id: str, action: str) -> HttpResponse:
+    """Undo (or redo) a committed compaction from the inspector, then show the inspector again.
+
+    ``carry_over=1`` keeps the messages added since; without it a refusal says why.
+    """
+    run = _compaction_for(request, public_id, defer_report=True)
+    apply = undo_compaction if action == "undo" else redo_compaction
+    try:
+        run = apply(run, user=request.user, carry_over=request.POST.get("carry_over") == "1")
+    except UndoRefused as refused:
+        flash.error(request, str(refused))
+    else:
+        flash.success(request, compaction_outcome(run))
+    return redirect("compaction_detail", public_id=run.public_id)
 
 
 def audit_for(compaction: Compaction) -> dict | None:

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from hermes_web.agent.runner import chains_of
 from hermes_web.inspection import anchor_for, message_view
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.sessions import conversation_stats
@@ -113,8 +114,10 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
-def _list_rows(sessions) -> list[Session]:
-    """The newest ``LIST_LIMIT`` sessions with their message, token and compaction counts."""
+def _list_rows(sessions) -> list[dict]:
+    """The newest ``LIST_LIMIT`` sessions with their message, token and compaction counts,
+    grouped by rotation chain (the chat sidebar's presenter): each chain's live session first,
+    then the rest latest first, with the chain's committed and undone compaction counts."""
     # Subqueries, not joins: counting messages and compactions in one join would multiply rows.
     active = Message.objects.filter(session=OuterRef("pk"), active=True).values("session")
     sessions = sessions.annotate(
@@ -135,9 +138,24 @@ def _list_rows(sessions) -> list[Session]:
             ),
             Value(0),
         ),
+        n_undone=Coalesce(
+            Subquery(
+                Compaction.objects.filter(session=OuterRef("pk"), status=Compaction.Status.UNDONE)
+                .values("session")
+                .annotate(c=Count("pk"))
+                .values("c")[:1]
+            ),
+            Value(0),
+        ),
         n_children=Count("children"),
     ).order_by("-updated_at")
-    return list(sessions[:LIST_LIMIT])
+    chains = chains_of(list(sessions[:LIST_LIMIT]), limit=LIST_LIMIT, untitled="")
+    for chain in chains:
+        members = chain["sessions"]
+        chain["older"] = [s for s in members if s.pk != chain["tip"].pk]
+        chain["n_compactions"] = sum(s.n_compactions for s in members)
+        chain["n_undone"] = sum(s.n_undone for s in members)
+    return chains
 
 
 def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> list[dict]:

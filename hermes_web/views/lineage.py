@@ -51,7 +51,11 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
         .annotate(n=Count("pk"), tokens=Sum("token_count"))
     }
     compactions = list(
-        Compaction.objects.filter(session_id__in=ids, status=Compaction.Status.COMMITTED)
+        # Undone runs stay drawn (marked): the undo is part of the lineage's history.
+        Compaction.objects.filter(
+            session_id__in=ids,
+            status__in=(Compaction.Status.COMMITTED, Compaction.Status.UNDONE),
+        )
         .defer("report")
         .order_by("finished_at")
     )

@@ -34,7 +34,7 @@ def test_list_shows_counts_tokens_and_compactions(alice, alice_client):
     session = seed_conversation(alice, n=60, title="Parser work")
     compact_now(session, alice, mode="in_place")
     response = alice_client.get(reverse("conversation_list"))
-    row = response.context["sessions"]()[0]
+    row = response.context["sessions"]()[0]["tip"]
     assert row.title == "Parser work"
     assert row.n_compactions == 1
     active = Message.objects.filter(session=session, active=True)
@@ -46,7 +46,7 @@ def test_list_shows_counts_tokens_and_compactions(alice, alice_client):
 def test_search_and_source_filter(alice, alice_client):
     create_session(owner=alice, title="Timezone bug", source="chat")
     create_session(owner=alice, title="Storage refactor", source="import:codex")
-    titles = lambda r: [s.title for s in r.context["sessions"]()]  # noqa: E731
+    titles = lambda r: [c["tip"].title for c in r.context["sessions"]()]  # noqa: E731
     assert titles(alice_client.get(reverse("conversation_list"), {"q": "timezone"})) == [
         "Timezone bug"
     ]

@@ -39,7 +39,7 @@ def test_signed_in_home_links_an_example_compaction_and_charts_savings(alice, al
     assert "Inspect an example compaction" in html
     assert reverse("compaction_detail", args=[run.public_id]) in html
     saved = run.tokens_before - run.tokens_after
-    assert f"<strong>{saved}</strong> tokens saved by the last 1 committed compaction" in html
+    assert f"<strong>{saved:,}</strong> tokens saved by the last 1 committed compaction" in html
     assert "Overview me" in html
 
 

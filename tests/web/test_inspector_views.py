@@ -55,7 +55,7 @@ def test_inspector_shows_every_panel(committed, alice_client):
     assert (
         len(response.context["final"]()) == report["counts"]["messages_after"]
     )  # lazy: see PANEL_VALUES
-    assert f"<strong>{sum(report['output_message_tokens'])}</strong> tokens" in html
+    assert f"<strong>{sum(report['output_message_tokens']):,}</strong> tokens" in html
     assert url("compaction_report_json", committed.public_id) in html
     assert url("compaction_report_md", committed.public_id) in html
 
