@@ -145,11 +145,24 @@ def _command_of(args: Mapping[str, Any]) -> str | None:
     return command.strip().splitlines()[0][:200]
 
 
+_PATH_KEYS_SEEN: dict[str, bool] = {}  # argument name -> whether it names a path
+
+
+def _is_path_key(key: str) -> bool:
+    # Tools reuse a handful of argument names: the regex runs once per name, not per call.
+    known = _PATH_KEYS_SEEN.get(key)
+    if known is None:
+        known = _PATH_KEY.search(key) is not None
+        if len(_PATH_KEYS_SEEN) < 4_096:
+            _PATH_KEYS_SEEN[key] = known
+    return known
+
+
 def _paths_of(args: Mapping[str, Any]) -> list[str]:
     found = []
     for key, value in args.items():
         if isinstance(value, str):
-            if _PATH_KEY.search(key) and value.strip() and "\n" not in value:
+            if _is_path_key(key) and value.strip() and "\n" not in value:
                 found.append(value.strip())
             if "File:" in value:
                 found.extend(_PATCH_HEADER.findall(value))
