@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 
 from compaction import resume
@@ -48,3 +49,35 @@ def test_exception_names_match_the_regex_version() -> None:
     for _ in range(3_000):
         text = "".join(rng.choice(_PIECES) for _ in range(rng.randrange(0, 25)))
         assert resume._exception_names(text) == _exception_names_by_regex(text), text
+
+
+def test_copy_message_equals_deepcopy_and_shares_nothing_mutable() -> None:
+    from compaction import generate_conversation
+    from compaction.assemble import copy_message
+
+    class Tagged(dict):
+        pass
+
+    odd = {
+        "role": "tool",
+        "content": [{"type": "text", "text": "x"}, ("a", 1)],
+        "meta": Tagged(k=[1, 2]),
+        "n": 1.5,
+        "ok": True,
+        "none": None,
+    }
+    for message in [*generate_conversation(200, seed=5), odd]:
+        copied = copy_message(message)
+        assert copied == copy.deepcopy(message)
+        stack = [(message, copied)]
+        while stack:
+            a, b = stack.pop()
+            if isinstance(a, dict | list):
+                assert a is not b
+                pairs = (
+                    zip(a.values(), b.values(), strict=True)
+                    if isinstance(a, dict)
+                    else zip(a, b, strict=True)
+                )
+                stack.extend(pairs)
+    assert type(copy_message(odd)["meta"]) is Tagged
