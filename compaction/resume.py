@@ -209,7 +209,6 @@ class _Scan:
     def __init__(self, facts: SummaryFacts) -> None:
         self.facts = facts
         middle = facts.middle
-        indices = facts.indices
         known = facts.calls or {}
         self.paths: dict[str, set[str]] = {}
         self.commands: dict[str, str] = {}  # first line -> exit code text
@@ -218,7 +217,7 @@ class _Scan:
         self.exception_names: dict[str, None] = {}
         self.tests: list[str] = []
         self.constraints: dict[str, str] = {}
-        self.actions: list[tuple[int, str, dict[str, Any], str, str]] = []
+        self.actions: list[tuple[int, str, dict[str, Any], int, date | None]] = []
         self.last_user: tuple[int, str] | None = None
         self.user_positions: list[int] = []
         self.first_user: str | None = None
@@ -256,14 +255,10 @@ class _Scan:
                 cid = str(message.get("tool_call_id") or "")
                 call_pos, name, args, day = pending.pop(cid, (pos, "tool", {}, None))
                 text = content_text(message.get("content"))
-                ref = indices[pos] if indices is not None and pos < len(indices) else None
                 self._result(pos, name, args, text)
-                outcome = facts.fold_lines.get(pos) or _one_line(_clean(text[:300]), 150)
-                outcome = outcome or "no output"
-                if ref is not None and "[ref:" not in outcome:
-                    outcome = f"{outcome} [ref:{ref}]"
-                when = (day or message_date(message) or facts.now).isoformat()
-                self.actions.append((call_pos, name, args, outcome, when))
+                # Only the newest actions fit the summary: their outcome line and date are
+                # written by ``action_detail`` for those alone.
+                self.actions.append((call_pos, name, args, pos, day))
             elif role == "user":
                 text = _clean(content_text(message.get("content"), images=False)).strip()
                 if is_wrapper(text):
@@ -277,6 +272,21 @@ class _Scan:
                 for sentence in _sentences(text[:8_000]):
                     if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
                         self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
+
+    def action_detail(self, pos: int, day: date | None) -> tuple[str, str]:
+        """``(outcome line, date)`` of the action whose result is middle row ``pos``."""
+        facts = self.facts
+        message = facts.middle[pos]
+        indices = facts.indices
+        ref = indices[pos] if indices is not None and pos < len(indices) else None
+        outcome = facts.fold_lines.get(pos)
+        if not outcome:
+            outcome = _one_line(_clean(content_text(message.get("content"))[:300]), 150)
+        outcome = outcome or "no output"
+        if ref is not None and "[ref:" not in outcome:
+            outcome = f"{outcome} [ref:{ref}]"
+        when = (day or message_date(message) or facts.now).isoformat()
+        return outcome, when
 
     def _result(self, pos: int, name: str, args: Mapping[str, Any], text: str) -> None:
         lowered = name.lower()
@@ -528,7 +538,8 @@ def resume_summary(facts: SummaryFacts) -> str:
     total = len(scan.actions)
     action_lines: list[str] = []
     filled = 0
-    for offset, (_, name, args, outcome, when) in enumerate(reversed(scan.actions)):
+    for offset, (_, name, args, pos, day) in enumerate(reversed(scan.actions)):
+        outcome, when = scan.action_detail(pos, day)
         lowered = name.lower()
         verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
         target = _command_of(args) if lowered in SHELL_TOOLS else None
