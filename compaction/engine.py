@@ -498,7 +498,9 @@ def compact(
     # every message from memory again (50k messages: 15-20 % of the pipeline).
     slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
     sizes = RecordSizes()
-    gathered = MiddleGathered()  # what the deterministic summary needs from the whole middle
+    # What the classic deterministic summary needs from the whole middle; the hermes summary
+    # (resume.py) takes its facts in its own walk and never reads it.
+    gathered = None if hermes else MiddleGathered()
     fold = hermes_fold if hermes else None
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
@@ -508,8 +510,9 @@ def compact(
             slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
         )
         clock.lap("serialize", add=True)
-        gather_middle(facts_middle, start, stop, slimming.calls, gathered)
-        clock.lap("summarize", add=True)
+        if gathered is not None:
+            gather_middle(facts_middle, start, stop, slimming.calls, gathered)
+            clock.lap("summarize", add=True)
     actions, folds = slimming.actions, slimming.folds
     if pre_actions:
         actions = [*pre_actions, *actions]

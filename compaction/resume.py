@@ -145,11 +145,24 @@ def _command_of(args: Mapping[str, Any]) -> str | None:
     return command.strip().splitlines()[0][:200]
 
 
+_PATH_KEYS_SEEN: dict[str, bool] = {}  # argument name -> whether it names a path
+
+
+def _is_path_key(key: str) -> bool:
+    # Tools reuse a handful of argument names: the regex runs once per name, not per call.
+    known = _PATH_KEYS_SEEN.get(key)
+    if known is None:
+        known = _PATH_KEY.search(key) is not None
+        if len(_PATH_KEYS_SEEN) < 4_096:
+            _PATH_KEYS_SEEN[key] = known
+    return known
+
+
 def _paths_of(args: Mapping[str, Any]) -> list[str]:
     found = []
     for key, value in args.items():
         if isinstance(value, str):
-            if _PATH_KEY.search(key) and value.strip() and "\n" not in value:
+            if _is_path_key(key) and value.strip() and "\n" not in value:
                 found.append(value.strip())
             if "File:" in value:
                 found.extend(_PATCH_HEADER.findall(value))
@@ -196,7 +209,6 @@ class _Scan:
     def __init__(self, facts: SummaryFacts) -> None:
         self.facts = facts
         middle = facts.middle
-        indices = facts.indices
         known = facts.calls or {}
         self.paths: dict[str, set[str]] = {}
         self.commands: dict[str, str] = {}  # first line -> exit code text
@@ -205,7 +217,7 @@ class _Scan:
         self.exception_names: dict[str, None] = {}
         self.tests: list[str] = []
         self.constraints: dict[str, str] = {}
-        self.actions: list[tuple[int, str, dict[str, Any], str, str]] = []
+        self.actions: list[tuple[int, str, dict[str, Any], int, date | None]] = []
         self.last_user: tuple[int, str] | None = None
         self.user_positions: list[int] = []
         self.first_user: str | None = None
@@ -243,14 +255,10 @@ class _Scan:
                 cid = str(message.get("tool_call_id") or "")
                 call_pos, name, args, day = pending.pop(cid, (pos, "tool", {}, None))
                 text = content_text(message.get("content"))
-                ref = indices[pos] if indices is not None and pos < len(indices) else None
                 self._result(pos, name, args, text)
-                outcome = facts.fold_lines.get(pos) or _one_line(_clean(text[:300]), 150)
-                outcome = outcome or "no output"
-                if ref is not None and "[ref:" not in outcome:
-                    outcome = f"{outcome} [ref:{ref}]"
-                when = (day or message_date(message) or facts.now).isoformat()
-                self.actions.append((call_pos, name, args, outcome, when))
+                # Only the newest actions fit the summary: their outcome line and date are
+                # written by ``action_detail`` for those alone.
+                self.actions.append((call_pos, name, args, pos, day))
             elif role == "user":
                 text = _clean(content_text(message.get("content"), images=False)).strip()
                 if is_wrapper(text):
@@ -264,6 +272,21 @@ class _Scan:
                 for sentence in _sentences(text[:8_000]):
                     if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
                         self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
+
+    def action_detail(self, pos: int, day: date | None) -> tuple[str, str]:
+        """``(outcome line, date)`` of the action whose result is middle row ``pos``."""
+        facts = self.facts
+        message = facts.middle[pos]
+        indices = facts.indices
+        ref = indices[pos] if indices is not None and pos < len(indices) else None
+        outcome = facts.fold_lines.get(pos)
+        if not outcome:
+            outcome = _one_line(_clean(content_text(message.get("content"))[:300]), 150)
+        outcome = outcome or "no output"
+        if ref is not None and "[ref:" not in outcome:
+            outcome = f"{outcome} [ref:{ref}]"
+        when = (day or message_date(message) or facts.now).isoformat()
+        return outcome, when
 
     def _result(self, pos: int, name: str, args: Mapping[str, Any], text: str) -> None:
         lowered = name.lower()
@@ -339,21 +362,42 @@ _FULL_SCAN_RESULTS = 150
 _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
 _NAME_END = re.compile(r"(?:Error|Exception)\b")
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_]+$")
+_WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
 def _exception_names(text: str) -> set[str]:
     """``FooError``/``FooException`` names: the literal suffix is found first (fast), then
     the word before it is read with an end-anchored regex over a short slice."""
     names: set[str] = set()
-    for count, match in enumerate(_NAME_END.finditer(text)):
-        if count >= 8:  # a result naming more is a code listing, not an error report
-            break
-        start = match.start()
-        head = _WORD_TAIL.search(text, max(0, start - 60), start)
-        name = text[head.start() if head else start : match.end()]
-        if name[:1].isupper() and len(name) > len(match.group(0)):
+    # Only the first 8 suffixes count (a result naming more is a code listing, not an error
+    # report); the first 8 of both literals hold the first 8 overall.
+    ends = sorted(_suffix_ends(text, "Error") + _suffix_ends(text, "Exception"))[:8]
+    for start, end in ends:
+        # The word before the suffix (what ``_WORD_TAIL`` finds in the 60 chars before it).
+        # Like that regex's ``$``, a newline right before the suffix is stepped over (so the
+        # name then holds it: kept as it was, the output must not change here).
+        low = max(0, start - 60)
+        stop = start - 1 if start > low and text[start - 1] == "\n" else start
+        word = low + len(text[low:stop].rstrip(_WORD_CHARS))
+        name = text[word if word < stop else start : end]
+        if name[:1].isupper() and len(name) > end - start:
             names.add(name)
     return names
+
+
+def _suffix_ends(text: str, literal: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the first 8 ``literal`` followed by a word boundary: what
+    ``_NAME_END.finditer`` yields, found with ``str.find`` (the regex tries every position)."""
+    found: list[tuple[int, int]] = []
+    size = len(literal)
+    at = text.find(literal)
+    while at != -1 and len(found) < 8:
+        end = at + size
+        after = text[end : end + 1]
+        if not after or not (after.isalnum() or after == "_"):
+            found.append((at, end))
+        at = text.find(literal, end)
+    return found
 
 
 def _exit_code(text: str) -> str | None:
@@ -494,7 +538,8 @@ def resume_summary(facts: SummaryFacts) -> str:
     total = len(scan.actions)
     action_lines: list[str] = []
     filled = 0
-    for offset, (_, name, args, outcome, when) in enumerate(reversed(scan.actions)):
+    for offset, (_, name, args, pos, day) in enumerate(reversed(scan.actions)):
+        outcome, when = scan.action_detail(pos, day)
         lowered = name.lower()
         verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
         target = _command_of(args) if lowered in SHELL_TOOLS else None
