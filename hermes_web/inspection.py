@@ -115,12 +115,12 @@ def tally_compactions(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
     were skipped, aborted, failed or are still queued are counted apart, so the list, the
     conversation page and the timeline give the same numbers.
     """
-    tally = {"committed": 0, "what_if": 0, "other": 0, "total": 0}
+    tally = {"committed": 0, "what_if": 0, "undone": 0, "other": 0, "total": 0}
     for status, trigger, n in rows:
         if trigger == "what_if":
             tally["what_if"] += n
-        elif status == "committed":
-            tally["committed"] += n
+        elif status in ("committed", "undone"):  # an undone run was committed, then reverted
+            tally[status] += n
         else:
             tally["other"] += n
         tally["total"] += n

@@ -109,3 +109,17 @@ def test_undone_runs_show_on_every_listing_page(alice, alice_client, mode):
     for name, url in pages.items():
         page = text(alice_client.get(url))
         assert "undone" in page, name
+
+
+def test_the_tally_counts_undone_runs_apart():
+    from hermes_web.inspection import tally_compactions
+
+    tally = tally_compactions(
+        [
+            ("committed", "manual", 2),
+            ("undone", "auto", 1),
+            ("skipped", "auto", 1),
+            ("dry_run", "what_if", 3),
+        ]
+    )
+    assert tally == {"committed": 2, "what_if": 3, "undone": 1, "other": 1, "total": 7}
