@@ -51,7 +51,8 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
         .annotate(n=Count("pk"), tokens=Sum("token_count"))
     }
     compactions = list(
-        Compaction.objects.filter(session_id__in=ids, status=Compaction.Status.COMMITTED)
+        Compaction.objects.committed()
+        .filter(session_id__in=ids)
         .defer("report")
         .order_by("finished_at")
     )
