@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hermes_web import jobs
 from hermes_web.agent.provider import chat_provider_kwargs
 from hermes_web.agent.tools import run_tool, tool_schemas, workspace_for
 from hermes_web.llm_models import chat_model, context_length_for
@@ -125,9 +126,7 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
         else:
             message = append_message(tip, role="user", content=text)
             turn = AgentTurn.objects.create(session=tip, user_message=message, model=chat_model())
-        from hermes_web.tasks import enqueue_on_commit, run_agent_turn
-
-        enqueue_on_commit(run_agent_turn, turn.pk)
+        jobs.queue_agent_turn(turn.pk)
     return turn
 
 

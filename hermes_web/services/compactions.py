@@ -25,6 +25,7 @@ from compaction import (
     compact,
     should_compact,
 )
+from hermes_web import jobs
 from hermes_web.llm_models import build_summarizer
 from hermes_web.models import Compaction, Message, Session, SessionLock
 from hermes_web.services.dbretry import TRANSIENT_DB_ERRORS, db_retry
@@ -143,14 +144,12 @@ def request_compaction(
             )
     except IntegrityError as error:
         raise CompactionBusy(in_progress(session)) from error
-    from hermes_web.tasks import compact_session, enqueue_on_commit
-
     if run_now:
         run = run_compaction(run.pk)
         if run.status != Status.QUEUED:
             return run
         # Waiting behind another run's lease: a worker takes it when that run ends.
-    enqueue_on_commit(compact_session, run.pk)
+    jobs.queue_compaction(run.pk)
     return run
 
 
@@ -361,10 +360,8 @@ def _send_waiting(run: Compaction) -> None:
 
 
 def _send(compaction_id: int) -> None:
-    from hermes_web.tasks import compact_session
-
     try:
-        compact_session.delay(compaction_id)
+        jobs.send_compaction(compaction_id)
     except TRANSIENT_DB_ERRORS:
         raise
     except Exception as error:  # broker down: the recovery sweep sends it later
