@@ -301,7 +301,7 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         }
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
-        Session.objects.filter(pk=landed.pk).update(**remembered)
+        Session.objects.filter(pk=landed.pk).touch(**remembered)  # chain bookkeeping: a change
     for name, value in remembered.items():
         setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
