@@ -77,7 +77,9 @@ run: migrate ## Start gunicorn and a Celery worker on embedded defaults (SQLite 
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile
 
 .PHONY: test
-test: $(STAMP) system-deps ## Run every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
+test: $(STAMP) system-deps ## Lint (ruff check + format check), then every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-postgres check-scale
 

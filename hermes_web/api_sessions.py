@@ -190,7 +190,7 @@ def list_messages(request, session_id: str, page: Query[MessageQuery]):
 def post_message(request, session_id: str, data: MessageIn):
     """Append a message (no model call; use the chat endpoints for a reply)."""
     session = _session(request, session_id)
-    if session.end_reason == "compression":
+    if session.is_rotated:
         tip = resolve_tip(session)
         return Status(
             409,

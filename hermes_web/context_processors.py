@@ -1,12 +1,11 @@
-from django.conf import settings
 from django.http import HttpRequest
+
+from hermes_web.llm_models import chat_model, model_label, summary_model_label
 
 
 def hermes(request: HttpRequest) -> dict:
     """What every page shows about the running configuration (nav, model labels)."""
     return {
-        "chat_model_label": settings.HERMES_CHAT_MODEL or "demo model (offline)",
-        "summary_model_label": settings.HERMES_SUMMARY_MODEL
-        or settings.HERMES_CHAT_MODEL
-        or "deterministic summarizer",
+        "chat_model_label": model_label(chat_model()),
+        "summary_model_label": summary_model_label(),
     }

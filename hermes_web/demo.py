@@ -11,11 +11,10 @@ from __future__ import annotations
 from django.db import transaction
 
 from compaction import generate_conversation
+from hermes_web.llm_models import DEMO_CONTEXT_LENGTH
 from hermes_web.models import Compaction, Session
 from hermes_web.services.compactions import request_compaction
 from hermes_web.services.sessions import append_message, create_session
-
-DEMO_CONTEXT_LENGTH = 128_000
 
 
 def _append_all(session: Session, messages: list[dict]) -> None:

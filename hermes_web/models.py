@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from hermes_web.llm_models import DEFAULT_CONTEXT_LENGTH
+
 
 def new_public_id() -> str:
     return uuid.uuid4().hex
@@ -20,6 +22,10 @@ def new_public_id() -> str:
 class SessionQuerySet(models.QuerySet):
     def for_user(self, user) -> "SessionQuerySet":
         return self.filter(owner=user)
+
+    def touch(self, now=None, **fields) -> int:
+        """Bump ``updated_at`` (plus ``fields``) in one UPDATE; see ``Session.touch``."""
+        return self.update(updated_at=now or timezone.now(), **fields)
 
 
 class Session(models.Model):
@@ -38,6 +44,13 @@ class Session(models.Model):
         ROTATION = "rotation", "rotation"
         IN_PLACE = "in_place", "in-place"
 
+    class EndReason(models.TextChoices):
+        """Why a session stopped taking messages (``end_reason``; "" while it is live)."""
+
+        LIVE = "", "live"
+        COMPRESSION = "compression"  # rotated: a compaction continued it in a child session
+        UNDONE = "undone"  # the child of a rotation that was undone (services.undo)
+
     public_id = models.CharField(max_length=128, unique=True, default=new_public_id, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hermes_sessions"
@@ -45,7 +58,7 @@ class Session(models.Model):
     title = models.CharField(max_length=200, blank=True)
     source = models.CharField(max_length=32, choices=Source.choices, default=Source.CHAT)
     model = models.CharField(max_length=200, blank=True)
-    context_length = models.PositiveIntegerField(default=200_000)
+    context_length = models.PositiveIntegerField(default=DEFAULT_CONTEXT_LENGTH)
     compaction_mode = models.CharField(max_length=16, choices=Mode.choices, blank=True)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
@@ -79,6 +92,27 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.public_id
+
+    @property
+    def is_rotated(self) -> bool:
+        """Whether a rotation compaction ended this session (it continues in a child)."""
+        return self.end_reason == self.EndReason.COMPRESSION
+
+    def touch(self, now=None, **fields):
+        """Record that this session changed: bump ``updated_at`` with ``fields`` in one UPDATE.
+
+        The one way writers mark a session changed: ``updated_at`` is in the cache keys of
+        the pages that show it (``.update()`` skips ``auto_now``, so a writer that forgets
+        leaves those pages stale). Plain values in ``fields`` are set on this instance too.
+        Returns the time written.
+        """
+        now = now or timezone.now()
+        Session.objects.filter(pk=self.pk).touch(now, **fields)
+        self.updated_at = now
+        for name, value in fields.items():
+            if not hasattr(value, "resolve_expression"):  # an F() stays a database expression
+                setattr(self, name, value)
+        return now
 
     @property
     def effective_mode(self) -> str:
@@ -156,6 +190,16 @@ class CompactionQuerySet(models.QuerySet):
     def for_user(self, user) -> "CompactionQuerySet":
         return self.filter(session__owner=user)
 
+    def in_progress(self) -> "CompactionQuerySet":
+        """Real runs queued or running (what-if dry runs never block anything)."""
+        return self.filter(status__in=Compaction.IN_PROGRESS).exclude(
+            trigger=Compaction.Trigger.WHAT_IF
+        )
+
+    def committed(self) -> "CompactionQuerySet":
+        """Runs whose result is the session's current history (not undone)."""
+        return self.filter(status=Compaction.Status.COMMITTED)
+
 
 class Compaction(models.Model):
     """One compaction run of a session: queued, run by a worker, committed or not."""
@@ -179,6 +223,7 @@ class Compaction(models.Model):
         DRY_RUN = "dry_run", "dry run"
         UNDONE = "undone"  # committed, then undone (services.undo); a redo commits it again
 
+    IN_PROGRESS = (Status.QUEUED, Status.RUNNING)
     FINISHED = (
         Status.COMMITTED,
         Status.SKIPPED,

@@ -22,32 +22,13 @@ from django.db import (
     OperationalError,
     close_old_connections,
     connection,
-    transaction,
 )
 from django.utils import timezone
 
+from hermes_web.jobs import enqueue_on_commit  # noqa: F401  (moved to jobs; kept for callers)
 from hermes_web.models import AgentTurn, Compaction, WorkerHeartbeat, WorkerPing
 
 log = logging.getLogger(__name__)
-
-
-def enqueue_on_commit(task, row_id: int) -> None:
-    """Send ``task(row_id)`` once the current transaction commits, never failing the request.
-
-    If the broker cannot be reached the row stays queued in the database and
-    ``recover_stranded_runs`` sends it again later: the user's request still succeeds.
-    """
-
-    def send() -> None:
-        if task.app.conf.task_always_eager:
-            task.delay(row_id)  # runs inline: its own errors must surface, not be logged away
-            return
-        try:
-            task.delay(row_id)
-        except Exception as error:  # each transport raises its own connection errors
-            log.warning("could not queue %s(%s): %s; it will be re-sent", task.name, row_id, error)
-
-    transaction.on_commit(send)
 
 
 @shared_task(name="hermes_web.tasks.ping_worker")

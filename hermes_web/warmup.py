@@ -60,9 +60,8 @@ def warm_worker() -> float:
         import litellm
 
         litellm.suppress_debug_info = True
-        from hermes_web.agent import is_demo_model
-        from hermes_web.agent.runner import chat_model
         from hermes_web.agent.tools import tool_schemas
+        from hermes_web.llm_models import chat_model, is_demo_model
 
         tool_schemas()
         model = chat_model()

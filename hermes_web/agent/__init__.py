@@ -4,19 +4,7 @@ litellm is imported lazily (it takes seconds to import), so web processes that o
 pages never pay for it.
 """
 
-DEMO_MODEL = "hermes-demo/agent"
-DEMO_MODEL_LABEL = "demo model (offline)"
-# The demo model's window: small enough that the 64,000-token trigger floor is the threshold,
-# so a few large tool outputs cross it within a handful of messages.
-DEMO_CONTEXT_LENGTH = 64_000
+# The model rules live in hermes_web.llm_models; these names stay importable from here.
+from hermes_web.llm_models import DEMO_MODEL, DEMO_MODEL_LABEL, is_demo_model, model_label
 
-
-def is_demo_model(model: str) -> bool:
-    return model == DEMO_MODEL
-
-
-def model_label(model: str) -> str:
-    """How a model string is shown to people: the demo model always says what it is."""
-    if not model or is_demo_model(model):
-        return DEMO_MODEL_LABEL
-    return model
+__all__ = ["DEMO_MODEL", "DEMO_MODEL_LABEL", "is_demo_model", "model_label"]

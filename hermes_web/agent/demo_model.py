@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compaction import PREFIX_OPENING, CompactionConfig, count_messages_tokens
-from hermes_web.agent import DEMO_MODEL, DEMO_MODEL_LABEL
+from hermes_web.llm_models import DEMO_MODEL, DEMO_MODEL_LABEL
 
 PROVIDER = "hermes-demo"
 # Seconds between streamed words: slow enough to watch the reply arrive, fast enough for tests.

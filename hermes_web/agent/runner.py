@@ -14,12 +14,10 @@ once and kept by the compaction's commit.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -27,8 +25,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from hermes_web.agent import DEMO_CONTEXT_LENGTH, DEMO_MODEL, is_demo_model
+from hermes_web import jobs
+from hermes_web.agent.provider import chat_provider_kwargs
 from hermes_web.agent.tools import run_tool, tool_schemas, workspace_for
+from hermes_web.llm_models import chat_model, context_length_for
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import compaction_config_for, maybe_auto_compact
 from hermes_web.services.sessions import (
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 
 MAX_TOOL_ROUNDS = 8
 FLUSH_SECONDS = 0.1
-DEFAULT_CONTEXT_LENGTH = 128_000
 ACTIVE = (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING)
 SYSTEM_PROMPT = (
     "You are Hermes, a careful software agent working in a project folder (the workspace). "
@@ -53,44 +52,6 @@ SYSTEM_PROMPT = (
 
 class ChatBusy(Exception):
     """The agent is still answering the previous message of this conversation."""
-
-
-# -- models -------------------------------------------------------------------------------------
-
-
-def chat_model() -> str:
-    """The configured litellm model, or the offline demo model when none is configured."""
-    return settings.HERMES_CHAT_MODEL or DEMO_MODEL
-
-
-@functools.cache
-def _model_map() -> dict[str, Any]:
-    # Read litellm's bundled map directly: importing litellm costs seconds in a web process.
-    import importlib.util
-
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or spec.origin is None:
-        return {}
-    path = Path(spec.origin).parent / "model_prices_and_context_window_backup.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def context_length_for(model: str) -> int:
-    """The window: demo 64K; else HERMES_CONTEXT_LENGTH; else litellm's model map; else 128K."""
-    if is_demo_model(model):
-        return DEMO_CONTEXT_LENGTH
-    if settings.HERMES_CONTEXT_LENGTH:
-        return settings.HERMES_CONTEXT_LENGTH
-    table = _model_map()
-    for key in (model, model.split("/", 1)[-1]):
-        info = table.get(key) or {}
-        window = info.get("max_input_tokens") or info.get("max_tokens")
-        if isinstance(window, int) and window > 0:
-            return window
-    return DEFAULT_CONTEXT_LENGTH
 
 
 # -- starting chats and turns -------------------------------------------------------------------
@@ -150,7 +111,7 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
         # Locked and re-read: a rotation committing right now must not strand the message
         # on the session it just ended.
         tip = Session.objects.select_for_update().get(pk=session.pk)
-        while tip.end_reason == "compression":
+        while tip.is_rotated:
             child = resolve_tip(tip)
             if child.pk == tip.pk:
                 break
@@ -165,9 +126,7 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
         else:
             message = append_message(tip, role="user", content=text)
             turn = AgentTurn.objects.create(session=tip, user_message=message, model=chat_model())
-        from hermes_web.tasks import enqueue_on_commit, run_agent_turn
-
-        enqueue_on_commit(run_agent_turn, turn.pk)
+        jobs.queue_agent_turn(turn.pk)
     return turn
 
 
@@ -206,14 +165,7 @@ def reap_stale_turns(session_ids: list[int]) -> None:
 
 
 def _blocking_compaction(session_ids: list[int]) -> Compaction | None:
-    return (
-        Compaction.objects.filter(
-            session_id__in=session_ids,
-            status__in=(Compaction.Status.QUEUED, Compaction.Status.RUNNING),
-        )
-        .exclude(trigger=Compaction.Trigger.WHAT_IF)
-        .first()
-    )
+    return Compaction.objects.in_progress().filter(session_id__in=session_ids).first()
 
 
 def _eager() -> bool:
@@ -538,19 +490,7 @@ class TurnLoop:
             kwargs["tools"] = tools
             if final:  # out of tool rounds: ask for words
                 kwargs["tool_choice"] = "none"
-        if is_demo_model(self.model):
-            from hermes_web.agent.demo_model import register
-
-            register()
-        else:
-            if settings.HERMES_CHAT_API_BASE:
-                kwargs["api_base"] = settings.HERMES_CHAT_API_BASE
-            if settings.HERMES_CHAT_API_KEY:
-                kwargs["api_key"] = settings.HERMES_CHAT_API_KEY
-            elif settings.HERMES_CHAT_API_BASE:
-                # Local OpenAI-compatible servers rarely want a key, but the OpenAI client
-                # refuses to send a request without one.
-                kwargs["api_key"] = "no-key-needed"
+        kwargs.update(chat_provider_kwargs(self.model))
         text, reasoning = "", ""
         calls: dict[int, dict] = {}
         usage: dict[str, Any] = {}
@@ -672,7 +612,8 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
     )[::-1]
     values = [v for v, _ in calls]
     made = (
-        Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+        Compaction.objects.committed()
+        .filter(result_session=session)
         .order_by("-finished_at")
         .only("public_id", "tokens_after", "finished_at")
         .first()

@@ -14,10 +14,9 @@ import logging
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
-from hermes_web.agent.runner import context_length_for
+from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import (
@@ -127,7 +126,8 @@ def prepare(
 
 def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     compaction = (
-        Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+        Compaction.objects.committed()
+        .filter(result_session=session)
         .order_by("-finished_at", "-pk")
         .first()
     )
@@ -301,7 +301,7 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         }
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
-        Session.objects.filter(pk=landed.pk).update(**remembered)
+        Session.objects.filter(pk=landed.pk).touch(**remembered)  # chain bookkeeping: a change
     for name, value in remembered.items():
         setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
@@ -326,7 +326,7 @@ def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bo
     stub.token_count = count_message_tokens(stub.to_openai(), config)
     stub.extra = {**stub.extra, "replaced_stub": True}
     stub.save(update_fields=["content", "tool_name", "token_count", "extra"])
-    Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    session.touch()
     return True
 
 

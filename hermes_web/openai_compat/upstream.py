@@ -17,8 +17,8 @@ from typing import Any
 
 from django.conf import settings
 
-from hermes_web.agent import DEMO_MODEL, is_demo_model
-from hermes_web.agent.runner import chat_model
+from hermes_web.agent.provider import chat_provider_kwargs
+from hermes_web.llm_models import DEMO_MODEL, chat_model, is_demo_model
 from hermes_web.openai_compat.errors import ApiError
 
 
@@ -66,19 +66,9 @@ def completion_kwargs(
     if stream:
         # Always asked for: the prompt count is what decides a compaction.
         kwargs.update(stream=True, stream_options={"include_usage": True})
-    if is_demo_model(model):
-        from hermes_web.agent.demo_model import register
-
-        register()
-        if not params.get("tools"):
-            kwargs["tool_choice"] = "none"  # the demo model plans tool calls only when offered
-    else:
-        if settings.HERMES_CHAT_API_BASE:
-            kwargs["api_base"] = settings.HERMES_CHAT_API_BASE
-        if settings.HERMES_CHAT_API_KEY:
-            kwargs["api_key"] = settings.HERMES_CHAT_API_KEY
-        elif settings.HERMES_CHAT_API_BASE:
-            kwargs["api_key"] = "no-key-needed"  # the OpenAI client refuses to send none
+    kwargs.update(chat_provider_kwargs(model))
+    if is_demo_model(model) and not params.get("tools"):
+        kwargs["tool_choice"] = "none"  # the demo model plans tool calls only when offered
     return kwargs
 
 

@@ -22,11 +22,11 @@ from django.utils import timezone
 from compaction import (
     CompactionConfig,
     CompactionOutcome,
-    DeterministicSummarizer,
-    LLMSummarizer,
     compact,
     should_compact,
 )
+from hermes_web import jobs
+from hermes_web.llm_models import build_summarizer
 from hermes_web.models import Compaction, Message, Session, SessionLock
 from hermes_web.services.dbretry import TRANSIENT_DB_ERRORS, db_retry
 from hermes_web.services.leases import (
@@ -42,7 +42,7 @@ from hermes_web.services.sessions import lineage_root, message_dict, normalize_m
 log = logging.getLogger(__name__)
 
 Status = Compaction.Status
-IN_PROGRESS = (Status.QUEUED, Status.RUNNING)
+IN_PROGRESS = Compaction.IN_PROGRESS
 SUMMARIZER_CHOICES = ("auto", "deterministic")
 # After this many claims of one row (workers killed mid-run) it is marked failed.
 MAX_ATTEMPTS = 3
@@ -89,51 +89,12 @@ def compaction_config_for(session: Session, overrides: dict | None = None) -> Co
     return CompactionConfig.from_dict(values)
 
 
-def _is_llm_model(name: str) -> bool:
-    # The offline demo chat model is not something litellm can summarize with.
-    from hermes_web.agent import is_demo_model
-
-    return bool(name) and not is_demo_model(name) and not name.lower().startswith("demo")
-
-
-def build_summarizer(choice: str = "auto"):
-    """aux (HERMES_SUMMARY_MODEL) → main (HERMES_CHAT_MODEL) → deterministic."""
-    if choice == "deterministic":
-        return DeterministicSummarizer()
-    aux, main = settings.HERMES_SUMMARY_MODEL, settings.HERMES_CHAT_MODEL
-    aux = aux if _is_llm_model(aux) else ""
-    main = main if _is_llm_model(main) else ""
-    if not aux and not main:
-        return DeterministicSummarizer()
-    if aux:
-        return LLMSummarizer(
-            aux,
-            main or None,
-            api_base=settings.HERMES_SUMMARY_API_BASE or None,
-            api_key=settings.HERMES_SUMMARY_API_KEY or None,
-            main_api_base=settings.HERMES_CHAT_API_BASE,
-            main_api_key=settings.HERMES_CHAT_API_KEY,
-            timeout=settings.HERMES_LLM_TIMEOUT,
-        )
-    return LLMSummarizer(
-        main,
-        api_base=settings.HERMES_CHAT_API_BASE or None,
-        api_key=settings.HERMES_CHAT_API_KEY or None,
-        timeout=settings.HERMES_LLM_TIMEOUT,
-    )
-
-
 # --- requesting ------------------------------------------------------------------------
 
 
 def in_progress(session: Session) -> Compaction | None:
     """The queued or running (non-dry-run) compaction of this session, if any."""
-    return (
-        Compaction.objects.filter(session=session, status__in=IN_PROGRESS)
-        .exclude(trigger=Compaction.Trigger.WHAT_IF)
-        .order_by("queued_at")
-        .first()
-    )
+    return Compaction.objects.in_progress().filter(session=session).order_by("queued_at").first()
 
 
 def request_compaction(
@@ -164,7 +125,7 @@ def request_compaction(
         )
     mode = normalize_mode(mode) if mode else session.effective_mode
     config = compaction_config_for(session, config_overrides)
-    if trigger != Compaction.Trigger.WHAT_IF and session.end_reason == "compression":
+    if trigger != Compaction.Trigger.WHAT_IF and session.is_rotated:
         raise CompactionRefused(
             "this session was already compacted by rotation; compact its continuation"
         )
@@ -183,14 +144,12 @@ def request_compaction(
             )
     except IntegrityError as error:
         raise CompactionBusy(in_progress(session)) from error
-    from hermes_web.tasks import compact_session, enqueue_on_commit
-
     if run_now:
         run = run_compaction(run.pk)
         if run.status != Status.QUEUED:
             return run
         # Waiting behind another run's lease: a worker takes it when that run ends.
-    enqueue_on_commit(compact_session, run.pk)
+    jobs.queue_compaction(run.pk)
     return run
 
 
@@ -233,7 +192,7 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
     blocked a crossing of the threshold (recorded once per crossing, so the timeline can
     warn); or None (below the threshold, nothing measured yet, already in progress, ended).
     """
-    if session.end_reason == "compression":
+    if session.is_rotated:
         return None
     if prompt_tokens is None:
         prompt_tokens = (
@@ -401,10 +360,8 @@ def _send_waiting(run: Compaction) -> None:
 
 
 def _send(compaction_id: int) -> None:
-    from hermes_web.tasks import compact_session
-
     try:
-        compact_session.delay(compaction_id)
+        jobs.send_compaction(compaction_id)
     except TRANSIENT_DB_ERRORS:
         raise
     except Exception as error:  # broker down: the recovery sweep sends it later
@@ -417,7 +374,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         return run
     session = Session.objects.get(pk=run.session_id)
     what_if = run.trigger == Compaction.Trigger.WHAT_IF
-    if not what_if and session.end_reason == "compression":
+    if not what_if and session.is_rotated:
         return _finish(
             run,
             Status.SKIPPED,
@@ -628,7 +585,7 @@ def _commit_rotation(run, session, result, report, outcome, holder) -> Compactio
                 for i, r in enumerate(late.order_by("position"))
             ]
             Message.objects.bulk_create(rows, batch_size=500)
-            Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
+            parent.touch(now, ended_at=now, end_reason=Session.EndReason.COMPRESSION)
             # Only a run still "running" commits: if a takeover finished it meanwhile, roll
             # everything back.
             if not Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(
@@ -677,10 +634,10 @@ def _commit_in_place(run, session, result, report, outcome, holder) -> Compactio
             for offset, row in enumerate(late):
                 row.position = next_position + offset
             Message.objects.bulk_update(late, ["position"], batch_size=500)
-            Session.objects.filter(pk=locked.pk).update(
+            locked.touch(
+                now,
                 compression_count=F("compression_count") + 1,
                 previous_summary=report.get("summary_body") or "",
-                updated_at=now,
             )
             # Only a run still "running" commits: if a takeover finished it meanwhile, roll
             # everything back.

@@ -11,6 +11,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens
+from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
 
 DEFAULT_TOKEN_MODEL = "gpt-4o-mini"
@@ -22,8 +23,8 @@ def token_model(session: Session) -> str:
     return session.model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
 
 
-def default_context_length(model: str = "") -> int:
-    return settings.HERMES_CONTEXT_LENGTH or Session._meta.get_field("context_length").default
+# The one window resolver; the old name stays importable for the importers' call site.
+default_context_length = context_length_for
 
 
 def create_session(
@@ -41,7 +42,7 @@ def create_session(
         title=title[:200],
         source=source,
         model=model,
-        context_length=context_length or default_context_length(model),
+        context_length=context_length or context_length_for(model),
         compaction_mode=normalize_mode(compaction_mode) if compaction_mode else "",
     )
     Session.objects.filter(pk=session.pk).update(root=session)
@@ -122,7 +123,7 @@ def append_message(
                 .values_list("end_reason", flat=True)
                 .first()
             )
-            if end_reason != "compression":
+            if end_reason != Session.EndReason.COMPRESSION:
                 break
             child_id = (
                 Session.objects.filter(parent_id=target_id)
@@ -152,7 +153,7 @@ def append_message(
             extra=extra or {},
         )
         now = timezone.now()
-        Session.objects.filter(pk=target_id).update(updated_at=now)
+        Session.objects.filter(pk=target_id).touch(now)
     if target_id == session.pk:
         session.updated_at = now
     return message
@@ -207,7 +208,7 @@ def openai_messages(session: Session) -> list[dict]:
 def resolve_tip(session: Session) -> Session:
     """The live session of a rotation chain: follows children while the parent rotated."""
     seen = {session.pk}
-    while session.end_reason == "compression":
+    while session.is_rotated:
         child = Session.objects.filter(parent_id=session.pk).order_by("-created_at", "-pk").first()
         if child is None or child.pk in seen:
             break

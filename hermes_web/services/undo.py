@@ -98,9 +98,7 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
             f"A later compaction ({later.public_id[:8]}, {later.finished_at:%b %d %H:%M}) was "
             f"built on this one; {verb} that one first."
         )
-    busy = Compaction.objects.filter(
-        session_id__in=sessions, status__in=(Compaction.Status.QUEUED, Compaction.Status.RUNNING)
-    ).exclude(trigger=Compaction.Trigger.WHAT_IF)
+    busy = Compaction.objects.in_progress().filter(session_id__in=sessions)
     if busy.exists():
         raise UndoRefused(f"A compaction of this conversation is in progress; {verb} after it.")
     if AgentTurn.objects.filter(session_id__in=sessions, status__in=ACTIVE_TURNS).exists():
@@ -161,7 +159,8 @@ def _copy_to(rows: list[Message], session: Session) -> int:
 
 def _previous_summary(session: Session, excluding: Compaction) -> str:
     before = (
-        Compaction.objects.filter(result_session=session, status=Compaction.Status.COMMITTED)
+        Compaction.objects.committed()
+        .filter(result_session=session)
         .exclude(pk=excluding.pk)
         .order_by("-finished_at")
         .first()
@@ -187,20 +186,20 @@ def undo_compaction(run: Compaction, *, user=None, carry_over: bool = False) -> 
             Message.objects.filter(session=session, archived_by=run).update(
                 active=True, archived=False
             )
-            Session.objects.filter(pk=session.pk).update(
+            session.touch(
+                now,
                 compression_count=max(0, session.compression_count - 1),
                 previous_summary=_previous_summary(session, run),
-                updated_at=now,
             )
             carried = len(added)  # they stay where they are: after the restored rows
         else:
             parent = Session.objects.select_for_update().get(pk=run.session_id)
             child = Session.objects.select_for_update().get(pk=run.result_session_id)
             carried = _copy_to(added, parent) if added else 0
-            Session.objects.filter(pk=parent.pk).update(
-                ended_at=None, end_reason="", updated_at=now
+            parent.touch(now, ended_at=None, end_reason=Session.EndReason.LIVE)
+            Session.objects.filter(pk=child.pk).update(
+                ended_at=now, end_reason=Session.EndReason.UNDONE
             )
-            Session.objects.filter(pk=child.pk).update(ended_at=now, end_reason="undone")
         _record(run, "undo", user, carried, now)
         run.status = Compaction.Status.UNDONE
         run.save(update_fields=["status", "report"])
@@ -224,18 +223,18 @@ def redo_compaction(run: Compaction, *, user=None, carry_over: bool = False) -> 
                 position__gt=run.snapshot_position or 0,
                 archived_by__isnull=True,
             ).update(active=True, archived=False)
-            Session.objects.filter(pk=session.pk).update(
+            session.touch(
+                now,
                 compression_count=session.compression_count + 1,
                 previous_summary=str((run.report or {}).get("summary_body") or ""),
-                updated_at=now,
             )
             carried = len(added)
         else:
             parent = Session.objects.select_for_update().get(pk=run.session_id)
             child = Session.objects.select_for_update().get(pk=run.result_session_id)
             carried = _copy_to(added, child) if added else 0
-            Session.objects.filter(pk=parent.pk).update(ended_at=now, end_reason="compression")
-            Session.objects.filter(pk=child.pk).update(ended_at=None, end_reason="", updated_at=now)
+            parent.touch(now, ended_at=now, end_reason=Session.EndReason.COMPRESSION)
+            child.touch(now, ended_at=None, end_reason=Session.EndReason.LIVE)
         _record(run, "redo", user, carried, now)
         run.status = Compaction.Status.COMMITTED
         run.save(update_fields=["status", "report"])

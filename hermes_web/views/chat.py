@@ -26,7 +26,6 @@ from django_htmx.http import (
     retarget,
 )
 
-from hermes_web.agent import model_label
 from hermes_web.agent.render import chat_items, render_markdown
 from hermes_web.agent.runner import (
     ChatBusy,
@@ -41,6 +40,7 @@ from hermes_web.agent.runner import (
     set_mode,
     start_chat,
 )
+from hermes_web.llm_models import model_label
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import CompactionRefused
 from hermes_web.services.sessions import resolve_tip
@@ -63,9 +63,7 @@ def _marker_for(rows: list[Message], session: Session) -> dict[int, Compaction]:
     if not summaries:
         return {}
     made = list(
-        Compaction.objects.filter(
-            result_session=session, status=Compaction.Status.COMMITTED
-        ).order_by("-finished_at")
+        Compaction.objects.committed().filter(result_session=session).order_by("-finished_at")
     )
     by_time = {c.finished_at: c for c in made}
     return {r.pk: by_time.get(r.created_at) or made[0] for r in summaries if made}
@@ -90,14 +88,7 @@ def _turn_context(turn: AgentTurn) -> dict:
     """Everything the turn partial shows: its rows so far, the streamed text, its state."""
     blocked = None
     if turn.status == AgentTurn.Status.QUEUED and not turn.queued_text:
-        blocked = (
-            Compaction.objects.filter(
-                session_id=turn.session_id,
-                status__in=(Compaction.Status.QUEUED, Compaction.Status.RUNNING),
-            )
-            .exclude(trigger=Compaction.Trigger.WHAT_IF)
-            .first()
-        )
+        blocked = Compaction.objects.in_progress().filter(session_id=turn.session_id).first()
     overflow = (turn.usage or {}).get("overflow")
     return {
         "turn": turn,
@@ -145,9 +136,9 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
     if session.parent_id:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
     continued_in = None
-    if session.end_reason == "compression":
+    if session.is_rotated:
         continued_in = resolve_tip(session)
-    elif session.end_reason == "undone" and session.parent_id:
+    elif session.end_reason == Session.EndReason.UNDONE and session.parent_id:
         continued_in = resolve_tip(Session.objects.get(pk=session.parent_id))
     compaction = latest_compaction(session)
     context = {

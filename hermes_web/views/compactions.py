@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -30,6 +29,7 @@ from hermes_web.inspection import (
     summary_sections,
     token_strip,
 )
+from hermes_web.llm_models import summarizes_with_llm
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.compactions import (
     CompactionRefused,
@@ -385,7 +385,7 @@ def commit_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
             "This dry run compacted nothing, so there is nothing to commit.", status=409
         )
     session = what_if.session
-    if session.end_reason == "compression":
+    if session.is_rotated:
         return HttpResponse(
             "This session was already compacted by rotation; run a what-if on its continuation.",
             status=409,
@@ -403,17 +403,15 @@ def commit_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 def _runs_inline(session: Session, summarizer: str) -> bool:
-    llm_configured = bool(settings.HERMES_SUMMARY_MODEL or settings.HERMES_CHAT_MODEL) and not (
-        (settings.HERMES_SUMMARY_MODEL or settings.HERMES_CHAT_MODEL).lower().startswith("demo")
-    )
-    if summarizer != "deterministic" and llm_configured:
+    if summarizes_with_llm(summarizer):
         return False
     return Message.objects.filter(session=session, active=True).count() <= INLINE_MAX_MESSAGES
 
 
 def _latest_committed(session: Session) -> Compaction | None:
     return (
-        Compaction.objects.filter(session=session, status=Compaction.Status.COMMITTED)
+        Compaction.objects.committed()
+        .filter(session=session)
         .defer("report")
         .order_by("-finished_at", "-pk")
         .first()

@@ -129,9 +129,8 @@ def _list_rows(sessions) -> list[dict]:
         ),
         n_compactions=Coalesce(
             Subquery(
-                Compaction.objects.filter(
-                    session=OuterRef("pk"), status=Compaction.Status.COMMITTED
-                )
+                Compaction.objects.committed()
+                .filter(session=OuterRef("pk"))
                 .values("session")
                 .annotate(c=Count("pk"))
                 .values("c")[:1]
