@@ -193,7 +193,12 @@ def test_a_context_overflow_compacts_at_once_and_retries_once(alice, alice_clien
     assert PREFIX_OPENING in json.dumps(retry, ensure_ascii=False)
     assert len(retry) < len(calls[0]["messages"])
     assert retry[-1] == {"role": "user", "content": "and now?"}
-    run = Compaction.objects.filter(status=Compaction.Status.COMMITTED).latest("finished_at")
+    # The two seeded runs have no finish time (PostgreSQL sorts NULL first when descending).
+    run = (
+        Compaction.objects.filter(status=Compaction.Status.COMMITTED)
+        .exclude(finished_at=None)
+        .latest("finished_at")
+    )
     assert turn.usage["overflow"]["compaction"] == run.public_id
     live = Session.objects.get(pk=turn.session_id)
     if mode == "rotation":
