@@ -88,9 +88,6 @@ class ParsedSession:
     records: int = 0  # records (lines, rows) read for this session
     skipped: Counter = field(default_factory=Counter)  # "why" -> how many records
     kind: str = ""  # e.g. "sub-agent": shown in the fidelity report
-    # Set by a streaming parser (OpenAI JSON): the messages, read as they are stored, in
-    # place of ``messages``; title and model may be filled in while it is read.
-    stream: Iterator[ParsedMessage] | None = None
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
@@ -218,13 +215,7 @@ def pair_tool_results(parsed: ParsedSession) -> None:
     that start mid-conversation), except in an OpenAI list, where check_session refuses it.
     Idempotent: an already paired list comes out unchanged.
     """
-    parsed.messages[:] = list(pair_stream(parsed.messages, parsed))
-
-
-def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
-    """``pair_tool_results`` one message at a time: holds only the open tool turn (and the
-    ids of answered calls), so a streamed session is paired without being held whole."""
-    out: list[ParsedMessage] = []  # ready to hand out, drained after every message
+    out: list[ParsedMessage] = []
     turn: ParsedMessage | None = None
     results: dict[str, ParsedMessage] = {}
     held: list[ParsedMessage] = []
@@ -256,9 +247,7 @@ def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
         out.extend(held)
         turn, results, held = None, {}, []
 
-    for message in messages:
-        yield from out
-        out.clear()
+    for message in parsed.messages:
         if not message.active or message.meta:
             (held if turn is not None else out).append(message)
             continue
@@ -291,4 +280,4 @@ def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
             continue
         (held if turn is not None else out).append(message)
     close()
-    yield from out
+    parsed.messages[:] = out
