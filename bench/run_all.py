@@ -1,15 +1,22 @@
 """Run every benchmark script in bench/ (bench_*.py), one process each, and print their figures."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# Builds a 1M-message session and takes about ten minutes: run it by hand, or set
+# HERMES_BENCH_ALL=1 to include it here.
+BY_HAND = {"bench_memory.py"}
 
 
 def main() -> int:
     failures = 0
     for script in sorted(HERE.glob("bench_*.py")):
+        if script.name in BY_HAND and not os.environ.get("HERMES_BENCH_ALL"):
+            print(f"\n=== {script.name}: skipped (HERMES_BENCH_ALL=1 runs it) ===", flush=True)
+            continue
         print(f"\n=== {script.name} ===", flush=True)
         result = subprocess.run([sys.executable, str(script)], cwd=HERE.parent)
         failures += result.returncode != 0
