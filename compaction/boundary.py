@@ -122,16 +122,7 @@ def find_boundaries(
         The boundaries and every alignment move made.
     """
     n = len(messages)
-    events: list[AlignmentEvent] = []
-    first_n = config.protect_first_n if protect_first_n is None else protect_first_n
-    system = 1 if n and messages[0].get("role") == "system" else 0
-    head_end = min(n, system + first_n)
-    aligned = head_end
-    while aligned < n and messages[aligned].get("role") == "tool":
-        aligned += 1
-    if aligned != head_end:
-        events.append(AlignmentEvent("head_aligned_past_tools", head_end, aligned))
-        head_end = aligned
+    head_end, events = _head_end(messages, config, protect_first_n)
 
     cut = n
     used = 0
@@ -191,16 +182,7 @@ def find_bounded_boundaries(
     - the final cut moves forward past tool rows, so no tool group is split.
     """
     n = len(messages)
-    events: list[AlignmentEvent] = []
-    first_n = config.protect_first_n if protect_first_n is None else protect_first_n
-    system = 1 if n and messages[0].get("role") == "system" else 0
-    head_end = min(n, system + first_n)
-    aligned = head_end
-    while aligned < n and messages[aligned].get("role") == "tool":
-        aligned += 1
-    if aligned != head_end:
-        events.append(AlignmentEvent("head_aligned_past_tools", head_end, aligned))
-        head_end = aligned
+    head_end, events = _head_end(messages, config, protect_first_n)
     if head_end >= n:
         return Boundaries(head_end=head_end, tail_start=n, n=n, events=tuple(events))
 
@@ -259,3 +241,22 @@ def find_bounded_boundaries(
         events.append(AlignmentEvent("cut_moved_past_tools", cut, forward))
         cut = forward
     return Boundaries(head_end=head_end, tail_start=max(cut, head_end), n=n, events=tuple(events))
+
+
+def _head_end(
+    messages: Sequence[Message], config: CompactionConfig, protect_first_n: int | None
+) -> tuple[int, list[AlignmentEvent]]:
+    """The end of the head (system prompt + the first N), moved past tool rows so that no
+    tool group is split; both profiles protect the head the same way."""
+    n = len(messages)
+    events: list[AlignmentEvent] = []
+    first_n = config.protect_first_n if protect_first_n is None else protect_first_n
+    system = 1 if n and messages[0].get("role") == "system" else 0
+    head_end = min(n, system + first_n)
+    aligned = head_end
+    while aligned < n and messages[aligned].get("role") == "tool":
+        aligned += 1
+    if aligned != head_end:
+        events.append(AlignmentEvent("head_aligned_past_tools", head_end, aligned))
+        head_end = aligned
+    return head_end, events
