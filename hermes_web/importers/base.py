@@ -204,6 +204,45 @@ def image_part(url: str) -> dict:
 NO_RESULT = "[no result for this call was recorded in the imported file]"
 
 
+def append_turn(
+    out: list[ParsedMessage],
+    turn: ParsedMessage,
+    results: dict[str, ParsedMessage],
+    parsed: ParsedSession,
+    *,
+    stub_text: str,
+    recorded: str = "result",
+) -> list[str]:
+    """Append an assistant ``turn``, then each of its calls' result in call order.
+
+    Results are popped from ``results`` (what is left answered no call of this turn); a call
+    with no recorded ``recorded`` gets a marked stub (``extra["synthetic"]``, counted in the
+    fidelity report). Returns the ids of the calls answered.
+    """
+    out.append(turn)
+    answered: list[str] = []
+    for call in turn.tool_calls or ():
+        call_id = call.get("id") if isinstance(call, dict) else None
+        if not isinstance(call_id, str):
+            continue
+        result = results.pop(call_id, None)
+        if result is None:
+            function = call.get("function")
+            name = function.get("name") if isinstance(function, dict) else ""
+            result = ParsedMessage(
+                role="tool",
+                content=stub_text,
+                tool_call_id=call_id,
+                tool_name=name if isinstance(name, str) else "",
+                extra={"synthetic": f"no {recorded} recorded"},
+                created_at=turn.created_at,
+            )
+            parsed.skip(f"tool call without a recorded {recorded} (stub result added)")
+        out.append(result)
+        answered.append(call_id)
+    return answered
+
+
 def pair_tool_results(parsed: ParsedSession) -> None:
     """Every active assistant tool call followed by its result, in call order.
 
@@ -224,26 +263,7 @@ def pair_tool_results(parsed: ParsedSession) -> None:
     def close() -> None:
         nonlocal turn, results, held
         if turn is not None:
-            out.append(turn)
-            for call in turn.tool_calls or ():
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(call_id, str):
-                    continue
-                result = results.pop(call_id, None)
-                if result is None:
-                    function = call.get("function")
-                    name = function.get("name") if isinstance(function, dict) else ""
-                    result = ParsedMessage(
-                        role="tool",
-                        content=NO_RESULT,
-                        tool_call_id=call_id,
-                        tool_name=name if isinstance(name, str) else "",
-                        extra={"synthetic": "no result recorded"},
-                        created_at=turn.created_at,
-                    )
-                    parsed.skip("tool call without a recorded result (stub result added)")
-                out.append(result)
-                answered.add(call_id)
+            answered.update(append_turn(out, turn, results, parsed, stub_text=NO_RESULT))
         out.extend(held)
         turn, results, held = None, {}, []
 

@@ -31,6 +31,7 @@ from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
+    append_turn,
     epoch,
     image_part,
     iter_lines,
@@ -121,21 +122,9 @@ class _Builder:
         if self.turn is None:
             self._flush_held()
             return
-        self.messages.append(self.turn)
-        for call in self.turn.tool_calls or ():
-            result = self.results.pop(call["id"], None)
-            if result is None:
-                result = ParsedMessage(
-                    role="tool",
-                    content=NO_RESULT,
-                    tool_call_id=call["id"],
-                    tool_name=call["function"]["name"],
-                    extra={"synthetic": "no result recorded"},
-                    created_at=self.turn.created_at,
-                )
-                self.session.skip("tool call without a recorded result (stub result added)")
-            self.messages.append(result)
-            self.closed_calls.add(call["id"])
+        self.closed_calls.update(
+            append_turn(self.messages, self.turn, self.results, self.session, stub_text=NO_RESULT)
+        )
         for orphan in self.results.values():
             self._orphan(orphan)
         self.turn, self.turn_id, self.results = None, "", {}

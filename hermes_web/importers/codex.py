@@ -24,6 +24,7 @@ from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
+    append_turn,
     epoch,
     image_part,
     iter_lines,
@@ -111,20 +112,14 @@ class _Builder:
 
     def close(self) -> None:
         if self.turn is not None:
-            self.messages.append(self.turn)
-            for call in self.turn.tool_calls or ():
-                result = self.results.pop(call["id"], None)
-                if result is None:
-                    result = ParsedMessage(
-                        role="tool",
-                        content=NO_RESULT,
-                        tool_call_id=call["id"],
-                        tool_name=call["function"]["name"],
-                        extra={"synthetic": "no output recorded"},
-                        created_at=self.turn.created_at,
-                    )
-                    self.session.skip("tool call without a recorded output (stub result added)")
-                self.messages.append(result)
+            append_turn(
+                self.messages,
+                self.turn,
+                self.results,
+                self.session,
+                stub_text=NO_RESULT,
+                recorded="output",
+            )
             for orphan in self.results.values():
                 orphan.meta = "tool_result_unknown"
                 self.session.skip("call output answering no call (kept as a meta row)")
