@@ -16,7 +16,6 @@ from hermes_web.agent.tools import run_tool
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import request_compaction
 from hermes_web.services.recall import input_rows
-from tests.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
 
@@ -33,20 +32,6 @@ def workspace(tmp_path, settings):
     (root / "big_b.txt").write_text(filler.replace("ingest", "writer"))
     settings.HERMES_WORKSPACE = root
     return root
-
-
-@pytest.fixture
-def llm(settings):
-    server = FakeOpenAIServer().start()
-    settings.HERMES_CHAT_MODEL = "openai/fake-chat"
-    settings.HERMES_CHAT_API_BASE = server.base_url
-    settings.HERMES_CHAT_API_KEY = "x"
-    settings.HERMES_LLM_MAX_RETRIES = 0
-    settings.HERMES_LLM_TIMEOUT = 5
-    settings.HERMES_CONTEXT_LENGTH = 128_000
-    settings.HERMES_SUMMARY_MODEL = ""
-    yield server
-    server.stop()
 
 
 def call(call_id, name, **args):
