@@ -45,8 +45,9 @@ from hermes_web.importers.base import (
     text_of,
 )
 from hermes_web.importers.validate import check_parsed
+from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
-from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL, default_context_length
+from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
 
 __all__ = [
     "FORMATS",
@@ -526,7 +527,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None 
                 title=parsed.title[:200],
                 source=parsed.source,
                 model=model[:200],
-                context_length=default_context_length(model),
+                context_length=context_length_for(model),
                 created_at=parsed.created_at or now,
                 ended_at=parsed.ended_at,
                 end_reason=parsed.end_reason,

@@ -23,10 +23,6 @@ def token_model(session: Session) -> str:
     return session.model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
 
 
-# The one window resolver; the old name stays importable for the importers' call site.
-default_context_length = context_length_for
-
-
 def create_session(
     *,
     owner,
