@@ -98,6 +98,9 @@ class FakeOpenAIServer:
 def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes; with Nagle on, the body waits for the
+        # client's delayed ACK (~40 ms), which a benchmark would mistake for model time.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass
