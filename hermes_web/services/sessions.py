@@ -97,18 +97,69 @@ def append_message(
     parent's rows before this append could lock it), the message goes to the live
     continuation instead; ``message.session_id`` says where it landed.
     """
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
-    as_dict = message_dict(
-        role=role,
-        content=content,
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        reasoning=reasoning,
+    (message,) = append_messages(
+        session,
+        [
+            {
+                "role": role,
+                "content": content,
+                "tool_calls": tool_calls,
+                "tool_call_id": tool_call_id,
+                "tool_name": tool_name,
+                "reasoning": reasoning,
+                "provider_prompt_tokens": provider_prompt_tokens,
+                "extra": extra,
+                "is_summary": is_summary,
+            }
+        ],
     )
+    return message
+
+
+APPEND_FIELDS = frozenset(
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "tool_name",
+        "reasoning",
+        "provider_prompt_tokens",
+        "extra",
+        "is_summary",
+    }
+)
+
+
+def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Message]:
+    """Append several messages at consecutive positions in one transaction, with one lock,
+    one position lookup, one INSERT and one ``touch`` (what ``append_message`` does once).
+
+    Each item holds ``append_message``'s keyword arguments. All of them land on the same
+    session: ``session``, or its live continuation when a rotation ended it first.
+    """
+    rows = []
+    for item in items:
+        unknown = set(item) - APPEND_FIELDS
+        if unknown:
+            raise TypeError(f"unexpected message fields {sorted(unknown)}")
+        role = item["role"]
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
+        as_dict = message_dict(
+            role=role,
+            content=item.get("content"),
+            tool_calls=item.get("tool_calls"),
+            tool_call_id=item.get("tool_call_id") or "",
+            tool_name=item.get("tool_name") or "",
+            reasoning=item.get("reasoning"),
+        )
+        rows.append((item, as_dict))
+    if not rows:
+        return []
     # Counted outside the transaction: tokenizing a long tool output must not hold the lock.
-    tokens = count_message_tokens(as_dict, CompactionConfig(model=token_model(session)))
+    config = CompactionConfig(model=token_model(session))
+    tokens = [count_message_tokens(as_dict, config) for _, as_dict in rows]
     with transaction.atomic():
         target_id = session.pk
         seen = {target_id}
@@ -134,25 +185,31 @@ def append_message(
         # A query of its own, after the lock: on PostgreSQL a subquery in the locking SELECT
         # would read the snapshot taken before the lock wait and miss the append it waited for.
         last = Message.objects.filter(session_id=target_id).aggregate(m=Max("position"))["m"]
-        message = Message.objects.create(
-            session_id=target_id,
-            position=0 if last is None else last + 1,
-            role=role,
-            content=content,
-            tool_calls=tool_calls or None,
-            tool_call_id=tool_call_id or "",
-            tool_name=tool_name or "",
-            reasoning=reasoning,
-            token_count=tokens,
-            provider_prompt_tokens=provider_prompt_tokens,
-            is_summary=is_summary,
-            extra=extra or {},
+        first = 0 if last is None else last + 1
+        messages = Message.objects.bulk_create(
+            [
+                Message(
+                    session_id=target_id,
+                    position=first + offset,
+                    role=item["role"],
+                    content=item.get("content"),
+                    tool_calls=item.get("tool_calls") or None,
+                    tool_call_id=item.get("tool_call_id") or "",
+                    tool_name=item.get("tool_name") or "",
+                    reasoning=item.get("reasoning"),
+                    token_count=count,
+                    provider_prompt_tokens=item.get("provider_prompt_tokens"),
+                    is_summary=bool(item.get("is_summary")),
+                    extra=item.get("extra") or {},
+                )
+                for offset, ((item, _), count) in enumerate(zip(rows, tokens, strict=True))
+            ]
         )
         now = timezone.now()
         Session.objects.filter(pk=target_id).touch(now)
     if target_id == session.pk:
         session.updated_at = now
-    return message
+    return messages
 
 
 STATS_CACHE_SECONDS = 600

@@ -4,11 +4,13 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from compaction import CompactionConfig, count_message_tokens
 from hermes_web.models import Message, Session
 from hermes_web.services.sessions import (
     append_message,
+    append_messages,
     create_session,
     openai_messages,
     resolve_tip,
@@ -65,6 +67,47 @@ def test_append_touches_updated_at(alice):
     before = Session.objects.get(pk=session.pk).updated_at
     append_message(session, role="user", content="x")
     assert Session.objects.get(pk=session.pk).updated_at > before
+
+
+def test_append_messages_stores_a_batch_at_consecutive_positions_in_one_insert(alice):
+    session = create_session(owner=alice, model="gpt-4o-mini")
+    append_message(session, role="user", content="start")
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    items = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "a.py", "tool_call_id": "c1", "tool_name": "ls"},
+        {"role": "assistant", "content": "done", "provider_prompt_tokens": 42, "extra": {"k": 1}},
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        rows = append_messages(session, items)
+    inserts = [q for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 1
+    assert [r.position for r in rows] == [1, 2, 3]
+    stored = list(session.messages.order_by("position").values_list("role", "tool_name"))
+    assert stored == [("user", ""), ("assistant", ""), ("tool", "ls"), ("assistant", "")]
+    last = Message.objects.get(pk=rows[-1].pk)
+    assert (last.provider_prompt_tokens, last.extra) == (42, {"k": 1})
+    assert all(r.token_count > 0 for r in rows)
+
+
+def test_append_messages_refuses_the_whole_batch_on_one_bad_item(alice):
+    session = create_session(owner=alice)
+    with pytest.raises(ValueError, match="unknown role"):
+        append_messages(session, [{"role": "user", "content": "ok"}, {"role": "wizard"}])
+    with pytest.raises(TypeError, match="unexpected"):
+        append_messages(session, [{"role": "user", "content": "ok", "colour": "red"}])
+    assert not session.messages.exists()
+
+
+def test_append_messages_to_a_rotated_session_land_on_its_continuation(alice):
+    root = create_session(owner=alice)
+    child = Session.objects.create(owner=alice, parent=root, root=root)
+    Session.objects.filter(pk=root.pk).update(end_reason="compression")
+    rows = append_messages(
+        root, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    )
+    assert {r.session_id for r in rows} == {child.pk}
+    assert not root.messages.exists()
 
 
 def test_openai_messages_skips_archived_rows(alice):
