@@ -562,6 +562,10 @@ def _commit_rotation(run, session, result, report, outcome, holder) -> Compactio
                 model=parent.model,
                 context_length=parent.context_length,
                 compaction_mode=parent.compaction_mode,
+                # An endpoint client's continuation is still that client's, before its next
+                # request writes the bookkeeping (the lists show the client's name).
+                client_name=parent.client_name,
+                api_key_id=parent.api_key_id,
                 parent=parent,
                 root_id=parent.root_id or parent.pk,
                 compression_count=parent.compression_count + 1,

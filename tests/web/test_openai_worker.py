@@ -80,6 +80,13 @@ def test_the_worker_compacts_and_the_next_request_is_sent_compacted(
     )
     assert run.trigger == Compaction.Trigger.AUTO
     assert run.summarizer in ("aux", "main")  # written by the fake model, in the worker
+    assert run.result_session_id != run.session_id  # rotation (the default mode)
+    continuation, parent = run.result_session, run.session  # keeps the client's name
+    assert parent.client_name.startswith("OpenAI/Python")
+    assert (continuation.client_name, continuation.api_key_id) == (
+        parent.client_name,
+        parent.api_key_id,
+    )
     messages.append({"role": "user", "content": "What did you find?"})
     upstream.enqueue({"content": "Batches everywhere."})
     completion, headers = create(sdk, messages)
