@@ -73,8 +73,10 @@ def load_demo_conversations(user) -> int:
     _append_all(rotated, generate_conversation(600, seed=11))
     first = _compact(rotated, user, mode=Session.Mode.ROTATION, focus="the parser crash")
     child = first.result_session
+    assert child is not None  # a rotation's result is its continuation
     _append_all(child, _continuation(260, seed=12))
     second = _compact(child, user, mode=Session.Mode.ROTATION)
+    assert second.result_session is not None
     _append_all(second.result_session, _continuation(60, seed=13))
     created += 1
 

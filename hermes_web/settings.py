@@ -8,6 +8,7 @@ summarizer and the offline demo chat model.
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -216,7 +217,7 @@ HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
 # it could never be sent to a model, and would only bloat every page that shows it.
 HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
@@ -230,7 +231,7 @@ LOGGING = {
 HERMES_CACHE_URL = env_str("HERMES_CACHE_URL")
 if not HERMES_CACHE_URL and env_str("CELERY_BROKER_URL").startswith("redis://"):
     HERMES_CACHE_URL = urlparse(env_str("CELERY_BROKER_URL"))._replace(path="/1").geturl()
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": (
         {
             "BACKEND": "hermes_web.cache.ForgivingRedisCache",

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -58,7 +59,7 @@ def _method_not_allowed(allowed: str) -> HttpResponse:
 
 
 @csrf_exempt
-def chat_completions(request: HttpRequest) -> HttpResponse:
+def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """One chat completion for the client's full history (streamed as SSE on ``stream``)."""
     if request.method != "POST":
         return _method_not_allowed("POST")
@@ -94,7 +95,7 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
         if chat.stream:
             chunks = open_stream(kwargs)
             lap("upstream-first-chunk")
-            response: HttpResponse = StreamingHttpResponse(
+            response: HttpResponseBase = StreamingHttpResponse(
                 _events(prepared, chunks), content_type="text/event-stream"
             )
             response["Cache-Control"] = "no-cache"
