@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Max
 from django.utils import timezone
 
 from compaction import (
@@ -37,7 +37,7 @@ from hermes_web.services.leases import (
     release_lock,
     still_holding,
 )
-from hermes_web.services.sessions import lineage_root, message_dict, normalize_mode, token_model
+from hermes_web.services.sessions import normalize_mode, token_model
 
 log = logging.getLogger(__name__)
 
@@ -168,14 +168,10 @@ def commit_what_if(compaction: Compaction, *, requested_by) -> Compaction:
 
 def lineage_history(session: Session) -> list[CompactionOutcome]:
     """Committed compactions of the whole rotation chain, oldest first (anti-thrash input)."""
-    root = lineage_root(session)
     rows = (
-        Compaction.objects.filter(
-            Q(session_id=root.pk) | Q(session__root_id=root.pk),
-            status=Status.COMMITTED,
-            tokens_before__isnull=False,
-            tokens_after__isnull=False,
-        )
+        Compaction.objects.for_lineage(session)
+        .committed()
+        .filter(tokens_before__isnull=False, tokens_after__isnull=False)
         .order_by("finished_at", "pk")
         .values_list("tokens_before", "tokens_after")
     )
@@ -216,12 +212,7 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
             return None  # a run was requested a moment ago, between the check and here
     if decision.reason != "ineffective":
         return None
-    latest = (
-        Compaction.objects.filter(session=session)
-        .exclude(trigger=Compaction.Trigger.WHAT_IF)
-        .order_by("-queued_at", "-pk")
-        .first()
-    )
+    latest = Compaction.objects.real().filter(session=session).order_by("-queued_at", "-pk").first()
     if latest is not None and latest.status == Status.SKIPPED and latest.reason == "ineffective":
         # Recovery probe (reference §10.4): once the block has stood for the cool-down, one
         # automatic attempt is allowed; if it is ineffective too, the block comes back at once.
@@ -251,19 +242,9 @@ def maybe_auto_compact(session: Session, *, prompt_tokens: int | None = None) ->
 # --- running ---------------------------------------------------------------------------
 
 
-def _finish(run: Compaction, status: str, **fields: Any) -> Compaction:
-    """Record the outcome, only if this row is still running (never overwrite a finish)."""
-    fields.update(status=status, finished_at=timezone.now())
-    Compaction.objects.filter(pk=run.pk, status=Status.RUNNING).update(**fields)
-    run.refresh_from_db()
-    return run
-
-
 def mark_failed(compaction_id: int, error: str) -> None:
     """Give up on a run (task out of retries); a finished row is left alone."""
-    Compaction.objects.filter(pk=compaction_id, status__in=IN_PROGRESS).update(
-        status=Status.FAILED, error=error[:2000], finished_at=timezone.now()
-    )
+    Compaction(pk=compaction_id).mark_failed(error)
 
 
 def _claim(run: Compaction) -> bool:
@@ -280,8 +261,7 @@ def _claim(run: Compaction) -> bool:
     if run.started_at and now - run.started_at < CLAIM_GRACE:
         return False  # claimed a moment ago: its worker is taking the lease right now
     if run.attempts >= MAX_ATTEMPTS:
-        _finish(
-            run,
+        run.finish(
             Status.FAILED,
             error=f"gave up after {run.attempts} attempts (the worker died each time)",
         )
@@ -327,7 +307,7 @@ def run_compaction(compaction_id: int) -> Compaction:
         raise
     except Exception as error:
         log.exception("compaction %s failed", run.public_id)
-        return _finish(run, Status.FAILED, error=f"{type(error).__name__}: {error}"[:2000])
+        return run.finish(Status.FAILED, error=f"{type(error).__name__}: {error}"[:2000])
     finally:
         try:
             release_lock(run.session_id, holder)
@@ -375,8 +355,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     session = Session.objects.get(pk=run.session_id)
     what_if = run.trigger == Compaction.Trigger.WHAT_IF
     if not what_if and session.is_rotated:
-        return _finish(
-            run,
+        return run.finish(
             Status.SKIPPED,
             reason="superseded",
             report={"status": "skipped", "reason": "superseded"},
@@ -423,11 +402,11 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         "summarizer_model": report.get("summarizer_model") or "",
     }
     if what_if:
-        return _finish(run, Status.DRY_RUN, **outcome)
+        return run.finish(Status.DRY_RUN, **outcome)
     if result.status == "skipped":
-        return _finish(run, Status.SKIPPED, **outcome)
+        return run.finish(Status.SKIPPED, **outcome)
     if result.status == "aborted":
-        return _finish(run, Status.ABORTED, **outcome)
+        return run.finish(Status.ABORTED, **outcome)
     if run.mode == Compaction.Mode.IN_PLACE:
         return _commit_in_place(run, session, result, report, outcome, holder)
     return _commit_rotation(run, session, result, report, outcome, holder)
@@ -441,17 +420,7 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
     rows = (
         Message.objects.filter(session_id=session_id, active=True)
         .order_by("position")
-        .values_list(
-            "position",
-            "role",
-            "content",
-            "tool_calls",
-            "tool_call_id",
-            "tool_name",
-            "reasoning",
-            "token_count",
-            "provider_prompt_tokens",
-        )
+        .values_list("position", *Message.ENGINE_COLUMNS, "token_count", "provider_prompt_tokens")
     )
     messages, counts, snapshot, provider_prompt = [], [], 0, None
     for (
@@ -466,7 +435,7 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
         prompt,
     ) in rows.iterator(chunk_size=2000):
         messages.append(
-            message_dict(
+            Message.engine_dict(
                 # Every row's strings are new objects; a million rows repeat a handful of
                 # roles and tool names, so share one object each (about 60 MB per million).
                 role=intern(role),
