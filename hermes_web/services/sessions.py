@@ -23,6 +23,20 @@ def token_model(session: Session) -> str:
     return session.model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
 
 
+def compaction_config_for(session: Session, overrides: dict | None = None) -> CompactionConfig:
+    """The session's config (window and tokenizer model) plus overrides.
+
+    Raises:
+        compaction.ConfigError: (a ValueError) naming the bad override field.
+    """
+    values: dict[str, Any] = {
+        "context_length": session.context_length,
+        "model": token_model(session),
+    }
+    values.update(overrides or {})
+    return CompactionConfig.from_dict(values)
+
+
 def create_session(
     *,
     owner,
