@@ -34,7 +34,7 @@ def import_file(
     was imported) unless ``skip_existing``; each imported session has a fidelity report."""
     if format != "auto" and format not in IMPORT_FORMATS:
         raise Unprocessable(f"format must be auto or one of {', '.join(IMPORT_FORMATS)}")
-    if file.size > max_upload_bytes():
+    if (file.size or 0) > max_upload_bytes():
         raise TooLarge(f"file is larger than {max_upload_bytes() // 2**20} MB")
     report = import_upload(file, owner=request.user, fmt=format, skip_existing=skip_existing)
     body = report.to_dict()
@@ -43,7 +43,9 @@ def import_file(
     return body
 
 
-def _download(text: str | Iterator[str], fmt: str, stem: str) -> HttpResponse:
+def _download(
+    text: str | Iterator[str], fmt: str, stem: str
+) -> HttpResponse | StreamingHttpResponse:
     # A session export is an iterator of chunks: streamed, never held whole in memory.
     response: HttpResponse | StreamingHttpResponse
     if isinstance(text, str):
@@ -55,7 +57,9 @@ def _download(text: str | Iterator[str], fmt: str, stem: str) -> HttpResponse:
 
 
 @router.get("/sessions/{session_id}/export", response={200: None, 422: ErrorOut, **ERRORS})
-def export_session(request: HttpRequest, session_id: str, format: str = "openai") -> HttpResponse:
+def export_session(
+    request: HttpRequest, session_id: str, format: str = "openai"
+) -> HttpResponse | StreamingHttpResponse:
     """``openai``: the active messages as a JSON list; ``hermes-jsonl``: one Hermes session line."""
     session = get_session(request, session_id)
     if format not in exporters.SESSION_FORMATS:
@@ -66,7 +70,7 @@ def export_session(request: HttpRequest, session_id: str, format: str = "openai"
 @router.get("/compactions/{compaction_id}/export", response={200: None, 422: ErrorOut, **ERRORS})
 def export_report(
     request: HttpRequest, compaction_id: str, format: str = "report-json"
-) -> HttpResponse:
+) -> HttpResponse | StreamingHttpResponse:
     """The compaction report as JSON or Markdown."""
     c = get_compaction(request, compaction_id)
     if format not in exporters.REPORT_FORMATS:

@@ -24,6 +24,7 @@ def list_messages(request: HttpRequest, session_id: str, page: Query[MessageQuer
     session = get_session_key(request, session_id)
     offset, limit = page_bounds(page)
     rows = Message.objects.filter(session=session).order_by("position")
+    count: int | None
     if page.include_archived:
         count = rows.count()
     else:
