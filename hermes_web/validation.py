@@ -21,7 +21,7 @@ from typing import Any
 
 MAX_TOOL_CALLS = 256
 MAX_ID_CHARS = 200
-MAX_DEPTH = 64
+MAX_DEPTH = 32
 ROLES = frozenset(("system", "user", "assistant", "tool"))
 # Part types whose "text" must be a string (OpenAI's, and the Responses API's in/out text).
 TEXT_PART_TYPES = frozenset(("text", "input_text", "output_text"))
