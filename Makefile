@@ -102,11 +102,11 @@ SERVICES_DIR := var/services
 
 .PHONY: run-scaled
 run-scaled: $(RUNTIME_STAMP) ## PostgreSQL + Redis on 127.0.0.1 (data in var/services), gunicorn and HERMES_WORKERS workers per queue
-	@eval "$$($(BIN)/python -m hermes_web.localservices start --data $(SERVICES_DIR))"; \
+	@eval "$$($(BIN)/python -m tools.localservices start --data $(SERVICES_DIR))"; \
 	export DATABASE_URL CELERY_BROKER_URL; \
 	export SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}; \
 	test -f "$$SECRET_KEY_FILE" || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > "$$SECRET_KEY_FILE"; \
-	trap '$(BIN)/python -m hermes_web.localservices stop --data $(SERVICES_DIR)' EXIT; \
+	trap '$(BIN)/python -m tools.localservices stop --data $(SERVICES_DIR)' EXIT; \
 	$(BIN)/python manage.py migrate --noinput -v 0 && $(BIN)/python manage.py load_demo && \
 	echo "" && echo "  hermes-web (scaled) at http://127.0.0.1:$(HERMES_PORT)/  on $$DATABASE_URL + $$CELERY_BROKER_URL" && echo "" && \
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile.scaled

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 from compaction import report_to_markdown
 from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.sessions import message_dict
 
 SESSION_FORMATS = ("openai", "hermes-jsonl")
 REPORT_FORMATS = ("report-json", "report-md")
@@ -62,6 +61,15 @@ BATCH = 2000
 def hermes_session(session: Session) -> dict:
     """One Hermes export object (``export_session``): the session row plus every message."""
     messages = [hermes_message(m, session.public_id) for m in session.messages.order_by("position")]
+    active = sum(1 for m in messages if m["active"])
+    return {**_hermes_header(session, message_count=active), "messages": messages}
+
+
+def _hermes_header(session: Session, *, message_count: int | None = None) -> dict:
+    """The session fields of a Hermes export object, in its key order, without the messages
+    (``message_count`` is counted in the database unless the caller already has it)."""
+    if message_count is None:
+        message_count = Message.objects.filter(session_id=session.pk, active=True).count()
     return {
         "id": session.public_id,
         "source": session.extra.get("hermes_source") or "hermes-web",
@@ -71,23 +79,7 @@ def hermes_session(session: Session) -> dict:
         "ended_at": _epoch(session.ended_at),
         "end_reason": session.end_reason or None,
         "title": session.title or None,
-        "message_count": sum(1 for m in messages if m["active"]),
-        "messages": messages,
-    }
-
-
-def _hermes_header(session: Session) -> dict:
-    """The session fields of ``hermes_session``, in its key order, without the messages."""
-    return {
-        "id": session.public_id,
-        "source": session.extra.get("hermes_source") or "hermes-web",
-        "model": session.model or None,
-        "parent_session_id": session.parent.public_id if session.parent_id else None,
-        "started_at": _epoch(session.created_at),
-        "ended_at": _epoch(session.ended_at),
-        "end_reason": session.end_reason or None,
-        "title": session.title or None,
-        "message_count": Message.objects.filter(session_id=session.pk, active=True).count(),
+        "message_count": message_count,
     }
 
 
@@ -121,20 +113,13 @@ def _iter_openai(session: Session) -> Iterator[str]:
     rows = (
         Message.objects.filter(session_id=session.pk, active=True)
         .order_by("position")
-        .values_list("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+        .values_list(*Message.ENGINE_COLUMNS)
         .iterator(chunk_size=BATCH)
     )
     parts: list[str] = []
     empty = True
-    for role, content, calls, call_id, name, reasoning in rows:
-        message = message_dict(
-            role=role,
-            content=content,
-            tool_calls=calls,
-            tool_call_id=call_id,
-            tool_name=name,
-            reasoning=reasoning,
-        )
+    for row in rows:
+        message = Message.engine_dict(*row)
         text = json.dumps(message, ensure_ascii=False, indent=2).replace("\n", "\n  ")
         parts.append(("[\n  " if empty else ",\n  ") + text)
         empty = False

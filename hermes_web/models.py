@@ -7,6 +7,7 @@ Every lookup made for a request starts from ``<Model>.objects.for_user(user)``.
 import hashlib
 import secrets
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -123,9 +124,19 @@ class Session(models.Model):
         return self.ended_at is not None
 
 
+def _lineage_q(session: "Session") -> models.Q:
+    """Rows (messages or compactions) of every session of ``session``'s rotation chain."""
+    root_id = session.root_id or session.pk
+    return models.Q(session_id=root_id) | models.Q(session__root_id=root_id)
+
+
 class MessageQuerySet(models.QuerySet):
     def active(self) -> "MessageQuerySet":
         return self.filter(active=True).order_by("position")
+
+    def for_lineage(self, session: "Session") -> "MessageQuerySet":
+        """Messages of every session of ``session``'s rotation chain, archived ones included."""
+        return self.filter(_lineage_q(session))
 
 
 class Message(models.Model):
@@ -172,18 +183,39 @@ class Message(models.Model):
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
 
-    def to_openai(self) -> dict:
-        """The message as the engine and providers see it (reasoning kept, extras dropped)."""
-        message: dict = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = self.tool_calls
-        if self.role == self.Role.TOOL:
-            message["tool_call_id"] = self.tool_call_id
-            if self.tool_name:
-                message["name"] = self.tool_name
-        if self.reasoning:
-            message["reasoning"] = self.reasoning
+    # The columns an engine message is built from, in ``engine_dict``'s argument order: read
+    # them with ``values_list(*Message.ENGINE_COLUMNS)`` where model instances cost too much.
+    ENGINE_COLUMNS = ("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+
+    @staticmethod
+    def engine_dict(
+        role: str,
+        content: Any,
+        tool_calls: Any = None,
+        tool_call_id: str = "",
+        tool_name: str = "",
+        reasoning: Any = None,
+    ) -> dict[str, Any]:
+        """The OpenAI-format dict the engine and providers take for these column values.
+
+        Reasoning is kept and ``extra`` dropped; a tool result carries its call id and name.
+        """
+        message: dict[str, Any] = {"role": role, "content": content}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        if role == Message.Role.TOOL:
+            message["tool_call_id"] = tool_call_id
+            if tool_name:
+                message["name"] = tool_name
+        if reasoning:
+            message["reasoning"] = reasoning
         return message
+
+    def to_engine(self) -> dict[str, Any]:
+        """This message as the engine and providers see it (see ``engine_dict``)."""
+        return Message.engine_dict(*(getattr(self, column) for column in self.ENGINE_COLUMNS))
+
+    to_openai = to_engine
 
 
 class CompactionQuerySet(models.QuerySet):
@@ -199,6 +231,14 @@ class CompactionQuerySet(models.QuerySet):
     def committed(self) -> "CompactionQuerySet":
         """Runs whose result is the session's current history (not undone)."""
         return self.filter(status=Compaction.Status.COMMITTED)
+
+    def real(self) -> "CompactionQuerySet":
+        """Runs that were meant to change the conversation: every trigger but what-if."""
+        return self.exclude(trigger=Compaction.Trigger.WHAT_IF)
+
+    def for_lineage(self, session: "Session") -> "CompactionQuerySet":
+        """Runs of every session of ``session``'s rotation chain (root and descendants)."""
+        return self.filter(_lineage_q(session))
 
 
 class Compaction(models.Model):
@@ -288,6 +328,53 @@ class Compaction(models.Model):
         if self.tokens_before and self.tokens_after is not None:
             return self.tokens_after / self.tokens_before
         return None
+
+    def finish(self, status: str, **fields: Any) -> "Compaction":
+        """Record the outcome (``status`` plus ``fields``), only if this row is still running.
+
+        A finish never overwrites another: a run taken over meanwhile keeps the other
+        worker's outcome. Reloads this instance and returns it.
+        """
+        fields.update(status=status, finished_at=timezone.now())
+        Compaction.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(**fields)
+        self.refresh_from_db()
+        return self
+
+    def mark_failed(self, error: str) -> bool:
+        """Give up on this run if it is still queued or running (a finished row is left alone).
+
+        Works on an unloaded instance (``Compaction(pk=...)``): one UPDATE, no reload.
+        Returns whether the row was changed.
+        """
+        return bool(
+            Compaction.objects.filter(pk=self.pk, status__in=self.IN_PROGRESS).update(
+                status=self.Status.FAILED, error=error[:2000], finished_at=timezone.now()
+            )
+        )
+
+    def input_rows(self) -> "MessageQuerySet":
+        """The rows the engine compacted, in order (a queryset; slice it before evaluating).
+
+        An in-place commit archived exactly those rows; a rotation parent (ended, never
+        written again) and a dry run keep them active up to the snapshot position.
+        """
+        if self.status == self.Status.COMMITTED and self.mode == self.Mode.IN_PLACE:
+            return Message.objects.filter(archived_by=self).order_by("position")
+        rows = Message.objects.filter(session_id=self.session_id, active=True)
+        if self.snapshot_position is not None:
+            rows = rows.filter(position__lte=self.snapshot_position)
+        return rows.order_by("position")
+
+    def final_rows(self, limit: int) -> "MessageQuerySet":
+        """The committed, assembled list, at most ``limit`` rows (the child's rows, or the new
+        rows of an in-place commit); empty unless the run committed."""
+        if self.status != self.Status.COMMITTED or self.result_session_id is None:
+            return Message.objects.none()
+        count = ((self.report or {}).get("counts") or {}).get("messages_after") or limit
+        rows = Message.objects.filter(session_id=self.result_session_id)
+        if self.mode == self.Mode.IN_PLACE and self.snapshot_position is not None:
+            rows = rows.filter(position__gt=self.snapshot_position)
+        return rows.order_by("position")[: min(count, limit)]
 
 
 class SessionLock(models.Model):

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes_web.localservices import (  # noqa: E402
+from tools.localservices import (  # noqa: E402
     Postgres,
     Redis,
     ServiceError,

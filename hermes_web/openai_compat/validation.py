@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction import validate_tool_pairs
+from hermes_web import validation
 from hermes_web.openai_compat.errors import ApiError, invalid
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -105,6 +106,19 @@ def parse_request(body: bytes) -> ChatRequest:
 
 def check_message(index: int, message: Any) -> None:
     """ApiError (400) when message ``index`` is not a chat message we can store and send."""
+    _check_shape(index, message)
+    where = f"messages[{index}]"
+    # Then the rules every entrance shares (text, content parts, tool calls in depth).
+    try:
+        validation.check_content(message.get("content"), "content")
+        validation.check_tool_calls(message.get("tool_calls"), "tool_calls")
+        for name in ("tool_call_id", "name"):
+            validation.check_text(message.get(name), name)
+    except validation.Invalid as error:
+        raise invalid(f"{where}.{error}", code="invalid_value", param=where) from None
+
+
+def _check_shape(index: int, message: Any) -> None:
     where = f"messages[{index}]"
     if not isinstance(message, dict):
         raise invalid(f"{where} must be an object.", code="invalid_type", param=where)

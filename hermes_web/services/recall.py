@@ -17,36 +17,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
-
 from compaction.messages import content_text
 from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.sessions import lineage_root
 
-__all__ = ["input_rows", "producer_of", "recall_message", "recall_ref", "search_history"]
+__all__ = ["producer_of", "recall_message", "recall_ref", "search_history"]
 
 MAX_CHARS = 100_000
 SEARCH_SCAN_ROWS = 20_000
 SEARCH_LIMIT = 10
 
 
-def _chain(session: Session) -> Q:
-    """Rows (messages or compactions) of every session of ``session``'s chain."""
-    root = lineage_root(session)
-    return Q(session_id=root.pk) | Q(session__root_id=root.pk)
-
-
 def _committed(session: Session):
-    return Compaction.objects.filter(_chain(session), status=Compaction.Status.COMMITTED).order_by(
-        "-finished_at", "-pk"
-    )
+    return Compaction.objects.for_lineage(session).committed().order_by("-finished_at", "-pk")
 
 
 def producer_of(session: Session, ref: int) -> Compaction | None:
     """The committed compaction of the chain whose ``[ref:ref]`` this is (see module doc)."""
     newest = None
     marker = f"[ref:{ref}]"
-    for run in _committed(session).only("pk", "report", "mode", "session_id", "snapshot_position"):
+    for run in _committed(session).only(
+        "pk", "report", "mode", "status", "session_id", "snapshot_position"
+    ):
         newest = newest or run
         for action in (run.report or {}).get("slimming") or ():
             if action.get("index") == ref and marker in str(
@@ -54,17 +45,6 @@ def producer_of(session: Session, ref: int) -> Compaction | None:
             ):
                 return run
     return newest
-
-
-def input_rows(run: Compaction):
-    """The rows that were ``run``'s input list, in order (a queryset)."""
-    if run.mode == Compaction.Mode.IN_PLACE:
-        rows = Message.objects.filter(session_id=run.session_id, archived_by=run)
-    else:
-        rows = Message.objects.filter(
-            session_id=run.session_id, active=True, position__lte=run.snapshot_position or 0
-        )
-    return rows.order_by("position")
 
 
 def _payload(row: Message, offset: int = 0, **extra: Any) -> dict[str, Any]:
@@ -96,7 +76,7 @@ def recall_ref(session: Session, ref: int, offset: int = 0) -> dict[str, Any]:
     run = producer_of(session, ref)
     if run is None:
         raise LookupError("this conversation has no compaction yet, so there is nothing to recall")
-    row = input_rows(run)[ref : ref + 1].first() if ref >= 0 else None
+    row = run.input_rows()[ref : ref + 1].first() if ref >= 0 else None
     if row is None:
         raise LookupError(f"compaction {run.public_id} had no message [ref:{ref}]")
     return _payload(row, offset, ref=ref, compaction=run.public_id)
@@ -104,7 +84,7 @@ def recall_ref(session: Session, ref: int, offset: int = 0) -> dict[str, Any]:
 
 def recall_message(session: Session, message_id: int, offset: int = 0) -> dict[str, Any]:
     """A stored message of this session's chain by its id (as ``search_history`` gives it)."""
-    row = Message.objects.filter(_chain(session), pk=message_id).first()
+    row = Message.objects.for_lineage(session).filter(pk=message_id).first()
     if row is None:
         raise LookupError(f"no message {message_id} in this conversation's history")
     return _payload(row, offset)
@@ -117,7 +97,7 @@ def search_history(session: Session, query: str, limit: int = SEARCH_LIMIT) -> d
     if not needle:
         raise LookupError("query is empty")
     rows = (
-        Message.objects.filter(_chain(session))
+        Message.objects.for_lineage(session)
         .exclude(is_summary=True)
         .order_by("-created_at", "-pk")
         .values_list("pk", "role", "tool_name", "content")[:SEARCH_SCAN_ROWS]

@@ -23,6 +23,20 @@ def token_model(session: Session) -> str:
     return session.model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
 
 
+def compaction_config_for(session: Session, overrides: dict | None = None) -> CompactionConfig:
+    """The session's config (window and tokenizer model) plus overrides.
+
+    Raises:
+        compaction.ConfigError: (a ValueError) naming the bad override field.
+    """
+    values: dict[str, Any] = {
+        "context_length": session.context_length,
+        "model": token_model(session),
+    }
+    values.update(overrides or {})
+    return CompactionConfig.from_dict(values)
+
+
 def create_session(
     *,
     owner,
@@ -52,28 +66,6 @@ def normalize_mode(mode: str) -> str:
     if value not in Session.Mode.values:
         raise ValueError(f"mode must be rotation or in_place, got {mode!r}")
     return value
-
-
-def message_dict(
-    *,
-    role: str,
-    content: Any,
-    tool_calls=None,
-    tool_call_id: str = "",
-    tool_name: str = "",
-    reasoning=None,
-) -> dict:
-    """The OpenAI-format dict the engine sees for these fields (same shape as Message.to_openai)."""
-    message: dict = {"role": role, "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    if role == Message.Role.TOOL:
-        message["tool_call_id"] = tool_call_id
-        if tool_name:
-            message["name"] = tool_name
-    if reasoning:
-        message["reasoning"] = reasoning
-    return message
 
 
 def append_message(
@@ -146,7 +138,7 @@ def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Messa
         role = item["role"]
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
-        as_dict = message_dict(
+        as_dict = Message.engine_dict(
             role=role,
             content=item.get("content"),
             tool_calls=item.get("tool_calls"),
@@ -208,7 +200,7 @@ def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Messa
         now = timezone.now()
         Session.objects.filter(pk=target_id).touch(now)
     if target_id == session.pk:
-        session.updated_at = now
+        session.updated_at = now  # what touch() would set on the instance
     return messages
 
 
@@ -243,19 +235,9 @@ def openai_messages(session: Session) -> list[dict]:
     rows = (
         Message.objects.filter(session_id=session.pk, active=True)
         .order_by("position")
-        .values_list("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+        .values_list(*Message.ENGINE_COLUMNS)
     )
-    return [
-        message_dict(
-            role=role,
-            content=content,
-            tool_calls=calls,
-            tool_call_id=call_id,
-            tool_name=name,
-            reasoning=reasoning,
-        )
-        for role, content, calls, call_id, name, reasoning in rows
-    ]
+    return [Message.engine_dict(*row) for row in rows]
 
 
 def resolve_tip(session: Session) -> Session:

@@ -84,13 +84,10 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
         raise UndoRefused("This compaction has no stored result to switch back from.")
     sessions = [run.session_id, run.result_session_id]
     later = (
-        Compaction.objects.filter(
-            session_id__in=sessions,
-            status=Compaction.Status.COMMITTED,
-            finished_at__gt=run.finished_at,
-        )
+        Compaction.objects.real()
+        .committed()
+        .filter(session_id__in=sessions, finished_at__gt=run.finished_at)
         .exclude(pk=run.pk)
-        .exclude(trigger=Compaction.Trigger.WHAT_IF)
         .first()
     )
     if later is not None:
@@ -197,9 +194,7 @@ def undo_compaction(run: Compaction, *, user=None, carry_over: bool = False) -> 
             child = Session.objects.select_for_update().get(pk=run.result_session_id)
             carried = _copy_to(added, parent) if added else 0
             parent.touch(now, ended_at=None, end_reason=Session.EndReason.LIVE)
-            Session.objects.filter(pk=child.pk).update(
-                ended_at=now, end_reason=Session.EndReason.UNDONE
-            )
+            child.touch(now, ended_at=now, end_reason=Session.EndReason.UNDONE)
         _record(run, "undo", user, carried, now)
         run.status = Compaction.Status.UNDONE
         run.save(update_fields=["status", "report"])

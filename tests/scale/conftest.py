@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def redis_server():
-    from hermes_web.localservices import Redis
+    from tools.localservices import Redis
 
     return Redis(
         Path(os.environ["HERMES_TEST_REDIS_DATA"]), int(os.environ["HERMES_TEST_REDIS_PORT"])
@@ -33,7 +33,7 @@ def redis_server():
 
 @pytest.fixture
 def postgres_server():
-    from hermes_web.localservices import Postgres
+    from tools.localservices import Postgres
 
     return Postgres(
         Path(os.environ["HERMES_TEST_POSTGRES_DATA"]), int(os.environ["HERMES_TEST_POSTGRES_PORT"])

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_web.localservices import free_port
 from hermes_web.models import ApiKey, Message, Session, WorkerPing
 from tests.scale.harness import PYTHON, ROOT, base_env, wait_until
 from tests.scale.hostile_files import Case, cases, valid_case
+from tools.localservices import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -66,7 +66,7 @@ def test_eight_simultaneous_requests_one_accepted_seven_refused_commit_once(spaw
     assert len(children) == 1
     assert children[0].pk == winner.result_session_id
     assert children[0].messages.count() > 0
-    assert Session.objects.get(pk=session.pk).end_reason == "compression"
+    assert Session.objects.get(pk=session.pk).end_reason == Session.EndReason.COMPRESSION
 
     print(
         f"\n[concurrency] 8 simultaneous requests: 1 accepted, {len(refused)} refused at request "

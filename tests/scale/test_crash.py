@@ -146,7 +146,7 @@ def test_sigkill_inside_commit_leaves_session_identical_and_redelivery_commits_o
         assert len(children) == 1
         assert children[0].pk == run.result_session_id
         assert Message.objects.filter(session=children[0], is_summary=True).count() == 1
-        assert session.end_reason == "compression"
+        assert session.end_reason == Session.EndReason.COMPRESSION
         assert (
             Message.objects.filter(session=session).count() == counts_before["hermes_web_message"]
         )

@@ -15,10 +15,10 @@ import time
 import pytest
 from django.test import Client
 
-from hermes_web.localservices import free_port
 from hermes_web.models import ApiKey
 from hermes_web.services.compactions import request_compaction
 from tests.scale.harness import build_session, percentile
+from tools.localservices import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

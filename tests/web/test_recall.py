@@ -15,7 +15,6 @@ from hermes_web.agent.runner import run_turn, send_message, start_chat
 from hermes_web.agent.tools import run_tool
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import request_compaction
-from hermes_web.services.recall import input_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +108,7 @@ def test_the_demo_model_recalls_a_folded_output_verbatim(alice, settings):
     recalled = Message.objects.filter(session=child, role="tool", tool_name="recall").get()
     payload = json.loads(recalled.content)
     assert "error" not in payload, payload
-    rows = list(input_rows(run))
+    rows = list(run.input_rows())
     source = content_text(rows[payload["ref"]].content)
     assert payload["total_chars"] == len(source) > 200
     # A long text comes in pages: offset fetches the rest, and the pages add up verbatim.

@@ -36,7 +36,7 @@ def test_rotation_creates_a_linked_child_and_ends_the_parent(alice):
     child = run.result_session
     assert child.parent == parent
     assert child.root == parent
-    assert parent.end_reason == "compression"
+    assert parent.end_reason == Session.EndReason.COMPRESSION
     assert parent.ended_at is not None
     assert child.compression_count == parent.compression_count + 1
     assert child.owner == alice

@@ -133,7 +133,9 @@ def test_resolve_tip_follows_rotation_children(alice):
     root = create_session(owner=alice)
     child = Session.objects.create(owner=alice, parent=root, root=root)
     grandchild = Session.objects.create(owner=alice, parent=child, root=root)
-    Session.objects.filter(pk__in=[root.pk, child.pk]).update(end_reason="compression")
+    Session.objects.filter(pk__in=[root.pk, child.pk]).update(
+        end_reason=Session.EndReason.COMPRESSION
+    )
     root.refresh_from_db()
     assert resolve_tip(root) == grandchild
     assert [s.pk for s in session_tree(grandchild)] == [root.pk, child.pk, grandchild.pk]

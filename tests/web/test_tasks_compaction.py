@@ -45,7 +45,7 @@ def test_a_queued_compaction_is_committed_by_a_real_worker(alice, celery_worker_
         ),
     )
     session.refresh_from_db()
-    assert session.end_reason == "compression"
+    assert session.end_reason == Session.EndReason.COMPRESSION
     assert run.result_session.parent == session
     assert run.attempts == 1
     # A redelivered task is a no-op.

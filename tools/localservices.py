@@ -3,8 +3,8 @@
 Used by ``make run-scaled``, ``make check-scale`` and the tests that need the real servers. Both
 come from Debian's packages (``postgresql``, ``redis-server``); nothing is downloaded.
 
-    python -m hermes_web.localservices start --data var/services   # prints DATABASE_URL / CELERY_BROKER_URL
-    python -m hermes_web.localservices stop --data var/services
+    python -m tools.localservices start --data var/services   # prints DATABASE_URL / CELERY_BROKER_URL
+    python -m tools.localservices stop --data var/services
 
 PostgreSQL refuses to run as root, so when we are root its commands run as the ``postgres`` user
 and the data folder is handed to that user.
@@ -282,7 +282,7 @@ def _ports_file(data: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hermes_web.localservices", description=__doc__.splitlines()[0]
+        prog="python -m tools.localservices", description=__doc__.splitlines()[0]
     )
     parser.add_argument("action", choices=["start", "stop"])
     parser.add_argument(

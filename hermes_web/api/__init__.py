@@ -1,0 +1,47 @@
+"""The JSON API (django-ninja); OpenAPI docs at /api/docs.
+
+One router per resource: ``sessions``, ``messages``, ``compactions``, ``import_export``;
+lookups and paging shared in ``common``; refusals raised as ``errors.ApiRefusal`` and
+answered by one exception handler each.
+"""
+
+from django.http import HttpRequest
+from ninja import NinjaAPI, Schema
+from ninja.operation import Operation
+from ninja.security import django_auth
+
+from hermes_web.api import compactions, import_export, messages, sessions
+from hermes_web.api.auth import ApiKeyAuth
+from hermes_web.api.errors import install as install_error_handlers
+from hermes_web.schemas import ErrorOut
+
+__all__ = ["ApiKeyAuth", "ErrorOut", "api"]
+
+
+class HermesAPI(NinjaAPI):
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        # The ids the API had when its routes lived in one module (hermes_web.api_sessions),
+        # kept so clients generated from the OpenAPI document keep their method names.
+        name = operation.view_func.__name__
+        if operation.view_func.__module__ == __name__:
+            return f"hermes_web_api_{name}"
+        return f"hermes_web_api_sessions_{name}"
+
+
+# A bearer API key (scripts) or the browser's session cookie, which also requires CSRF.
+api = HermesAPI(
+    title="hermes-web", version="1", urls_namespace="api", auth=[ApiKeyAuth(), django_auth]
+)
+install_error_handlers(api)
+for module in (sessions, messages, compactions, import_export):
+    api.add_router("/", module.router)
+
+
+class MeOut(Schema):
+    username: str
+
+
+@api.get("/me", response={200: MeOut, 401: ErrorOut}, tags=["account"])
+def me(request: HttpRequest) -> dict:
+    """The user the request is authenticated as."""
+    return {"username": request.user.get_username()}
