@@ -41,10 +41,11 @@ from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
     max_bytes,
+    pair_stream,
     pair_tool_results,
     text_of,
 )
-from hermes_web.importers.validate import check_parsed
+from hermes_web.importers.validate import Invalid, _walk, check_message, check_parsed
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
 from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
@@ -293,23 +294,53 @@ def check_session(parsed: ParsedSession, file: str) -> None:
     part, tool call or text (validate.check_parsed), a tool result answering no earlier call
     or without an id, a message larger than HERMES_MAX_MESSAGE_BYTES."""
     check_parsed(parsed, file)
-    limit = settings.HERMES_MAX_MESSAGE_BYTES
-    calls: set[str] = set()
-    for number, message in enumerate(parsed.messages, 1):
+    checker = _Checker(parsed, file)
+    for message in parsed.messages:
+        checker.pairing(message)
+
+
+class _Checker:
+    """``check_session`` one message at a time (a streamed session is checked as it is
+    stored); keeps only the ids of the calls seen so far."""
+
+    def __init__(self, parsed: ParsedSession, file: str) -> None:
+        self.parsed, self.file = parsed, file
+        self.number = 0
+        self.calls: set[str] = set()
+        self.limit = settings.HERMES_MAX_MESSAGE_BYTES
+
+    def check(self, message) -> None:
+        """Everything ``check_session`` checks, for the next message of the session."""
+        try:
+            check_message(message)
+        except Invalid as error:
+            line = message.extra.get("line") if isinstance(message.extra, dict) else None
+            raise ImportProblem(
+                self.file,
+                line if isinstance(line, int) else self.parsed.line,
+                f"message {self.number + 1}: {error}",
+                self.parsed.public_id,
+            ) from None
+        self.pairing(message)
+
+    def pairing(self, message) -> None:
+        """Size and tool-result checks of the next message (numbered from 1)."""
+        self.number += 1
+        number, parsed, file = self.number, self.parsed, self.file
         content = message.content
         size = (
             len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
         )
-        if size > limit:
+        if size > self.limit:
             raise ImportProblem(
                 file,
                 parsed.line,
                 f"message {number} is {size // 2**20} MB; the limit per message "
-                f"is {limit // 2**20} MB",
+                f"is {self.limit // 2**20} MB",
                 parsed.public_id,
             )
         for call in message.tool_calls or ():
-            calls.add(call["id"])
+            self.calls.add(call["id"])
         if message.role == "tool" and message.active and not message.meta:
             if not message.tool_call_id:
                 raise ImportProblem(
@@ -318,7 +349,7 @@ def check_session(parsed: ParsedSession, file: str) -> None:
                     f"message {number}: a tool result without a tool_call_id",
                     parsed.public_id,
                 )
-            if message.tool_call_id not in calls:
+            if message.tool_call_id not in self.calls:
                 raise ImportProblem(
                     file,
                     parsed.line,
@@ -330,32 +361,64 @@ def check_session(parsed: ParsedSession, file: str) -> None:
 
 def fidelity(parsed: ParsedSession) -> dict:
     """What the import kept and what it did not, for one session (CLI, page, API)."""
-    active = [m for m in parsed.messages if m.active and not m.meta]
-    turns = [m for m in parsed.messages if not m.meta]  # active and archived
-    calls = [c["id"] for m in turns for c in m.tool_calls or ()]
-    results = {m.tool_call_id for m in turns if m.role == "tool"}
-    images = sum(
-        1
-        for m in parsed.messages
-        if isinstance(m.content, list)
-        for part in m.content
-        if isinstance(part, dict) and part.get("type") in ("image_url", "image", "input_image")
-    )
-    return {
-        "records": parsed.records or len(parsed.messages),
-        "messages": len(active),
-        "meta_rows": sum(1 for m in parsed.messages if m.meta),
-        "archived": sum(1 for m in parsed.messages if not m.active and not m.meta),
-        "summaries": sum(1 for m in parsed.messages if m.is_summary),
-        "tool_calls": len(calls),
-        "tool_results_paired": sum(1 for c in calls if c in results),
-        "stub_results": sum(1 for m in turns if m.role == "tool" and m.extra.get("synthetic")),
-        "images": images,
-        "reasoning": sum(1 for m in active if m.reasoning),
-        "metadata": sorted(k for v in parsed.extra.values() if isinstance(v, dict) for k in v),
-        "skipped": dict(sorted(parsed.skipped.items())),
-        "kind": parsed.kind or "session",
-    }
+    tally = _Tally()
+    for message in parsed.messages:
+        tally.add(message)
+    return tally.report(parsed)
+
+
+_IMAGE_PARTS = ("image_url", "image", "input_image")
+
+
+class _Tally:
+    """The counts of ``fidelity``, added one message at a time. Tool-call pairing needs the
+    call ids and the answered ids (small strings), never the messages."""
+
+    def __init__(self) -> None:
+        self.total = self.active = self.meta = self.archived = self.summaries = 0
+        self.stubs = self.images = self.reasoning = 0
+        self.calls: list[str] = []
+        self.results: set[str] = set()
+        self.last_summary = None  # the newest active summary row (previous_summary)
+
+    def add(self, m) -> None:
+        self.total += 1
+        if m.meta:
+            self.meta += 1
+        else:
+            if m.active:
+                self.active += 1
+                self.reasoning += bool(m.reasoning)
+            else:
+                self.archived += 1
+            self.calls.extend(c["id"] for c in m.tool_calls or ())
+            if m.role == "tool":
+                self.results.add(m.tool_call_id)
+                self.stubs += bool(m.extra.get("synthetic"))
+        self.summaries += bool(m.is_summary)
+        if isinstance(m.content, list):
+            self.images += sum(
+                1 for p in m.content if isinstance(p, dict) and p.get("type") in _IMAGE_PARTS
+            )
+        if m.is_summary and m.active and not m.meta:
+            self.last_summary = m
+
+    def report(self, parsed: ParsedSession) -> dict:
+        return {
+            "records": parsed.records or self.total,
+            "messages": self.active,
+            "meta_rows": self.meta,
+            "archived": self.archived,
+            "summaries": self.summaries,
+            "tool_calls": len(self.calls),
+            "tool_results_paired": sum(1 for c in self.calls if c in self.results),
+            "stub_results": self.stubs,
+            "images": self.images,
+            "reasoning": self.reasoning,
+            "metadata": sorted(k for v in parsed.extra.values() if isinstance(v, dict) for k in v),
+            "skipped": dict(sorted(parsed.skipped.items())),
+            "kind": parsed.kind or "session",
+        }
 
 
 class _Links:
@@ -493,6 +556,8 @@ class _Links:
 def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None = None) -> Session:
     """One session, one transaction: the session row, all its messages and its parent links,
     or nothing."""
+    if parsed.stream is not None:
+        return _store_streamed(parsed, owner, file, links)
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
         pair_tool_results(parsed)
         check_session(parsed, file)
@@ -566,6 +631,85 @@ def store_session(parsed: ParsedSession, owner, file: str, links: _Links | None 
     return session
 
 
+_STREAM_BATCH = 2000
+
+
+def _store_streamed(parsed: ParsedSession, owner, file: str, links: _Links | None) -> Session:
+    """A session whose messages arrive from ``parsed.stream``: paired, checked, counted and
+    inserted in batches inside one transaction, so memory is bounded by the batch, not the
+    file; a bad message anywhere (or a broken file) rolls the whole session back."""
+    own_links = links is None
+    links = links or _Links(owner)
+    session = None
+    tally = _Tally()
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                owner=owner,
+                title="",
+                source=parsed.source,
+                model=parsed.model[:200],
+                context_length=context_length_for(parsed.model),
+                created_at=parsed.created_at or timezone.now(),
+                extra=dict(parsed.extra),
+            )
+            checker = _Checker(parsed, file)
+            batch: list = []
+            stored = 0
+            for message in pair_stream(parsed.stream, parsed):
+                checker.check(message)
+                tally.add(message)
+                batch.append(message)
+                if len(batch) >= _STREAM_BATCH:
+                    _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
+                    stored += len(batch)
+                    batch = []
+            if batch:
+                _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
+            try:
+                _walk(parsed.title, "title")
+            except Invalid as error:
+                raise ImportProblem(file, parsed.line, str(error)) from None
+            report = tally.report(parsed)
+            summary = tally.last_summary
+            previous = ""
+            if summary is not None:
+                body = text_of(summary.content).split(SUMMARY_PREFIX, 1)[-1]
+                previous = body.split(END_MARKER, 1)[0].strip()
+            session.title = parsed.title.strip()[:200]
+            session.model = parsed.model[:200]
+            session.context_length = context_length_for(parsed.model)
+            session.previous_summary = previous
+            session.extra = {**parsed.extra, "import_report": report}
+            session.save(
+                update_fields=["title", "model", "context_length", "previous_summary", "extra"]
+            )
+            links.link(session, parsed)
+    except ImportProblem as problem:
+        links.rolled_back(session.pk if session else None)
+        problem.file = problem.file or file
+        raise
+    except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
+        detail = " ".join(str(error).split())
+        raise ImportProblem(
+            file, parsed.line, f"the database refused the text: {detail}", parsed.public_id
+        ) from None
+    except UnicodeEncodeError as error:
+        raise ImportProblem(
+            file,
+            parsed.line,
+            f"text that is not valid Unicode ({error.reason}: "
+            f"{error.object[error.start : error.end]!r})",
+            parsed.public_id,
+        ) from None
+    links.stored(session, parsed)
+    if own_links:
+        links.finish()
+    session.message_total = report["messages"]
+    session.fidelity = report
+    return session
+
+
 def _link_task_call(child_pk: int, parent_pk: int) -> None:
     """A sub-agent session names the parent's Task call that spawned it, when it is found
     (Claude Code records the agent id on the Task call's result)."""
@@ -602,6 +746,11 @@ _BATCH = 500
 
 
 def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int]) -> None:
+    """Every message of ``parsed`` (see ``_insert_rows``)."""
+    _insert_rows(session, parsed.messages, counts, 0)
+
+
+def _insert_rows(session: Session, messages: list, counts: list[int], start: int) -> None:
     """A plain ``executemany`` INSERT: bulk_create's per-row model instances and SQL
     compilation cost more than the database on a 50 MB import. Values still go through
     each field's ``get_db_prep_save``, so JSON and datetimes are stored exactly as the ORM
@@ -619,11 +768,11 @@ def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int])
     created_field = fields[-1]
     batch: list[list] = []
     with connection.cursor() as cursor:
-        for i, m in enumerate(parsed.messages):
+        for i, m in enumerate(messages):
             extra = {**m.extra, "meta": m.meta} if m.meta else m.extra
             row = [
                 session.pk,
-                i,
+                start + i,
                 m.role,
                 m.content,
                 m.tool_calls,
@@ -648,6 +797,7 @@ def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int])
 
 
 _DONE = object()
+_STREAMED = ("openai",)  # formats whose parser yields sessions with ``stream`` set
 
 
 def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
@@ -729,7 +879,14 @@ def import_path(
                     "database with `sqlite3 state.db .backup copy.db`, and import again)"
                 )
         links = _Links(owner)
-        for item in _pipelined(report.format, path, file):
+        # A streamed session reads the file while it is stored, so it is parsed here: the
+        # parsing thread would move on (and close the file) before the store is done.
+        items = (
+            _parse(report.format, path, file)
+            if report.format in _STREAMED
+            else _pipelined(report.format, path, file)
+        )
+        for item in items:
             if isinstance(item, ImportProblem):
                 report.errors.append(item)
                 continue
