@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -73,15 +74,43 @@ def parse_message(item: Any, index: int, file: str) -> ParsedMessage:
     )
 
 
+# A surrogate escape that is not half of a pair (after an even run of backslashes, so it is
+# an escape): yajl turns a lone high one into "?" where the stdlib keeps the lone surrogate
+# that validation refuses, so both halves are checked in the bytes.
+_HIGH, _LOW = rb"\\u[dD][89abAB][0-9a-fA-F]{2}", rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_LONE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(?:" + _HIGH + rb"(?!" + _LOW + rb")|(?<!" + _HIGH + rb")" + _LOW + rb")"
+)
+_KEEP = 32  # bytes carried to the next read: an escape and its pair may straddle two reads
+
+
+class _LoneSurrogate(Exception):
+    """A JSON escape of half a surrogate pair."""
+
+
 class _Lines:
-    """A read-only file wrapper counting the newlines handed to the parser (for problems)."""
+    """A read-only file wrapper counting the newlines handed to the parser (for problems)
+    and refusing lone surrogate escapes (``_LONE``)."""
 
     def __init__(self, stream: IO[bytes]) -> None:
         self.stream, self.lines = stream, 1
+        self.tail = b""
 
     def read(self, size: int = -1) -> bytes:
         data = self.stream.read(size)
         self.lines += data.count(b"\n")
+        if b"\\u" in data or b"\\u" in self.tail:
+            window = self.tail + data
+            # A match ending in the last 6 bytes may be half of a pair completed by the next
+            # read: decided then (or at EOF); the tail's older matches were decided before.
+            decided = len(self.tail) - 6 if self.tail else 0
+            limit = len(window) - 6 if data else len(window)
+            for match in _LONE.finditer(window):
+                if decided < match.end() <= limit:
+                    raise _LoneSurrogate(match.group()[-5:].decode("ascii"))
+            self.tail = window[-_KEEP:]
+        else:
+            self.tail = data[-_KEEP:]
         return data
 
 
@@ -168,6 +197,12 @@ def _messages(
             if not parsed.title and message.role == "user":
                 parsed.title = text_of(message.content)[:80].strip()
             yield message
+    except _LoneSurrogate as lone:
+        raise ImportProblem(
+            file,
+            reader.lines,
+            f"text that is not valid Unicode (a lone surrogate \\{lone}); refused",
+        ) from None
     except _TooDeep:
         raise ImportProblem(
             file,

@@ -170,3 +170,27 @@ def test_nesting_up_to_the_limit_is_read(alice, tmp_path):
     path.write_text(json.dumps({"messages": [{"role": "user", "content": [part]}]}))
     report = import_path(path, owner=alice)
     assert report.ok, [str(e) for e in report.errors]
+
+
+def test_a_lone_surrogate_escape_is_refused_not_turned_into_a_question_mark(alice, tmp_path):
+    """yajl reads a lone ``\\ud800`` as "?"; the stdlib keeps it and validation refuses it."""
+    path = tmp_path / "surrogate.json"
+    path.write_bytes(b'[{"role": "user", "content": "ok"}, {"role": "user", "content": "\\ud800"}]')
+    report = import_path(path, owner=alice)
+    assert [e.problem for e in report.errors] == [
+        "text that is not valid Unicode (a lone surrogate \\ud800); refused"
+    ]
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("shift", range(-8, 9, 2))
+def test_a_surrogate_pair_split_between_two_reads_is_one_character(alice, tmp_path, shift):
+    """ijson reads 64 KiB at a time: the pair's halves may arrive in two reads."""
+    prefix = b'[{"role": "user", "content": "'
+    pad = b"a" * (65536 - len(prefix) - 6 + shift)
+    path = tmp_path / "emoji.json"
+    path.write_bytes(prefix + pad + b'\\ud83d\\ude00 \\\\ud800 is text"}]')
+    report = import_path(path, owner=alice)
+    assert report.ok, [str(e) for e in report.errors]
+    content = Message.objects.get(session=report.sessions[0]).content
+    assert content.endswith("a\U0001f600 \\ud800 is text")
