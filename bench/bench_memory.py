@@ -5,16 +5,13 @@ Everything runs against a throwaway SQLite database in a temp dir (never the rea
 
     .venv/bin/python bench/bench_memory.py [--messages 1000000] [--import-messages N] [--keep]
 
-The default size is HERMES_BENCH_MEMORY_MESSAGES, else 200,000 messages (about 3 minutes, so
-``make bench`` stays reasonable); the issue's target is stated for 1,000,000 (about 10 minutes):
-``HERMES_BENCH_MEMORY_MESSAGES=1000000 make bench`` or ``--messages 1000000``.
-
 Phases, each measured as the peak RSS (VmHWM, reset between phases) of the process doing it:
 - web (gunicorn, one sync worker, as Procfile.scaled runs it): the conversation page (first and
   newest window), the chat page, the streamed openai and hermes-jsonl exports, an upload over
   the size limit (refused from its Content-Length), and an OpenAI-format import upload;
 - worker: one compaction of the whole session (load, engine with the deterministic summarizer,
-  commit by rotation), in a fresh process as a Celery task would run it.
+  commit by rotation), in a fresh process as a Celery task would run it; then the web process
+  serving the inspector page of that compaction.
 
 Target: every phase under 300 MB. Prints each figure with PASS/MISS.
 """
@@ -330,7 +327,7 @@ run = Compaction.objects.create(session=session, trigger="manual", summarizer="d
                                 mode="rotation")
 started = time.perf_counter()
 run = run_compaction(run.pk)
-print(json.dumps({"status": run.status, "error": run.error, "seconds": time.perf_counter() - started,
+print(json.dumps({"status": run.status, "error": run.error, "id": run.public_id, "seconds": time.perf_counter() - started,
                   "baseline_mb": baseline, "before": run.tokens_before, "after": run.tokens_after,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -371,11 +368,7 @@ def write_import(data_dir: Path, n_messages: int) -> tuple[Path, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--messages",
-        type=int,
-        default=int(os.environ.get("HERMES_BENCH_MEMORY_MESSAGES") or 200_000),
-    )
+    parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument(
         "--import-messages",
         type=int,
@@ -461,6 +454,13 @@ def main() -> int:
         if compaction.get("error"):
             detail += f", error: {compaction['error'][-300:]}"
         results.append(("worker compaction (load, engine, commit)", compaction["peak_mb"], detail))
+        if compaction.get("id"):
+            web = Web(data_dir, info)
+            try:
+                label = "inspector of that compaction"
+                results.append(web.measure(label, "GET", f"/compactions/{compaction['id']}/"))
+            finally:
+                web.stop()
         if args.keep:
             keep = Path(tempfile.mkdtemp(prefix="hermes-bench-memory-kept-"))
             os.rename(data_dir / "hermes.sqlite3", keep / "hermes.sqlite3")
