@@ -118,6 +118,11 @@ _DONE = object()
 _STREAMED = ("openai",)  # formats whose parser yields sessions with ``stream`` set
 
 
+def _streamed(fmt: str, path: Path) -> bool:
+    """The parser yields sessions with ``stream`` set: an OpenAI file, a Hermes transcript."""
+    return fmt in _STREAMED or (fmt == "hermes-jsonl" and hermes.is_transcript(path))
+
+
 def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     """Parse and count tokens in a thread while this one stores the previous session.
 
@@ -201,7 +206,7 @@ def import_path(
         # parsing thread would move on (and close the file) before the store is done.
         items = (
             _parse(report.format, path, file)
-            if report.format in _STREAMED
+            if _streamed(report.format, path)
             else _pipelined(report.format, path, file)
         )
         for item in items:

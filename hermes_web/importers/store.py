@@ -41,26 +41,13 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
         pair_tool_results(parsed)
         check_session(parsed, file)
-    public_id = namespaced(parsed.public_id, owner) if parsed.public_id else ""
-    if (
-        public_id
-        and Session.objects.filter(
-            Q(public_id=public_id) | Q(public_id=parsed.public_id, owner=owner)  # or before ids had
-        ).exists()
-    ):  # a namespace
-        raise AlreadyImported(file, parsed.line, "already imported", parsed.public_id)
+    public_id = _public_id(parsed, owner, file)
     model = parsed.model
     counts = parsed.token_counts or count_tokens(parsed.messages, model)
     now = timezone.now()
-    extra = dict(parsed.extra)
+    extra = _session_extra(parsed)
     report = fidelity(parsed)
     extra["import_report"] = report
-    if parsed.public_id:
-        extra["source_id"] = parsed.public_id
-        if parsed.source == Session.Source.IMPORT_HERMES:
-            extra["hermes_id"] = parsed.public_id
-    if parsed.parent_id:
-        extra["hermes_parent_id"] = parsed.parent_id
     fields = {"public_id": public_id} if public_id else {}
     own_links = links is None
     links = links or Links(owner)
@@ -114,10 +101,39 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
 _STREAM_BATCH = 2000
 
 
+def _public_id(parsed: ParsedSession, owner, file: str) -> str:
+    """The session's id in the owner's namespace; AlreadyImported when it is taken."""
+    if not parsed.public_id:
+        return ""
+    try:
+        _walk(parsed.public_id, "session id")
+    except Invalid as error:
+        raise ImportProblem(file, parsed.line, str(error)) from None
+    public_id = namespaced(parsed.public_id, owner)
+    if Session.objects.filter(
+        Q(public_id=public_id) | Q(public_id=parsed.public_id, owner=owner)  # or before ids had
+    ).exists():  # a namespace
+        raise AlreadyImported(file, parsed.line, "already imported", parsed.public_id)
+    return public_id
+
+
+def _session_extra(parsed: ParsedSession) -> dict:
+    """``parsed.extra`` plus the tool's own ids (what re-imports and links look up)."""
+    extra = dict(parsed.extra)
+    if parsed.public_id:
+        extra["source_id"] = parsed.public_id
+        if parsed.source == Session.Source.IMPORT_HERMES:
+            extra["hermes_id"] = parsed.public_id
+    if parsed.parent_id:
+        extra["hermes_parent_id"] = parsed.parent_id
+    return extra
+
+
 def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None) -> Session:
     """A session whose messages arrive from ``parsed.stream``: paired, checked, counted and
     inserted in batches inside one transaction, so memory is bounded by the batch, not the
     file; a bad message anywhere (or a broken file) rolls the whole session back."""
+    public_id = _public_id(parsed, owner, file)
     own_links = links is None
     links = links or Links(owner)
     session = None
@@ -132,6 +148,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                 context_length=context_length_for(parsed.model),
                 created_at=parsed.created_at or timezone.now(),
                 extra=dict(parsed.extra),
+                **({"public_id": public_id} if public_id else {}),
             )
             checker = Checker(parsed, file)
             batch: list = []
@@ -146,10 +163,11 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                     batch = []
             if batch:
                 _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
-            try:
+            try:  # known once the stream is read
                 _walk(parsed.title, "title")
+                _walk(parsed.extra, "session metadata")
             except Invalid as error:
-                raise ImportProblem(file, parsed.line, str(error)) from None
+                raise ImportProblem(file, parsed.line, str(error), parsed.public_id) from None
             report = tally.report(parsed)
             summary = tally.last_summary
             previous = ""
@@ -160,15 +178,23 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             session.model = parsed.model[:200]
             session.context_length = context_length_for(parsed.model)
             session.previous_summary = previous
-            session.extra = {**parsed.extra, "import_report": report}
+            session.extra = {**_session_extra(parsed), "import_report": report}
+            session.created_at = parsed.created_at or session.created_at
             session.save(
-                update_fields=["title", "model", "context_length", "previous_summary", "extra"]
+                update_fields=[
+                    *("title", "model", "context_length", "previous_summary", "extra"),
+                    "created_at",
+                ]
             )
             links.link(session, parsed)
     except ImportProblem as problem:
         links.rolled_back(session.pk if session else None)
         problem.file = problem.file or file
         raise
+    except IntegrityError as error:  # a concurrent import took the same id
+        raise ImportProblem(
+            file, parsed.line, f"could not store: {error}", parsed.public_id
+        ) from None
     except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
         detail = " ".join(str(error).split())
         raise ImportProblem(
