@@ -10,7 +10,8 @@ Phases, each measured as the peak RSS (VmHWM, reset between phases) of the proce
   newest window), the chat page, the streamed openai and hermes-jsonl exports, an upload over
   the size limit (refused from its Content-Length), and an OpenAI-format import upload;
 - worker: one compaction of the whole session (load, engine with the deterministic summarizer,
-  commit by rotation), in a fresh process as a Celery task would run it.
+  commit by rotation), in a fresh process as a Celery task would run it; then the web process
+  serving the inspector page of that compaction.
 
 Target: every phase under 300 MB. Prints each figure with PASS/MISS.
 """
@@ -326,7 +327,7 @@ run = Compaction.objects.create(session=session, trigger="manual", summarizer="d
                                 mode="rotation")
 started = time.perf_counter()
 run = run_compaction(run.pk)
-print(json.dumps({"status": run.status, "error": run.error, "seconds": time.perf_counter() - started,
+print(json.dumps({"status": run.status, "error": run.error, "id": run.public_id, "seconds": time.perf_counter() - started,
                   "baseline_mb": baseline, "before": run.tokens_before, "after": run.tokens_after,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -376,7 +377,7 @@ def main() -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument(
-        "--chat", action="store_true", help="also measure the chat page (another helper's area)"
+        "--chat", action="store_true", help="kept for old command lines: always measured now"
     )
     args = parser.parse_args()
     results: list[tuple[str, float, str]] = []
@@ -417,8 +418,7 @@ def main() -> int:
                 },
             ),
         ]
-        if args.chat:
-            phases.append(("chat page (the chat helper's window)", "GET", f"/chat/{sid}/", {}))
+        phases.append(("chat page (its newest window)", "GET", f"/chat/{sid}/", {}))
         n_import = args.import_messages if args.import_messages is not None else args.messages
         if n_import:
             upload, content_type = write_import(data_dir, n_import)
@@ -454,6 +454,13 @@ def main() -> int:
         if compaction.get("error"):
             detail += f", error: {compaction['error'][-300:]}"
         results.append(("worker compaction (load, engine, commit)", compaction["peak_mb"], detail))
+        if compaction.get("id"):
+            web = Web(data_dir, info)
+            try:
+                label = "inspector of that compaction"
+                results.append(web.measure(label, "GET", f"/compactions/{compaction['id']}/"))
+            finally:
+                web.stop()
         if args.keep:
             keep = Path(tempfile.mkdtemp(prefix="hermes-bench-memory-kept-"))
             os.rename(data_dir / "hermes.sqlite3", keep / "hermes.sqlite3")

@@ -88,6 +88,9 @@ class ParsedSession:
     records: int = 0  # records (lines, rows) read for this session
     skipped: Counter = field(default_factory=Counter)  # "why" -> how many records
     kind: str = ""  # e.g. "sub-agent": shown in the fidelity report
+    # Set by a streaming parser (OpenAI JSON): the messages, read as they are stored, in
+    # place of ``messages``; title and model may be filled in while it is read.
+    stream: Iterator[ParsedMessage] | None = None
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
@@ -254,7 +257,13 @@ def pair_tool_results(parsed: ParsedSession) -> None:
     that start mid-conversation), except in an OpenAI list, where check_session refuses it.
     Idempotent: an already paired list comes out unchanged.
     """
-    out: list[ParsedMessage] = []
+    parsed.messages[:] = list(pair_stream(parsed.messages, parsed))
+
+
+def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
+    """``pair_tool_results`` one message at a time: holds only the open tool turn (and the
+    ids of answered calls), so a streamed session is paired without being held whole."""
+    out: list[ParsedMessage] = []  # ready to hand out, drained after every message
     turn: ParsedMessage | None = None
     results: dict[str, ParsedMessage] = {}
     held: list[ParsedMessage] = []
@@ -267,7 +276,9 @@ def pair_tool_results(parsed: ParsedSession) -> None:
         out.extend(held)
         turn, results, held = None, {}, []
 
-    for message in parsed.messages:
+    for message in messages:
+        yield from out
+        out.clear()
         if not message.active or message.meta:
             (held if turn is not None else out).append(message)
             continue
@@ -300,4 +311,4 @@ def pair_tool_results(parsed: ParsedSession) -> None:
             continue
         (held if turn is not None else out).append(message)
     close()
-    parsed.messages[:] = out
+    yield from out

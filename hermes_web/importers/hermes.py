@@ -7,6 +7,9 @@ See reference §13: message flags ``active``/``compacted``/``_compressed_summary
 stored as ``"\\x00json:"`` / ``"\\x01json:"`` + JSON for lists and dicts, ``tool_calls`` as
 JSON text (``""`` or NULL when absent), rotation chains through ``parent_session_id``, rows
 of role ``session_meta`` holding session metadata (kept on the session, not as messages).
+
+Over 450 lines on purpose: the four layouts share the row decoding (content prefixes,
+flags, summary rows, ids), which split across modules would be read in two places.
 """
 
 from __future__ import annotations
@@ -229,10 +232,7 @@ def parse_jsonl(stream: IO[bytes], file: str) -> Iterator[ParsedSession | Import
         yield from _document(stream, file)
         return
     if isinstance(record, dict) and "role" in record and "messages" not in record:
-        try:
-            yield _transcript(stream, file)
-        except ImportProblem as problem:
-            yield problem
+        yield _transcript(stream, file)
         return
     for number, text in iter_lines(stream, file):
         if isinstance(text, ImportProblem):
@@ -282,45 +282,63 @@ def _document(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportPr
             yield problem
 
 
+def is_transcript(path: Path) -> bool:
+    """The file is a per-session transcript (its first line a message, not a session)."""
+    with open(path, "rb") as stream:
+        head = stream.readline(MAX_LINE_BYTES + 1)
+    first = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    try:
+        record = json.loads(first) if first else None
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and "role" in record and "messages" not in record
+
+
 def _transcript(stream: IO[bytes], file: str) -> ParsedSession:
-    """``sessions/<id>.jsonl``: the id is the file name; session_meta lines are metadata."""
+    """``sessions/<id>.jsonl``: the id is the file name; session_meta lines are metadata.
+
+    Streamed: the session's ``stream`` reads one line per message while the store takes
+    them, filling title, model, start time and metadata as they appear."""
     stem = file.replace("\\", "/").rsplit("/", 1)[-1]
     session_id = stem[: -len(".jsonl")] if stem.endswith(".jsonl") else stem.rsplit(".", 1)[0]
-    messages: list[ParsedMessage] = []
-    metas: list[dict] = []
-    records = 0
-    for number, text in iter_lines(stream, file):
-        if isinstance(text, ImportProblem):
-            raise text
-        records += 1
-        row = json_line(text, file, number)
-        if isinstance(row, dict) and row.get("role") == META_ROLE:
-            metas.append(_meta(row))
-            continue
-        message = parse_message(row, file, number, session_id)
-        message.extra["line"] = number
-        messages.append(message)
-    if not messages:
-        raise ImportProblem(file, 0, "the transcript holds no messages", session_id)
-    first_meta = metas[0] if metas else {}
-    title = next(
-        (text_of(m.content) for m in messages if m.role == "user" and text_of(m.content).strip()),
-        "",
-    )
     parsed = ParsedSession(
         source=SOURCE,
         public_id=safe_id(session_id),
-        title=" ".join(title.split())[:80],
-        model=_text(first_meta.get("model")),
-        messages=messages,
-        created_at=epoch(first_meta.get("timestamp")) or messages[0].created_at,
-        extra={"hermes": {"session_meta": metas}, "hermes_source": first_meta.get("platform")},
+        extra={"hermes": {"session_meta": []}, "hermes_source": None},
         line=1,
-        records=records,
     )
-    if metas:
-        parsed.skip("session_meta row (kept as session metadata)", len(metas))
+    parsed.stream = _transcript_rows(stream, file, session_id, parsed)
     return parsed
+
+
+def _transcript_rows(
+    stream: IO[bytes], file: str, session_id: str, parsed: ParsedSession
+) -> Iterator[ParsedMessage]:
+    metas: list[dict] = parsed.extra["hermes"]["session_meta"]
+    count = 0
+    for number, text in iter_lines(stream, file):
+        if isinstance(text, ImportProblem):
+            raise text
+        parsed.records += 1
+        row = json_line(text, file, number)
+        if isinstance(row, dict) and row.get("role") == META_ROLE:
+            metas.append(_meta(row))
+            parsed.skip("session_meta row (kept as session metadata)")
+            if len(metas) == 1:
+                parsed.model = _text(metas[0].get("model"))
+                parsed.created_at = epoch(metas[0].get("timestamp")) or parsed.created_at
+                parsed.extra["hermes_source"] = metas[0].get("platform")
+            continue
+        message = parse_message(row, file, number, session_id)
+        message.extra["line"] = number
+        if not count and parsed.created_at is None:
+            parsed.created_at = message.created_at
+        if not parsed.title and message.role == "user":
+            parsed.title = " ".join(text_of(message.content).split())[:80]
+        count += 1
+        yield message
+    if not count:
+        raise ImportProblem(file, 0, "the transcript holds no messages", session_id)
 
 
 # --- state.db --------------------------------------------------------------------------

@@ -1,21 +1,33 @@
 """OpenAI chat format: a JSON list of messages, or an object with ``messages``.
 
-A single JSON document has to be parsed whole (the stdlib has no streaming JSON reader),
-so the file is bounded by HERMES_MAX_UPLOAD_BYTES before it is read.
+Parsed incrementally with ijson: the session is yielded at once with ``stream`` set, and
+its messages are built one at a time while the store reads them, so memory stays bounded
+whatever the file size (a list goes through ijson's C ``items``; an object's events are
+walked to pick up ``title`` and ``model`` wherever they sit). A broken file raises an
+ImportProblem from inside the stream, which rolls back the session's transaction.
+
+Nesting is bounded before ijson builds anything: its ``parse`` keeps a dotted path
+(``item.item.item…``) per event, so a 100,000-deep ``[[[…]]]`` costs quadratic time there
+(minutes for a 200 kB upload). ``basic_parse`` has no path; ``_bounded`` counts the depth
+of its events and refuses the file at MAX_NESTING levels, then ``parse``/``items`` run on
+those events with paths never longer than the limit.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator
 from typing import IO, Any
+
+import ijson
 
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
     check_role,
-    max_bytes,
     text_of,
 )
 from hermes_web.models import Session
@@ -30,6 +42,14 @@ _FIELDS = {
     "reasoning",
     "reasoning_content",
 }
+_SCALARS = ("string", "number", "boolean", "null")
+# Deeper than anything a message may hold (validate.MAX_DEPTH: 64 levels inside a content
+# part or tool call) plus the document's own levels (list, object, parts).
+MAX_NESTING = 100
+_SHAPE = "expected a list of messages or an object with a 'messages' list"
+# A broken file up to this size is parsed again with the stdlib to name the exact line;
+# past it the problem names the line the reader had reached.
+_EXACT_ERRORS_BYTES = 16 * 1024 * 1024
 
 
 def parse_message(item: Any, index: int, file: str) -> ParsedMessage:
@@ -54,41 +74,178 @@ def parse_message(item: Any, index: int, file: str) -> ParsedMessage:
     )
 
 
-def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
-    raw = stream.read(max_bytes() + 1)
-    if len(raw) > max_bytes():
-        raise ImportProblem(file, 0, f"file larger than {max_bytes() // 2**20} MB")
+# A surrogate escape that is not half of a pair (after an even run of backslashes, so it is
+# an escape): yajl turns a lone high one into "?" where the stdlib keeps the lone surrogate
+# that validation refuses, so both halves are checked in the bytes.
+_HIGH, _LOW = rb"\\u[dD][89abAB][0-9a-fA-F]{2}", rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_LONE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(?:" + _HIGH + rb"(?!" + _LOW + rb")|(?<!" + _HIGH + rb")" + _LOW + rb")"
+)
+_KEEP = 32  # bytes carried to the next read: an escape and its pair may straddle two reads
+
+
+class _LoneSurrogate(Exception):
+    """A JSON escape of half a surrogate pair."""
+
+
+class _Lines:
+    """A read-only file wrapper counting the newlines handed to the parser (for problems)
+    and refusing lone surrogate escapes (``_LONE``)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream, self.lines = stream, 1
+        self.tail = b""
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.lines += data.count(b"\n")
+        if b"\\u" in data or b"\\u" in self.tail:
+            window = self.tail + data
+            # A match ending in the last 6 bytes may be half of a pair completed by the next
+            # read: decided then (or at EOF); the tail's older matches were decided before.
+            decided = len(self.tail) - 6 if self.tail else 0
+            limit = len(window) - 6 if data else len(window)
+            for match in _LONE.finditer(window):
+                if decided < match.end() <= limit:
+                    raise _LoneSurrogate(match.group()[-5:].decode("ascii"))
+            self.tail = window[-_KEEP:]
+        else:
+            self.tail = data[-_KEEP:]
+        return data
+
+
+class _TooDeep(Exception):
+    """The document nests deeper than MAX_NESTING (the caller names the message)."""
+
+
+def _bounded(reader: _Lines) -> Iterator[tuple[str, Any]]:
+    """``ijson.basic_parse`` events, refused past MAX_NESTING levels of lists and objects."""
+    depth = 0
+    for event, value in ijson.basic_parse(reader, use_float=True):
+        if event == "start_map" or event == "start_array":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _TooDeep
+        elif event == "end_map" or event == "end_array":
+            depth -= 1
+        yield event, value
+
+
+def _first_byte(stream: IO[bytes]) -> bytes:
+    """The first byte that is not a BOM or whitespace; the stream is left just before it."""
+    head = stream.read(3)
+    if head != b"\xef\xbb\xbf":
+        stream.seek(0)
+    start = stream.tell()
+    while True:
+        byte = stream.read(1)
+        if byte not in (b" ", b"\t", b"\r", b"\n"):
+            stream.seek(start)
+            return byte
+        start += 1
+
+
+def _broken(stream: IO[bytes], reader: _Lines, error: Exception, file: str) -> ImportProblem:
+    """The problem for a file ijson could not read: exact (stdlib) for a small file."""
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise ImportProblem(file, line, f"not valid UTF-8 (byte {error.start})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ImportProblem(
-            file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}"
-        ) from None
-    except ValueError as error:  # an integer over Python's 4,300-digit conversion limit
-        raise ImportProblem(file, 0, f"unreadable number: {error}") from None
-    except RecursionError:
-        raise ImportProblem(file, 1, "JSON nested too deeply to read") from None
-    title, model = "", ""
-    if isinstance(doc, dict):
-        if not isinstance(doc.get("messages"), list):
-            raise ImportProblem(
-                file, 1, "expected a list of messages or an object with a 'messages' list"
+        size = os.fstat(stream.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        size = None
+    if size is not None and size <= _EXACT_ERRORS_BYTES:
+        stream.seek(0)
+        try:
+            json.loads(stream.read().decode("utf-8-sig"))
+        except UnicodeDecodeError as decode:
+            return ImportProblem(file, 0, f"not valid UTF-8 (byte {decode.start})")
+        except json.JSONDecodeError as exact:
+            return ImportProblem(
+                file, exact.lineno, f"broken JSON: {exact.msg} at column {exact.colno}"
             )
-        title, model = str(doc.get("title") or ""), str(doc.get("model") or "")
-        doc = doc["messages"]
-    if not isinstance(doc, list):
-        raise ImportProblem(
-            file, 1, "expected a list of messages or an object with a 'messages' list"
+        except ValueError as number:  # an integer over Python's 4,300-digit conversion limit
+            return ImportProblem(file, 0, f"unreadable number: {number}")
+        except RecursionError:
+            return ImportProblem(file, 1, "JSON nested too deeply to read")
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ImportProblem(file, reader.lines, f"broken JSON: {first}")
+
+
+def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
+    """One session whose ``stream`` yields its messages as they are read from the file."""
+    first = _first_byte(stream)
+    if first not in (b"[", b"{"):
+        stream.seek(0)
+        raise _broken(stream, _Lines(stream), ValueError("not a JSON list or object"), file)
+    parsed = ParsedSession(source=SOURCE, line=1)
+    reader = _Lines(stream)
+    parsed.stream = _messages(stream, reader, first == b"[", parsed, file)
+    yield parsed
+
+
+def _messages(
+    stream: IO[bytes], reader: _Lines, is_list: bool, parsed: ParsedSession, file: str
+) -> Iterator[ParsedMessage]:
+    count = 0
+    try:
+        items = (
+            ijson.items(ijson.parse(_bounded(reader)), "item")
+            if is_list
+            else _object_items(reader, parsed, file)
         )
-    if not doc:
+        for item in items:
+            message = parse_message(item, count, file)
+            count += 1
+            if not parsed.title and message.role == "user":
+                parsed.title = text_of(message.content)[:80].strip()
+            yield message
+    except _LoneSurrogate as lone:
+        raise ImportProblem(
+            file,
+            reader.lines,
+            f"text that is not valid Unicode (a lone surrogate \\{lone}); refused",
+        ) from None
+    except _TooDeep:
+        raise ImportProblem(
+            file,
+            reader.lines,
+            f"JSON nested more than {MAX_NESTING} levels deep "
+            f"({count} messages read before it); refused",
+        ) from None
+    except ijson.JSONError as error:
+        raise _broken(stream, reader, error, file) from None
+    except UnicodeDecodeError as error:
+        raise ImportProblem(file, reader.lines, f"not valid UTF-8 (byte {error.start})") from None
+    if not count:
         raise ImportProblem(file, 1, "the conversation has no messages")
-    messages = [parse_message(item, i, file) for i, item in enumerate(doc)]
-    if not title:
-        first_user = next((m for m in messages if m.role == "user"), None)
-        title = text_of(first_user.content)[:80] if first_user else ""
-    yield ParsedSession(source=SOURCE, title=title.strip(), model=model, messages=messages, line=1)
+
+
+def _object_items(reader: _Lines, parsed: ParsedSession, file: str) -> Iterator[Any]:
+    """The items of the top-level ``messages`` list; ``title``/``model`` noted on the way."""
+    found = False
+    builder = None
+    title = ""
+    for prefix, event, value in ijson.parse(_bounded(reader)):
+        if builder is not None:
+            if prefix == "messages" and event == "end_array":
+                builder = None
+                continue
+            builder.event(event, value)
+            if prefix == "messages.item" and event in ("end_map", "end_array"):
+                yield builder.value
+                builder = ijson.ObjectBuilder()
+            elif prefix == "messages.item" and event in _SCALARS:
+                yield builder.value  # a scalar item: refused by parse_message
+                builder = ijson.ObjectBuilder()
+            continue
+        if prefix == "messages" and event != "map_key":
+            if event != "start_array":
+                raise ImportProblem(file, 1, _SHAPE)
+            found, builder = True, ijson.ObjectBuilder()
+        elif prefix in ("title", "model") and event in ("string", "number"):
+            if prefix == "title":
+                title = str(value or "")
+            else:
+                parsed.model = str(value or "")
+    if not found:
+        raise ImportProblem(file, 1, _SHAPE)
+    if title:
+        parsed.title = title.strip()

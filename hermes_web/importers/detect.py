@@ -1,0 +1,121 @@
+"""Format detection: which importer reads a file, from its first bytes and record keys."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from hermes_web.importers.base import ImportProblem
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_SNIFF_BYTES = 1024 * 1024
+
+
+# Claude Code writes these before (or between) its first user/assistant record.
+CLAUDE_CODE_PREAMBLE = {
+    "file-history-snapshot",
+    "summary",
+    "custom-title",
+    "progress",
+    "queue-operation",
+    "system",
+    "last-prompt",
+    "attachment",
+    "tag",
+}
+_SNIFF_LINES = 200
+
+
+def detect_format(path: Path, file: str) -> str:
+    """By first bytes and record keys, reading past leading metadata records (the extension
+    only breaks ties)."""
+    with open(path, "rb") as stream:
+        head = stream.read(len(SQLITE_MAGIC))
+        if head == SQLITE_MAGIC:
+            return "hermes-db"
+        stream.seek(0)
+        maybe_claude = False
+        for number in range(1, _SNIFF_LINES + 1):
+            raw = stream.readline(_SNIFF_BYTES)
+            if not raw:
+                break
+            text = raw.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+            if not text:
+                continue
+            if number == 1 or not maybe_claude:
+                if text.startswith("["):
+                    return "openai"
+                if not text.startswith("{"):
+                    raise ImportProblem(
+                        file,
+                        number,
+                        "not a recognized format: expected JSON, JSONL or a Hermes state.db",
+                    )
+            try:
+                record = json.loads(text)
+            except RecursionError:
+                raise ImportProblem(file, number, "JSON nested too deeply to read") from None
+            except ValueError:
+                record = None  # longer than the sniff window, or a pretty-printed document
+            if not isinstance(record, dict):
+                if maybe_claude:
+                    continue
+                return _by_text(path, stream, text, file)
+            kind = _kind_of(record)
+            if kind == "claude-code-preamble":
+                maybe_claude = True
+                continue
+            if kind:
+                return kind
+            raise ImportProblem(
+                file,
+                number,
+                "not a recognized format: the record is neither a session, a Hermes message, "
+                "a Claude Code record, a Codex item nor a list of messages",
+            )
+    if maybe_claude:
+        return "claude-code"
+    raise ImportProblem(file, 1, "the file is empty")
+
+
+def _by_text(path: Path, stream, first: str, file: str) -> str:
+    """A first line that is not whole JSON: decide from the keys early in the text."""
+    stream.seek(0)
+    text = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    if '"parentUuid"' in text or '"sessionId"' in text:
+        return "claude-code"
+    if re.match(r'\s*\{\s*"type"\s*:\s*"file-history-snapshot"', text):  # a huge snapshot
+        return "claude-code"
+    if re.match(r'\s*\{\s*"role"\s*:\s*"session_meta"', text):  # a Hermes transcript
+        return "hermes-jsonl"
+    if '"session_meta"' in text or '"response_item"' in text:
+        return "codex"
+    if '"messages"' in text and any(
+        key in text for key in ('"started_at"', '"parent_session_id"', '"end_reason"')
+    ):
+        return "hermes-jsonl"
+    if path.suffix.lower() == ".jsonl":
+        raise ImportProblem(file, 1, "cannot tell the format from the first line; pass --format")
+    return "openai"
+
+
+def _kind_of(record: dict) -> str:
+    if isinstance(record.get("messages"), list):
+        if "id" in record or "started_at" in record or "source" in record:
+            return "hermes-jsonl"
+        return "openai"
+    if record.get("type") in ("session_meta", "response_item", "event_msg", "turn_context") or (
+        "instructions" in record and "id" in record
+    ):
+        return "codex"
+    if "sessionId" in record or "parentUuid" in record or record.get("type") in MESSAGE_KINDS:
+        return "claude-code"
+    if record.get("type") in CLAUDE_CODE_PREAMBLE:
+        return "claude-code-preamble"
+    if "role" in record and "type" not in record:  # a Hermes per-session transcript
+        return "hermes-jsonl"
+    return ""
+
+
+MESSAGE_KINDS = ("user", "assistant")

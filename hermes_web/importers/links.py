@@ -1,0 +1,169 @@
+"""Parent links between imported sessions (rotation chains, sub-agents), made inside each
+session's transaction; chains of any depth and parent cycles handled without recursion."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Q
+
+from hermes_web.importers.base import ImportProblem, ParsedSession
+from hermes_web.models import Message, Session
+
+_BATCH = 500
+
+
+def namespaced(tool_id: str, owner) -> str:
+    """The public id of an imported session: the tool's id in this user's namespace.
+
+    Always suffixed with the owner, so the id a user gets never depends on what other users
+    imported (a collision would reveal that someone holds that id)."""
+    return f"{tool_id}.{owner.pk}"
+
+
+class Links:
+    """Parent links of one import: each is made inside its session's own transaction.
+
+    Children whose parent is not stored yet wait (by the tool's parent id) and are attached
+    when it arrives, in this file or a later one. Which tree a session belongs to is tracked
+    in memory (a union-find over tree tops), so a 3,000-deep chain in any order needs no
+    recursion and no walk per link; a link that would close a cycle is refused, naming the
+    ids, and its session is not stored. Trees that gained a waiting subtree get their
+    ``root`` and depth rewritten level by level when the file is done (``finish``)."""
+
+    def __init__(self, owner) -> None:
+        self.owner = owner
+        self.waiting: dict[str, list[int]] = {}
+        for pk, extra in (
+            Session.objects.filter(owner=owner, parent__isnull=True, source__startswith="import:")
+            .filter(extra__has_key="hermes_parent_id")
+            .values_list("pk", "extra")
+        ):
+            self.waiting.setdefault(str(extra["hermes_parent_id"]), []).append(pk)
+        self.up: dict[int, int] = {}  # union-find: tree top -> the top it was attached under
+        self.parent_of: dict[int, int] = {}  # sessions linked in this import
+        self.names: dict[int, str] = {}
+        self.dirty: set[int] = set()
+
+    def _top(self, pk: int) -> int:
+        path = []
+        while self.up.get(pk, pk) != pk:
+            path.append(pk)
+            pk = self.up[pk]
+        for node in path:
+            self.up[node] = pk
+        return pk
+
+    def link(self, session: Session, parsed: ParsedSession) -> None:
+        """Inside the session's transaction: attach to its parent, then its waiting children."""
+        session.root_id, session.compression_count = session.pk, 0
+        self.names[session.pk] = parsed.public_id
+        if parsed.parent_id:
+            parent = (
+                Session.objects.filter(
+                    Q(public_id=namespaced(parsed.parent_id, self.owner))
+                    | Q(public_id=parsed.parent_id, owner=self.owner)  # imported before namespaces
+                )
+                .only("pk", "root_id", "compression_count")
+                .first()
+            )
+            if parent is not None:
+                session.parent_id = parent.pk
+                session.root_id = parent.root_id or parent.pk
+                session.compression_count = parent.compression_count + 1
+                if parent.pk not in self.parent_of and session.root_id != parent.pk:
+                    self.up.setdefault(parent.pk, session.root_id)
+                if parsed.kind == "sub-agent":
+                    _link_task_call(session.pk, parent.pk)
+        # touch(): updated_at is in the cache keys of the pages showing this session.
+        session.touch(
+            parent_id=session.parent_id,
+            root_id=session.root_id,
+            compression_count=session.compression_count,
+        )
+        top = self._top(session.parent_id) if session.parent_id else session.pk
+        for child_pk in self.waiting.get(parsed.public_id, ()):
+            if self._top(child_pk) == top:
+                raise ImportProblem(
+                    "",
+                    parsed.line,
+                    f"parent cycle: {' → '.join(self._cycle(session, child_pk))}: refused",
+                    parsed.public_id,
+                )
+        self.up[session.pk] = top
+        if session.parent_id:
+            self.parent_of[session.pk] = session.parent_id
+        for child_pk in self.waiting.get(parsed.public_id, ()):
+            Session.objects.filter(pk=child_pk).touch(parent_id=session.pk)
+            _link_task_call(child_pk, session.pk)
+            self.up[child_pk] = top
+            self.parent_of[child_pk] = session.pk
+            self.dirty.add(top)
+
+    def stored(self, session: Session, parsed: ParsedSession) -> None:
+        """After the commit: the session's children are attached; it may wait for a parent."""
+        self.waiting.pop(parsed.public_id, None)
+        if parsed.parent_id and session.parent_id is None:
+            self.waiting.setdefault(parsed.parent_id, []).append(session.pk)
+
+    def rolled_back(self, session_pk: int | None) -> None:
+        """The session's transaction failed: forget what ``link`` noted about it."""
+        if session_pk is None:
+            return
+        for mapping in (self.up, self.parent_of, self.names):
+            mapping.pop(session_pk, None)
+
+    def finish(self) -> None:
+        """Rewrite root and depth of every tree that gained a waiting subtree, top down."""
+        for top in {self._top(t) for t in self.dirty}:
+            level, depth, seen = [top], 0, {top}
+            with transaction.atomic():
+                while level:
+                    for start in range(0, len(level), _BATCH):
+                        Session.objects.filter(pk__in=level[start : start + _BATCH]).touch(
+                            root_id=top, compression_count=depth
+                        )
+                    children = []
+                    for start in range(0, len(level), _BATCH):
+                        children += Session.objects.filter(
+                            parent_id__in=level[start : start + _BATCH]
+                        ).values_list("pk", flat=True)
+                    level = [pk for pk in children if pk not in seen]  # stored data may loop
+                    seen.update(level)
+                    depth += 1
+        self.dirty.clear()
+
+    def _cycle(self, session: Session, child_pk: int) -> list[str]:
+        """The tool ids around the cycle: this session, its ancestors up to ``child_pk``, it."""
+        names = [self.names.get(session.pk, session.public_id)]
+        current, seen = session.parent_id, {session.pk}
+        while current and current not in seen:
+            seen.add(current)
+            if current not in self.names:
+                row = Session.objects.filter(pk=current).values("parent_id", "extra").first()
+                if row is None:
+                    break
+                self.names[current] = (row["extra"] or {}).get("source_id", str(current))
+                if row["parent_id"]:
+                    self.parent_of.setdefault(current, row["parent_id"])
+            names.append(self.names[current])
+            if current == child_pk:
+                break
+            current = self.parent_of.get(current)
+        names.append(names[0])
+        return names
+
+
+def _link_task_call(child_pk: int, parent_pk: int) -> None:
+    """A sub-agent session names the parent's Task call that spawned it, when it is found
+    (Claude Code records the agent id on the Task call's result)."""
+    extra = Session.objects.filter(pk=child_pk).values_list("extra", flat=True).first() or {}
+    agent_id = (extra.get("claude_code") or {}).get("agent_id")
+    if not agent_id:
+        return
+    call_id = (
+        Message.objects.filter(session_id=parent_pk, extra__agent_id=agent_id)
+        .values_list("tool_call_id", flat=True)
+        .first()
+    )
+    if call_id:
+        Session.objects.filter(pk=child_pk).touch(extra={**extra, "spawned_by_call": call_id})

@@ -1,0 +1,286 @@
+"""Writing imported sessions: one transaction per session holding its row, every message
+(plain ``executemany`` inserts, in batches for a streamed session) and its parent links."""
+
+from __future__ import annotations
+
+from django.db import DataError, IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from compaction import END_MARKER, SUMMARY_PREFIX
+from hermes_web.importers.base import (
+    ImportProblem,
+    ParsedSession,
+    pair_stream,
+    pair_tool_results,
+    text_of,
+)
+from hermes_web.importers.checks import (
+    Checker,
+    Tally,
+    check_session,
+    count_tokens,
+    fidelity,
+    previous_summary,
+)
+from hermes_web.importers.links import Links, namespaced
+from hermes_web.importers.validate import Invalid, _walk
+from hermes_web.llm_models import context_length_for
+from hermes_web.models import Message, Session
+
+
+class AlreadyImported(ImportProblem):
+    """This user imported the session before; reported, not a failure."""
+
+
+def store_session(parsed: ParsedSession, owner, file: str, links: Links | None = None) -> Session:
+    """One session, one transaction: the session row, all its messages and its parent links,
+    or nothing."""
+    if parsed.stream is not None:
+        return _store_streamed(parsed, owner, file, links)
+    if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
+        pair_tool_results(parsed)
+        check_session(parsed, file)
+    public_id = _public_id(parsed, owner, file)
+    model = parsed.model
+    counts = parsed.token_counts or count_tokens(parsed.messages, model)
+    now = timezone.now()
+    extra = _session_extra(parsed)
+    report = fidelity(parsed)
+    extra["import_report"] = report
+    fields = {"public_id": public_id} if public_id else {}
+    own_links = links is None
+    links = links or Links(owner)
+    session = None
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                owner=owner,
+                title=parsed.title[:200],
+                source=parsed.source,
+                model=model[:200],
+                context_length=context_length_for(model),
+                created_at=parsed.created_at or now,
+                ended_at=parsed.ended_at,
+                end_reason=parsed.end_reason,
+                previous_summary=previous_summary(parsed),
+                extra=extra,
+                **fields,
+            )
+            _insert_messages(session, parsed, counts)
+            links.link(session, parsed)
+    except ImportProblem as problem:
+        links.rolled_back(session.pk if session else None)
+        problem.file = problem.file or file
+        raise
+    except IntegrityError as error:  # a concurrent import took the same id
+        raise ImportProblem(
+            file, parsed.line, f"could not store: {error}", parsed.public_id
+        ) from None
+    except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
+        detail = " ".join(str(error).split())
+        raise ImportProblem(
+            file, parsed.line, f"the database refused the text: {detail}", parsed.public_id
+        ) from None
+    except UnicodeEncodeError as error:  # a lone surrogate such as \ud800: not encodable text
+        raise ImportProblem(
+            file,
+            parsed.line,
+            f"text that is not valid Unicode ({error.reason}: "
+            f"{error.object[error.start : error.end]!r})",
+            parsed.public_id,
+        ) from None
+    links.stored(session, parsed)
+    if own_links:
+        links.finish()
+    session.message_total = report["messages"]
+    session.fidelity = report
+    return session
+
+
+_STREAM_BATCH = 2000
+
+
+def _public_id(parsed: ParsedSession, owner, file: str) -> str:
+    """The session's id in the owner's namespace; AlreadyImported when it is taken."""
+    if not parsed.public_id:
+        return ""
+    try:
+        _walk(parsed.public_id, "session id")
+    except Invalid as error:
+        raise ImportProblem(file, parsed.line, str(error)) from None
+    public_id = namespaced(parsed.public_id, owner)
+    if Session.objects.filter(
+        Q(public_id=public_id) | Q(public_id=parsed.public_id, owner=owner)  # or before ids had
+    ).exists():  # a namespace
+        raise AlreadyImported(file, parsed.line, "already imported", parsed.public_id)
+    return public_id
+
+
+def _session_extra(parsed: ParsedSession) -> dict:
+    """``parsed.extra`` plus the tool's own ids (what re-imports and links look up)."""
+    extra = dict(parsed.extra)
+    if parsed.public_id:
+        extra["source_id"] = parsed.public_id
+        if parsed.source == Session.Source.IMPORT_HERMES:
+            extra["hermes_id"] = parsed.public_id
+    if parsed.parent_id:
+        extra["hermes_parent_id"] = parsed.parent_id
+    return extra
+
+
+def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None) -> Session:
+    """A session whose messages arrive from ``parsed.stream``: paired, checked, counted and
+    inserted in batches inside one transaction, so memory is bounded by the batch, not the
+    file; a bad message anywhere (or a broken file) rolls the whole session back."""
+    public_id = _public_id(parsed, owner, file)
+    own_links = links is None
+    links = links or Links(owner)
+    session = None
+    tally = Tally()
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                owner=owner,
+                title="",
+                source=parsed.source,
+                model=parsed.model[:200],
+                context_length=context_length_for(parsed.model),
+                created_at=parsed.created_at or timezone.now(),
+                extra=dict(parsed.extra),
+                **({"public_id": public_id} if public_id else {}),
+            )
+            checker = Checker(parsed, file)
+            batch: list = []
+            stored = 0
+            for message in pair_stream(parsed.stream, parsed):
+                checker.check(message)
+                tally.add(message)
+                batch.append(message)
+                if len(batch) >= _STREAM_BATCH:
+                    _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
+                    stored += len(batch)
+                    batch = []
+            if batch:
+                _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
+            try:  # known once the stream is read
+                _walk(parsed.title, "title")
+                _walk(parsed.extra, "session metadata")
+            except Invalid as error:
+                raise ImportProblem(file, parsed.line, str(error), parsed.public_id) from None
+            report = tally.report(parsed)
+            summary = tally.last_summary
+            previous = ""
+            if summary is not None:
+                body = text_of(summary.content).split(SUMMARY_PREFIX, 1)[-1]
+                previous = body.split(END_MARKER, 1)[0].strip()
+            session.title = parsed.title.strip()[:200]
+            session.model = parsed.model[:200]
+            session.context_length = context_length_for(parsed.model)
+            session.previous_summary = previous
+            session.extra = {**_session_extra(parsed), "import_report": report}
+            session.created_at = parsed.created_at or session.created_at
+            session.save(
+                update_fields=[
+                    *("title", "model", "context_length", "previous_summary", "extra"),
+                    "created_at",
+                ]
+            )
+            links.link(session, parsed)
+    except ImportProblem as problem:
+        links.rolled_back(session.pk if session else None)
+        problem.file = problem.file or file
+        raise
+    except IntegrityError as error:  # a concurrent import took the same id
+        raise ImportProblem(
+            file, parsed.line, f"could not store: {error}", parsed.public_id
+        ) from None
+    except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
+        detail = " ".join(str(error).split())
+        raise ImportProblem(
+            file, parsed.line, f"the database refused the text: {detail}", parsed.public_id
+        ) from None
+    except UnicodeEncodeError as error:
+        raise ImportProblem(
+            file,
+            parsed.line,
+            f"text that is not valid Unicode ({error.reason}: "
+            f"{error.object[error.start : error.end]!r})",
+            parsed.public_id,
+        ) from None
+    links.stored(session, parsed)
+    if own_links:
+        links.finish()
+    session.message_total = report["messages"]
+    session.fidelity = report
+    return session
+
+
+_INSERT_FIELDS = (
+    "session",
+    "position",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "reasoning",
+    "token_count",
+    "active",
+    "archived",
+    "is_summary",
+    "extra",
+    "created_at",
+)
+_BATCH = 500
+
+
+def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int]) -> None:
+    """Every message of ``parsed`` (see ``_insert_rows``)."""
+    _insert_rows(session, parsed.messages, counts, 0)
+
+
+def _insert_rows(session: Session, messages: list, counts: list[int], start: int) -> None:
+    """A plain ``executemany`` INSERT: bulk_create's per-row model instances and SQL
+    compilation cost more than the database on a 50 MB import. Values still go through
+    each field's ``get_db_prep_save``, so JSON and datetimes are stored exactly as the ORM
+    stores them, on SQLite and PostgreSQL alike.
+
+    Meta rows are stored inactive and not archived, marked ``extra["meta"]``: every reader
+    of the active conversation (chat, engine, exports) takes ``active=True`` rows only."""
+    fields = [Message._meta.get_field(name) for name in _INSERT_FIELDS]
+    qn = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {qn(Message._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    json_fields = [(i, f) for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"]
+    created_field = fields[-1]
+    batch: list[list] = []
+    with connection.cursor() as cursor:
+        for i, m in enumerate(messages):
+            extra = {**m.extra, "meta": m.meta} if m.meta else m.extra
+            row = [
+                session.pk,
+                start + i,
+                m.role,
+                m.content,
+                m.tool_calls,
+                m.tool_call_id[:200],
+                m.tool_name[:200],
+                m.reasoning,
+                counts[i],
+                m.active and not m.meta,
+                m.archived and not m.meta,
+                m.is_summary,
+                extra,
+                created_field.get_db_prep_save(m.created_at or session.created_at, connection),
+            ]
+            for index, field in json_fields:
+                row[index] = field.get_db_prep_save(row[index], connection)
+            batch.append(row)
+            if len(batch) >= _BATCH:
+                cursor.executemany(sql, batch)
+                batch = []
+        if batch:
+            cursor.executemany(sql, batch)
