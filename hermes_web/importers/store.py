@@ -24,7 +24,7 @@ from hermes_web.importers.checks import (
     previous_summary,
 )
 from hermes_web.importers.links import Links, namespaced
-from hermes_web.importers.validate import Invalid, _walk
+from hermes_web.importers.validate import Invalid, check_text
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
 
@@ -106,7 +106,7 @@ def _public_id(parsed: ParsedSession, owner, file: str) -> str:
     if not parsed.public_id:
         return ""
     try:
-        _walk(parsed.public_id, "session id")
+        check_text(parsed.public_id, "session id")
     except Invalid as error:
         raise ImportProblem(file, parsed.line, str(error)) from None
     public_id = namespaced(parsed.public_id, owner)
@@ -164,8 +164,8 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             if batch:
                 _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
             try:  # known once the stream is read
-                _walk(parsed.title, "title")
-                _walk(parsed.extra, "session metadata")
+                check_text(parsed.title, "title")
+                check_text(parsed.extra, "session metadata")
             except Invalid as error:
                 raise ImportProblem(file, parsed.line, str(error), parsed.public_id) from None
             report = tally.report(parsed)

@@ -16,6 +16,7 @@ __all__ = [
     "check_content",
     "check_message",
     "check_parsed",
+    "check_text",
     "check_tool_calls",
 ]
 

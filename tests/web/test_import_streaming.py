@@ -11,6 +11,7 @@ from hermes_web.importers import count_tokens, import_path, openai
 from hermes_web.importers.base import ParsedMessage
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
+from hermes_web.validation import MAX_DEPTH
 
 pytestmark = pytest.mark.django_db
 
@@ -162,9 +163,10 @@ def test_a_deep_upload_is_refused_with_the_file_and_nothing_stored(alice, tmp_pa
 
 
 def test_nesting_up_to_the_limit_is_read(alice, tmp_path):
-    """The limit leaves room for what a message may hold (validate.MAX_DEPTH in a part)."""
+    """The parser's limit leaves room for what a message may hold (the validator's MAX_DEPTH
+    inside a part, under the file's own levels)."""
     part = {"type": "text", "text": "deep", "meta": 0}
-    for _ in range(60):
+    for _ in range(MAX_DEPTH - 3):  # + the part, the content list, the message, the file
         part = {"type": "text", "text": "deep", "meta": part}
     path = tmp_path / "ok.json"
     path.write_text(json.dumps({"messages": [{"role": "user", "content": [part]}]}))
