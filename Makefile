@@ -120,6 +120,11 @@ lint: $(STAMP) ## Ruff lint and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+.PHONY: typecheck
+typecheck: $(STAMP) ## mypy: strict on the engine (compaction/), normal on the web app with the django-stubs plugin
+	$(BIN)/mypy --strict compaction
+	$(BIN)/mypy hermes_web
+
 .PHONY: fmt
 fmt: $(STAMP) ## Format the code with ruff
 	$(BIN)/ruff format .
