@@ -204,7 +204,20 @@ def _fit(lines: list[str], limit: int, what: str, *, newest: bool = True) -> lis
 
 
 class _Scan:
-    """One front-to-back walk over the middle collecting every fact."""
+    """The facts of the middle, each gathered where it is cheapest.
+
+    One front-to-back walk pairs calls with results and collects paths, commands, user
+    requests and constraints, reading only what every row needs (role, call ids, arguments).
+    The work that reads result texts is done only where a decision needs it:
+
+    - error lines, test counts and the success/failure of a command: the newest
+      ``_FULL_SCAN_RESULTS`` results (the latest failures; "Blocked" compares positions
+      there only);
+    - the exit code of a command: its newest run that reports one;
+    - exception names: newest result first, until the summary's ``_MAX_NAMES`` are found
+      or ``_NAME_SCAN_RESULTS`` results were read;
+    - an action's date: for the actions whose line fits the summary.
+    """
 
     def __init__(self, facts: SummaryFacts) -> None:
         self.facts = facts
@@ -217,25 +230,37 @@ class _Scan:
         self.exception_names: dict[str, None] = {}
         self.tests: list[str] = []
         self.constraints: dict[str, str] = {}
-        self.actions: list[tuple[int, str, dict[str, Any], int, date | None]] = []
+        # (call position, tool name, arguments, result position, unused): the date is read
+        # by ``action_detail`` for the actions that fit.
+        self.actions: list[tuple[int, str, dict[str, Any], int, None]] = []
         self.last_user: tuple[int, str] | None = None
         self.user_positions: list[int] = []
         self.first_user: str | None = None
         self.last_reply_pos = -1
         self.questions: list[tuple[int, str]] = []
-        pending: dict[str, tuple[int, str, dict[str, Any], date | None]] = {}
-        # Error lines and test counts come from the newest results only (the latest failures);
-        # exception names, commands and exit codes from all of them (cheap scans).
-        tool_rows = [i for i, m in enumerate(middle) if m.get("role") == "tool"]
-        self.full_from = (
-            tool_rows[-_FULL_SCAN_RESULTS] if len(tool_rows) > _FULL_SCAN_RESULTS else 0
-        )
+        self._codes: dict[int, str | None] = {}  # result position -> exit code (once read)
+        pending: dict[str, tuple[int, str, dict[str, Any]]] = {}
+        runs: dict[str, list[int]] = {}  # command -> positions of its results
+        tool_rows: list[int] = []
+        kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
         for pos, message in enumerate(middle):
             role = message.get("role")
-            day = message_date(message)
-            if role == "assistant":
-                text = content_text(message.get("content"), images=False)
-                if text.strip():
+            if role == "tool":
+                tool_rows.append(pos)
+                cid = str(message.get("tool_call_id") or "")
+                call_pos, name, args = pending.pop(cid, None) or (pos, "tool", {})
+                self.actions.append((call_pos, name, args, pos, None))
+                if name.lower() in SHELL_TOOLS:
+                    command = _command_of(args)
+                    if command:
+                        runs.setdefault(command, []).append(pos)
+            elif role == "assistant":
+                content = message.get("content")
+                if type(content) is str:
+                    replied = bool(content) and not content.isspace()
+                else:
+                    replied = bool(content_text(content, images=False).strip())
+                if replied:
                     self.last_reply_pos = pos
                 for call in message.get("tool_calls") or ():
                     if not isinstance(call, Mapping):
@@ -243,22 +268,20 @@ class _Scan:
                     cid = tool_call_id(call) or f"#{pos}"
                     found = known.get(cid)
                     name, args = found if found else (tool_call_name(call), parse_arguments(call))
-                    pending[cid] = (pos, name, args, day)
+                    pending[cid] = (pos, name, args)
+                    kind = kinds.get(name)
+                    if kind is None:
+                        lowered = name.lower()
+                        kind = kinds[name] = (
+                            _VERBS.get(lowered, "USED").lower(),
+                            lowered in SHELL_TOOLS,
+                        )
                     for path in _paths_of(args):
-                        verb = _VERBS.get(name.lower(), "USED")
-                        self.paths.setdefault(path, set()).add(verb.lower())
-                    if name.lower() in SHELL_TOOLS:
+                        self.paths.setdefault(path, set()).add(kind[0])
+                    if kind[1]:
                         command = _command_of(args)
                         if command:
                             self.commands.setdefault(command, "?")
-            elif role == "tool":
-                cid = str(message.get("tool_call_id") or "")
-                call_pos, name, args, day = pending.pop(cid, (pos, "tool", {}, None))
-                text = content_text(message.get("content"))
-                self._result(pos, name, args, text)
-                # Only the newest actions fit the summary: their outcome line and date are
-                # written by ``action_detail`` for those alone.
-                self.actions.append((call_pos, name, args, pos, day))
             elif role == "user":
                 text = _clean(content_text(message.get("content"), images=False)).strip()
                 if is_wrapper(text):
@@ -272,9 +295,48 @@ class _Scan:
                 for sentence in _sentences(text[:8_000]):
                     if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
                         self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
+        # Error lines and test counts come from the newest results only (the latest failures).
+        # (One action per tool row, in order: the last actions are the newest results.)
+        for _, name, args, pos, _ in self.actions[-_FULL_SCAN_RESULTS:]:
+            self._result(pos, name, args, self._text(pos))
+        for command, positions in runs.items():
+            for pos in reversed(positions):  # the newest run that reports an exit code
+                code = self._code(pos)
+                if code is not None:
+                    self.commands[command] = code
+                    break
+        self._names(tool_rows)
 
-    def action_detail(self, pos: int, day: date | None) -> tuple[str, str]:
-        """``(outcome line, date)`` of the action whose result is middle row ``pos``."""
+    def _text(self, pos: int) -> str:
+        content = self.facts.middle[pos].get("content")
+        return content if type(content) is str else content_text(content)
+
+    def _code(self, pos: int) -> str | None:
+        if pos not in self._codes:
+            self._codes[pos] = _exit_code(self._text(pos))
+        return self._codes[pos]
+
+    def _names(self, tool_rows: Sequence[int]) -> None:
+        """Exception names, ordered by their newest occurrence (oldest first)."""
+        groups: list[list[str]] = []
+        seen: set[str] = set()
+        for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:]):
+            text = self._text(pos)
+            if "rror" not in text and "xception" not in text:
+                continue
+            scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
+            new = [n for n in _exception_names(scanned) if n not in seen]
+            if new:
+                seen.update(new)
+                groups.append(new)
+                if len(seen) >= _MAX_NAMES:
+                    break
+        for group in reversed(groups):
+            self.exception_names.update(dict.fromkeys(group))
+
+    def action_detail(self, pos: int, call_pos: int) -> tuple[str, str]:
+        """``(outcome line, date)`` of the action whose result is middle row ``pos`` (its
+        call at ``call_pos``): dated by the call's own timestamp, else the result's."""
         facts = self.facts
         message = facts.middle[pos]
         indices = facts.indices
@@ -285,25 +347,17 @@ class _Scan:
         outcome = outcome or "no output"
         if ref is not None and "[ref:" not in outcome:
             outcome = f"{outcome} [ref:{ref}]"
+        day = message_date(facts.middle[call_pos]) if call_pos != pos else None
         when = (day or message_date(message) or facts.now).isoformat()
         return outcome, when
 
     def _result(self, pos: int, name: str, args: Mapping[str, Any], text: str) -> None:
+        """Error lines, test counts and the command's success, of one of the newest results."""
         lowered = name.lower()
         command = _command_of(args) if lowered in SHELL_TOOLS else None
-        code = _exit_code(text) if lowered in SHELL_TOOLS or lowered == "execute_code" else None
-        if command:
-            self.commands[command] = code if code is not None else self.commands.get(command, "?")
+        code = self._code(pos) if lowered in SHELL_TOOLS or lowered == "execute_code" else None
         failed = code not in (None, "0")
         scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
-        if "rror" in scanned or "xception" in scanned:
-            for name_found in _exception_names(scanned):
-                self.exception_names.pop(name_found, None)
-                self.exception_names[name_found] = None
-        if pos < self.full_from:
-            if command and not failed:
-                self.command_ok[command] = pos
-            return
         # Substring checks run in C; the regexes run only on results that can match.
         # Error reports and test summaries sit at the start or the end of an output.
         if len(scanned) > _EDGE_HEAD + _EDGE_TAIL:
@@ -359,6 +413,8 @@ _EXIT_RE = re.compile(
 
 
 _FULL_SCAN_RESULTS = 150
+_NAME_SCAN_RESULTS = 1_000  # newest results read for exception names ...
+_MAX_NAMES = 60  # ... stopping once the summary's list of names is full
 _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
 _NAME_END = re.compile(r"(?:Error|Exception)\b")
 _WORD_TAIL = re.compile(r"[A-Za-z0-9_]+$")
@@ -461,7 +517,7 @@ def resume_summary(facts: SummaryFacts) -> str:
         if entry not in error_lines:
             error_lines.append(entry)
     if scan.exception_names:
-        names = list(scan.exception_names)[-60:]
+        names = list(scan.exception_names)[-_MAX_NAMES:]
         error_lines.append("- Exception names seen: " + ", ".join(names))
     errors = merged("Errors & Failures", error_lines)
     tests = merged("Test Results", list(dict.fromkeys(f"- {t}" for t in scan.tests)))
@@ -538,8 +594,8 @@ def resume_summary(facts: SummaryFacts) -> str:
     total = len(scan.actions)
     action_lines: list[str] = []
     filled = 0
-    for offset, (_, name, args, pos, day) in enumerate(reversed(scan.actions)):
-        outcome, when = scan.action_detail(pos, day)
+    for offset, (call_pos, name, args, pos, _) in enumerate(reversed(scan.actions)):
+        outcome, when = scan.action_detail(pos, call_pos)
         lowered = name.lower()
         verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
         target = _command_of(args) if lowered in SHELL_TOOLS else None
