@@ -496,7 +496,10 @@ def compact(
     # an LLM). On a conversation that does not fit the CPU cache, a block read right after
     # slimming it is still cached, where separate walks over the whole middle would fetch
     # every message from memory again (50k messages: 15-20 % of the pipeline).
-    slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
+    if prepared is not None:  # the passes indexed every call of the input
+        slimming = Slimming(middle, calls=prepared.work.calls, indexed=True)
+    else:
+        slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
     sizes = RecordSizes()
     # What the classic deterministic summary needs from the whole middle; the hermes summary
     # (resume.py) takes its facts in its own walk and never reads it.

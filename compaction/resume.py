@@ -239,21 +239,25 @@ class _Scan:
         self.last_reply_pos = -1
         self.questions: list[tuple[int, str]] = []
         self._codes: dict[int, str | None] = {}  # result position -> exit code (once read)
-        pending: dict[str, tuple[int, str, dict[str, Any]]] = {}
+        # call id -> (call position, tool name, arguments, shell command or None)
+        pending: dict[str, tuple[int, str, dict[str, Any], str | None]] = {}
         runs: dict[str, list[int]] = {}  # command -> positions of its results
         tool_rows: list[int] = []
         kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
+        actions = self.actions
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
                 tool_rows.append(pos)
-                cid = str(message.get("tool_call_id") or "")
-                call_pos, name, args = pending.pop(cid, None) or (pos, "tool", {})
-                self.actions.append((call_pos, name, args, pos, None))
-                if name.lower() in SHELL_TOOLS:
-                    command = _command_of(args)
-                    if command:
-                        runs.setdefault(command, []).append(pos)
+                cid = message.get("tool_call_id")
+                entry = pending.pop(cid if type(cid) is str else str(cid or ""), None)
+                if entry is None:
+                    actions.append((pos, "tool", {}, pos, None))
+                    continue
+                call_pos, name, args, command = entry
+                actions.append((call_pos, name, args, pos, None))
+                if command:
+                    runs.setdefault(command, []).append(pos)
             elif role == "assistant":
                 content = message.get("content")
                 if type(content) is str:
@@ -265,25 +269,25 @@ class _Scan:
                 for call in message.get("tool_calls") or ():
                     if not isinstance(call, Mapping):
                         continue
-                    cid = tool_call_id(call) or f"#{pos}"
+                    cid = call.get("id")
+                    if type(cid) is not str or not cid:
+                        cid = tool_call_id(call) or f"#{pos}"
                     found = known.get(cid)
                     name, args = found if found else (tool_call_name(call), parse_arguments(call))
-                    pending[cid] = (pos, name, args)
                     kind = kinds.get(name)
                     if kind is None:
                         lowered = name.lower()
-                        kind = kinds[name] = (
-                            _VERBS.get(lowered, "USED").lower(),
-                            lowered in SHELL_TOOLS,
-                        )
+                        verb = _VERBS.get(lowered, "USED").lower()
+                        kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
                     for path in _paths_of(args):
                         self.paths.setdefault(path, set()).add(kind[0])
-                    if kind[1]:
-                        command = _command_of(args)
-                        if command:
-                            self.commands.setdefault(command, "?")
+                    command = _command_of(args) if kind[1] else None
+                    if command:
+                        self.commands.setdefault(command, "?")
+                    pending[cid] = (pos, name, args, command)
             elif role == "user":
-                text = _clean(content_text(message.get("content"), images=False)).strip()
+                raw = content_text(message.get("content"), images=False)
+                text = (_clean(raw) if "\x1b" in raw else raw).strip()
                 if is_wrapper(text):
                     continue
                 if self.first_user is None:
@@ -292,9 +296,12 @@ class _Scan:
                 self.user_positions.append(pos)
                 if "?" in text[:2_000]:
                     self.questions.append((pos, _one_line(text, 200)))
-                for sentence in _sentences(text[:8_000]):
-                    if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
-                        self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
+                # A sentence holds a constraint word only if the text does: most do not.
+                if _CONSTRAINT.search(text, 0, 8_000):
+                    for sentence in _sentences(text[:8_000]):
+                        if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
+                            key = " ".join(sentence.split()).lower()
+                            self.constraints.setdefault(key, sentence)
         # Error lines and test counts come from the newest results only (the latest failures).
         # (One action per tool row, in order: the last actions are the newest results.)
         for _, name, args, pos, _ in self.actions[-_FULL_SCAN_RESULTS:]:
@@ -371,12 +378,9 @@ class _Scan:
         body = _unwrap(_clean(scanned))
         found = 0
         if errors_possible:
-            for match in _ERROR_LINE.finditer(body):
-                line = _line_at(body, match.start())
+            for line in _error_lines(body, 4):
                 self.errors.append((pos, command or name, _one_line(line.strip(), 240)))
                 found += 1
-                if found >= 4:
-                    break
         if found == 0 and failed:
             tail = body.rstrip().rsplit("\n", 1)[-1]
             self.errors.append(
@@ -483,6 +487,35 @@ def _unwrap(text: str) -> str:
             inner = [data.get(k) for k in ("output", "stdout", "stderr", "error", "content")]
             return "\n".join(v for v in inner if isinstance(v, str) and v)
     return text.replace("\\n", "\n")
+
+
+# Every alternative of ``_ERROR_LINE`` holds one of these literals: a line without any is
+# never run through the (slow, many-branched) pattern.
+_ERROR_LITERALS = re.compile(
+    r"Error|Exception|FAILED|ERROR|E\s|error|Traceback|--- FAIL:|panicked at|fatal:"
+    r"|command not found|No such file or directory"
+)
+
+
+def _error_lines(body: str, limit: int) -> list[str]:
+    """The first ``limit`` error lines of ``body`` (a line once per ``_ERROR_LINE`` match in
+    it), matched line by line on the lines holding one of ``_ERROR_LITERALS``."""
+    lines: list[str] = []
+    at = 0
+    while len(lines) < limit:
+        hint = _ERROR_LITERALS.search(body, at)
+        if hint is None:
+            break
+        start = body.rfind("\n", 0, hint.start()) + 1
+        end = body.find("\n", hint.start())
+        if end == -1:
+            end = len(body)
+        for _ in _ERROR_LINE.finditer(body, start, end):
+            lines.append(body[start:end])
+            if len(lines) >= limit:
+                break
+        at = end + 1
+    return lines
 
 
 def _line_at(text: str, index: int) -> str:
