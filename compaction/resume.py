@@ -420,44 +420,32 @@ _FULL_SCAN_RESULTS = 150
 _NAME_SCAN_RESULTS = 1_000  # newest results read for exception names ...
 _MAX_NAMES = 60  # ... stopping once the summary's list of names is full
 _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
-_NAME_END = re.compile(r"(?:Error|Exception)\b")
-_WORD_TAIL = re.compile(r"[A-Za-z0-9_]+$")
 _WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
-def _exception_names(text: str) -> set[str]:
-    """``FooError``/``FooException`` names: the literal suffix is found first (fast), then
-    the word before it is read with an end-anchored regex over a short slice."""
-    names: set[str] = set()
-    # Only the first 8 suffixes count (a result naming more is a code listing, not an error
-    # report); the first 8 of both literals hold the first 8 overall.
-    ends = sorted(_suffix_ends(text, "Error") + _suffix_ends(text, "Exception"))[:8]
-    for start, end in ends:
-        # The word before the suffix (what ``_WORD_TAIL`` finds in the 60 chars before it).
-        # Like that regex's ``$``, a newline right before the suffix is stepped over (so the
-        # name then holds it: kept as it was, the output must not change here).
-        low = max(0, start - 60)
-        stop = start - 1 if start > low and text[start - 1] == "\n" else start
-        word = low + len(text[low:stop].rstrip(_WORD_CHARS))
-        name = text[word if word < stop else start : end]
-        if name[:1].isupper() and len(name) > end - start:
-            names.add(name)
-    return names
+_SUFFIX = re.compile(r"(?:Error|Exception)\b")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-def _suffix_ends(text: str, literal: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the first 8 ``literal`` followed by a word boundary: what
-    ``_NAME_END.finditer`` yields, found with ``str.find`` (the regex tries every position)."""
-    found: list[tuple[int, int]] = []
-    size = len(literal)
-    at = text.find(literal)
-    while at != -1 and len(found) < 8:
-        end = at + size
-        after = text[end : end + 1]
-        if not after or not (after.isalnum() or after == "_"):
-            found.append((at, end))
-        at = text.find(literal, end)
-    return found
+def _exception_names(text: str) -> list[str]:
+    """``FooError``/``FooException`` names of the first 8 such suffixes (a result naming more
+    is a code listing, not an error report), in text order, each once.
+
+    The name is the run of ASCII word characters right before the suffix (at most 60 of
+    them) and starts with a capital: a suffix at the start of a line is no name, whatever
+    the line before ends with.
+    """
+    names: dict[str, None] = {}
+    for count, match in enumerate(_SUFFIX.finditer(text), 1):
+        start = match.start()
+        low = start - 60 if start > 60 else 0
+        word = text[low:start]
+        word = word[len(word.rstrip(_WORD_CHARS)) :]
+        if word and word[0] in _UPPER:
+            names[word + match.group()] = None
+        if count >= 8:
+            break
+    return list(names)
 
 
 def _exit_code(text: str) -> str | None:
