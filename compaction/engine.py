@@ -229,12 +229,13 @@ def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple
     """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
     it wrote: the fold line, else the slimmed text)."""
     h, t = bounds
-    out = []
+    # The actions are this compaction's own fresh dicts: completed in place, not copied.
     for a in actions:
         i = a["index"]
-        region = "head" if 0 <= i < h else "tail" if i >= t else "middle"
-        out.append({**a, "region": region, "line": a["fold_line"] or a["after"]})
-    return tuple(out)
+        extra: Any = a
+        extra["region"] = "head" if 0 <= i < h else "tail" if i >= t else "middle"
+        extra["line"] = a["fold_line"] or a["after"]
+    return tuple(actions)
 
 
 def _warnings(

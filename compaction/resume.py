@@ -161,8 +161,11 @@ def _is_path_key(key: str) -> bool:
 def _paths_of(args: Mapping[str, Any]) -> list[str]:
     found = []
     for key, value in args.items():
-        if isinstance(value, str):
-            if _is_path_key(key) and value.strip() and "\n" not in value:
+        if type(value) is str or isinstance(value, str):
+            is_path = _PATH_KEYS_SEEN.get(key)
+            if is_path is None:
+                is_path = _is_path_key(key)
+            if is_path and "\n" not in value and value.strip():
                 found.append(value.strip())
             if "File:" in value:
                 found.extend(_PATCH_HEADER.findall(value))
@@ -267,7 +270,7 @@ class _Scan:
                 if replied:
                     self.last_reply_pos = pos
                 for call in message.get("tool_calls") or ():
-                    if not isinstance(call, Mapping):
+                    if type(call) is not dict and not isinstance(call, Mapping):
                         continue
                     cid = call.get("id")
                     if type(cid) is not str or not cid:
