@@ -250,7 +250,7 @@ def _warnings(
     out: list[dict[str, str]] = []
     threshold, window = cfg.threshold_tokens, cfg.context_length
     if cfg.threshold_lowered:
-        raw = max(int(cfg.threshold_percent * window), cfg.min_threshold_tokens)
+        raw = max(int(cfg.effective_threshold_percent * window), cfg.min_threshold_tokens)
         out.append(
             {
                 "code": "threshold_at_window",

@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "4238f57f6a71b39a",
-    "long_words": "02b151287528328a",
-    "secrets_failures": "889f7765ecc8486d",
-    "secrets_failures_small": "3b919c3c1e8e005d",
-    "synthetic_10000_cached": "34b9bfd3f0ff7d9f",
-    "synthetic_2000": "7e7882e37cdedfa1",
-    "synthetic_2000_cached": "664d95e14d97e4eb",
-    "synthetic_300": "fb52a5709744c129",
-    "synthetic_8k_window": "ecc4da4e8fcaa0fe",
-    "synthetic_small_window": "d1c180f51bb45c39",
+    "capped_tail": "1d69a7ea5fd3797f",
+    "long_words": "f6297320179703c6",
+    "secrets_failures": "572bf54ed67d0d15",
+    "secrets_failures_small": "c915bab7382e6887",
+    "synthetic_10000_cached": "78127cfd85213559",
+    "synthetic_2000": "4d408ebe269cad38",
+    "synthetic_2000_cached": "58b0b66afb63f88f",
+    "synthetic_300": "a6f1d484f953bbfc",
+    "synthetic_8k_window": "0b4c884c710fccd8",
+    "synthetic_small_window": "68a406491b576f17",
 }
 
 
