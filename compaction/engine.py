@@ -22,6 +22,7 @@ from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
 from compaction.passes import hermes_fold
 from compaction.redact import redact
+from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
 from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
@@ -620,6 +621,9 @@ def compact(
     final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
     summary_message = stripped[assembly.summary_index]
     summary_index = next(i for i, m in enumerate(final) if m is summary_message)
+    replay = None
+    if hermes:  # the unfinished newest request, restated after the boundary (§7.5)
+        final, replay = inflight_replay(original, final, summary_index)
     out_tokens = [
         counts_by_id.get(id(m)) if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
         for m in final
@@ -650,6 +654,8 @@ def compact(
     if after >= before:
         attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}
         return unchanged("skipped", "summary_not_smaller", tokens=attempted, **details)
+    if hermes:
+        details["inflight_replay"] = replay
     details["slimming"] = _with_regions(details["slimming"], bounds_now)
     report = CompactionReport(
         warnings=_warnings(cfg, before, after, info, prepared, details["fallbacks"]),

@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "1d69a7ea5fd3797f",
-    "long_words": "f6297320179703c6",
-    "secrets_failures": "572bf54ed67d0d15",
-    "secrets_failures_small": "c915bab7382e6887",
-    "synthetic_10000_cached": "78127cfd85213559",
-    "synthetic_2000": "4d408ebe269cad38",
-    "synthetic_2000_cached": "58b0b66afb63f88f",
-    "synthetic_300": "a6f1d484f953bbfc",
-    "synthetic_8k_window": "0b4c884c710fccd8",
-    "synthetic_small_window": "68a406491b576f17",
+    "capped_tail": "c2834c3e7ba22a28",
+    "long_words": "18c7f7d57a430732",
+    "secrets_failures": "a596ad93db33952d",
+    "secrets_failures_small": "81069abf77ee741b",
+    "synthetic_10000_cached": "ac9aec46daee690e",
+    "synthetic_2000": "a3dd6cecbbd2abb9",
+    "synthetic_2000_cached": "06783641a75b73c1",
+    "synthetic_300": "f695993787f1af65",
+    "synthetic_8k_window": "70158672941bf6e9",
+    "synthetic_small_window": "e359b68bbba939d6",
 }
 
 
