@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from compaction.assemble import assemble
 from compaction.boundary import find_boundaries
@@ -421,6 +421,7 @@ def compact(
     first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
     hermes = cfg.profile != "classic"
     prepared = None
+    work_tokens: Sequence[int]
     if hermes:
         prepared = prepare(
             msgs,
@@ -625,7 +626,7 @@ def compact(
     if hermes:  # the unfinished newest request, restated after the boundary (§7.5)
         final, replay = inflight_replay(original, final, summary_index)
     out_tokens = [
-        counts_by_id.get(id(m)) if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
+        counts_by_id[id(m)] if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
         for m in final
     ]
     clock.lap("sanitize")
@@ -671,4 +672,5 @@ def compact(
         **base,
         **details,
     )
-    return CompactionResult(final, report)
+    # Output rows are the input's own rows (dicts by the contract) and new dicts.
+    return CompactionResult(cast(list[dict[str, Any]], final), report)

@@ -122,7 +122,7 @@ def output_lines(content: str) -> tuple[int, str | None]:
 
 _EXIT_JSON = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
 _EXIT_TEXT = re.compile(r"(?:exit code|exit status|Exit code)[:\s]+(-?\d+)")
-_scan_json = json.JSONDecoder().scan_once
+_scan_json: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _json_object(text: str) -> Any:
@@ -241,7 +241,8 @@ class Work:
         # Rows between the head and the reach of the tail walk are summarized whatever their
         # size: an estimate is enough there (their count decides nothing).
         exact = [p for p in positions if p < self.exact_head or p >= self.exact_from]
-        counts = self.count_many([self.messages[p] for p in exact])
+        count_many = self.count_many or (lambda batch: [self.count(m) for m in batch])
+        counts = count_many([self.messages[p] for p in exact])
         for pos, count in zip(exact, counts, strict=True):
             self.tokens[pos] = count
         if len(exact) != len(positions):
@@ -405,7 +406,7 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
         text = json.dumps(shrunk, ensure_ascii=False)
         before.append(raw)
         after.append(text)
-        new_calls.append({**call, "function": {**fn, "arguments": text}})
+        new_calls.append({**call, "function": {**(fn or {}), "arguments": text}})
         changed = True
     if not changed:
         return False
@@ -467,7 +468,7 @@ def retire_tool_images(work: Work) -> None:
                 {"type": "text", "text": f"{SCREENSHOT_PLACEHOLDER} {ref(pos)}"}
                 if is_image_part(p)
                 else p
-                for p in content
+                for p in (content or ())
             ]
         work.put(pos, {**message, "content": new})
         after = content_text(new)
