@@ -207,23 +207,32 @@ def _count_kept(
     exact_span: tuple[int, int],
     cfg: CompactionConfig,
     counter: TokenCounter,
-) -> tuple[tuple[int, ...], int]:
+) -> tuple[tuple[int, ...], int, tuple[str, ...]]:
     """Exact counts for the head and tail rows that were estimated (the tail of slimmed rows
-    can reach past the exactly counted region); returns the input counts and their sum."""
+    can reach past the exactly counted region); returns the input counts, their sum and
+    the spans (``"head"``, ``"tail"``) whose input counts hold such estimates.
+
+    A row kept verbatim is counted once, for both lists. A row a pass rewrote (a fold
+    line, a stub) is counted as rewritten, which is what the result holds; its input count
+    stays the estimate (counting a folded 40 KB output only to report the input's tail
+    cost most of an uncached compaction)."""
     head_exact, tail_exact = exact_span
     h, t = bounds.head_end, bounds.tail_start
     fix = [*range(head_exact, h), *range(t, min(tail_exact, len(original)))]
     if not fix:
-        return tokens, sum(tokens)
+        return tokens, sum(tokens), ()
     counts = list(tokens)
-    exact = count_messages_tokens([original[p] for p in fix], cfg)
-    for pos, count in zip(fix, exact, strict=True):
-        counts[pos] = count
-        kept = work.messages[pos]
-        work.tokens[pos] = (
-            count if kept is original[pos] else count_message_tokens(kept, cfg, counter)
-        )
-    return tuple(counts), sum(counts)
+    verbatim = [p for p in fix if work.messages[p] is original[p]]
+    exact = count_messages_tokens([original[p] for p in verbatim], cfg)
+    for pos, count in zip(verbatim, exact, strict=True):
+        counts[pos] = work.tokens[pos] = count
+    rewritten = [p for p in fix if work.messages[p] is not original[p]]
+    for pos in rewritten:
+        work.tokens[pos] = count_message_tokens(work.messages[pos], cfg, counter)
+    spans = (("head",) if rewritten and rewritten[0] < h else ()) + (
+        ("tail",) if rewritten and rewritten[-1] >= t else ()
+    )
+    return tuple(counts), sum(counts), spans
 
 
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
@@ -437,11 +446,13 @@ def compact(
         bounds = prepared.bounds
         if exact_span is not None:
             # The cut was taken on estimates where they were; what stays verbatim is counted.
-            tokens, before = _count_kept(
+            tokens, before, estimated_spans = _count_kept(
                 original, tokens, prepared.work, bounds, exact_span, cfg, counter
             )
             base["message_tokens"] = tokens
             token_info["before"] = before
+            # The input's head/tail spans hold estimates of the rows the passes rewrote there.
+            base["tokens_estimated"] = (*estimated, *estimated_spans)
         clock.lap("passes")
     else:
         work_tokens = tokens

@@ -122,11 +122,11 @@ GOLDEN = {
     "secrets_failures": "a596ad93db33952d",
     "secrets_failures_small": "81069abf77ee741b",
     "synthetic_10000_cached": "ac9aec46daee690e",
-    "synthetic_2000": "a3dd6cecbbd2abb9",
+    "synthetic_2000": "1f15d366dcee6587",
     "synthetic_2000_cached": "06783641a75b73c1",
-    "synthetic_300": "f695993787f1af65",
+    "synthetic_300": "a693fc68a57f7022",
     "synthetic_8k_window": "70158672941bf6e9",
-    "synthetic_small_window": "e359b68bbba939d6",
+    "synthetic_small_window": "82322f24d0a416f5",
 }
 
 
