@@ -145,7 +145,7 @@ def count_messages_tokens(
     ]
 
 
-_BATCH_FROM_CHARS = 4_000_000  # below this much text, counting runs in this thread
+_BATCH_FROM_CHARS = 1_000_000  # below this much text, counting runs in this thread
 
 
 def estimate_message_tokens(message: Message, config: CompactionConfig) -> int:
