@@ -4,6 +4,7 @@ tokens → boundaries → slimming (middle) → serialization → summary → as
 stripping → tool-pair sanitization → report.
 """
 
+# Over 450 lines: compact() and the helpers only it calls (input scan, exact counts, warnings, report regions); see its phases.
 from __future__ import annotations
 
 import copy
