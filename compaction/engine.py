@@ -4,7 +4,7 @@ tokens → boundaries → slimming (middle) → serialization → summary → as
 stripping → tool-pair sanitization → report.
 """
 
-# Over 450 lines: compact() is one pipeline function (not yet split into phases) plus the helpers only it calls.
+# Over 450 lines: compact() is one pipeline (not yet split into phases) and its own helpers.
 from __future__ import annotations
 
 import copy
