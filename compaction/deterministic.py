@@ -2,7 +2,8 @@
 ``compaction.resume``; also the fallback of an LLM summarizer.
 """
 
-# Over 450 lines: the classic deterministic summary is one walk (_MiddleScan) and its section writer; split further they would share most of their state.
+# Over 450 lines: the classic deterministic summary is one walk (_MiddleScan) and its section
+# writer; split further they would share most of their state.
 from __future__ import annotations
 
 import itertools

@@ -16,7 +16,8 @@ Passes, in the order the engine runs them:
 6. ``lean_tail``: old tool rounds of the tail become recovery stubs.
 """
 
-# Over 450 lines: the six hermes passes share the Work list and its copy-on-write rules; each pass is a short function.
+# Over 450 lines: the six hermes passes share the Work list and its copy-on-write rules; each pass
+# is a short function.
 from __future__ import annotations
 
 import json

@@ -5,7 +5,8 @@ truncation applies to the summarizer input only; ``strip_historical_images`` app
 assembled output. Adding a tool's fold format is one entry in ``FOLDERS``.
 """
 
-# Over 450 lines: one module per seed idea: the per-tool fold formats (FOLDERS) are most of its length.
+# Over 450 lines: one module per seed idea: the per-tool fold formats (FOLDERS) are most of its
+# length.
 from __future__ import annotations
 
 import re
