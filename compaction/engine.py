@@ -236,6 +236,108 @@ def _count_kept(
     return tuple(counts), sum(counts), spans
 
 
+def _input_tokens(
+    msgs: Sequence[Message],
+    cfg: CompactionConfig,
+    token_counts: Sequence[int] | None,
+    tokenizer: TokenCounter | None,
+) -> tuple[tuple[int, ...], tuple[str, ...], tuple[int, int] | None]:
+    """Phase "tokens": ``(counts per input message, names of the report's token figures that
+    are estimates, the exactly counted span of a mostly estimated list or None)``."""
+    if token_counts is not None:
+        return tuple(token_counts), (), None  # validated: exact ints
+    if cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
+        # No cached counts: estimate everything, then count exactly only where a decision
+        # depends on it (the head and the rows the tail walk can reach).
+        tokens, exact_span = _mostly_estimated(msgs, cfg)
+        return tokens, ("before", "middle", "saved", "ratio", "message_tokens"), exact_span
+    return tuple(count_messages_tokens(msgs, cfg, tokenizer)), (), None
+
+
+def _previous_summary_in(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:
+    """The body of the newest summary-bearing message's summary, if any."""
+    for i in reversed(summary_positions):
+        found, _ = split_summary(content_text(msgs[i].get("content"), images=False))
+        if found:
+            return found
+    return None
+
+
+def _middle_rows(
+    msgs: list[Message],
+    original: list[Message],
+    bounds: tuple[int, int],
+    summary_positions: Sequence[int],
+    hermes: bool,
+) -> tuple[list[Message], list[Message], range | list[int]]:
+    """Phase "boundary", its end: ``(middle rows as slimmed, middle rows of the input for the
+    facts, input index of each)``. A summary-bearing row keeps only its live text after the
+    summary; one without any is dropped."""
+    h, t = bounds
+    middle = msgs[h:t]
+    facts_middle = original[h:t] if hermes else middle
+    indices: range | list[int] = range(h, t)
+    in_middle = [p for p in summary_positions if h <= p < t]
+    if in_middle:
+        indices = list(indices)
+    for i in reversed(in_middle):
+        _, remainder = split_summary(content_text(msgs[i].get("content"), images=False))
+        if remainder:
+            middle[i - h] = {**msgs[i], "content": remainder}
+            if hermes:
+                facts_middle[i - h] = {**original[i], "content": remainder}
+        else:
+            del middle[i - h], indices[i - h]
+            if hermes:
+                del facts_middle[i - h]
+    return middle, facts_middle, indices
+
+
+def _slim_and_measure(
+    middle: list[Message],
+    facts_middle: list[Message],
+    indices: range | list[int],
+    head: list[Message],
+    cfg: CompactionConfig,
+    prepared: Any,
+    clock: _Clock,
+) -> tuple[Slimming, RecordSizes, MiddleGathered | None]:
+    """Phases "slimming", "serialize" (measuring) and, for classic, "summarize" (gathering):
+    ``(the slimmed middle, its summarizer record sizes, what the classic deterministic
+    summary gathered)``.
+
+    Results in the middle answer calls in the head or earlier in the middle, never in the
+    tail: the head's calls are indexed here, the middle's during slimming. Everything that
+    reads the whole middle runs block by block: slimming, measuring the summarizer records,
+    gathering the files and call count for the deterministic summary (also the fallback of
+    an LLM). On a conversation that does not fit the CPU cache, a block read right after
+    slimming it is still cached, where separate walks over the whole middle would fetch
+    every message from memory again (50k messages: 15-20 % of the pipeline).
+    """
+    hermes = prepared is not None
+    if hermes:  # the passes indexed every call of the input
+        slimming = Slimming(middle, calls=prepared.work.calls, indexed=True)
+    else:
+        slimming = Slimming(middle, calls=build_call_index(head))
+    sizes = RecordSizes()
+    # What the classic deterministic summary needs from the whole middle; the hermes summary
+    # (resume.py) takes its facts in its own walk and never reads it.
+    gathered = None if hermes else MiddleGathered()
+    fold = hermes_fold if hermes else None
+    for start in range(0, len(middle), _BLOCK):
+        stop = min(start + _BLOCK, len(middle))
+        slim_range(slimming, indices, cfg, start, stop, fold)
+        clock.lap("slimming", add=True)
+        measure_records(
+            slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
+        )
+        clock.lap("serialize", add=True)
+        if gathered is not None:
+            gather_middle(facts_middle, start, stop, slimming.calls, gathered)
+            clock.lap("summarize", add=True)
+    return slimming, sizes, gathered
+
+
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
     """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
     it wrote: the fold line, else the slimmed text)."""
@@ -369,17 +471,7 @@ def compact(
         now = now.date()
     day = now or date.today()
     counter = tokenizer or tiktoken_counter(cfg.model)
-    estimated: tuple[str, ...] = ()
-    exact_span: tuple[int, int] | None = None
-    if token_counts is not None:
-        tokens = tuple(token_counts)  # validated: exact ints
-    elif cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
-        # No cached counts: estimate everything, then count exactly only where a decision
-        # depends on it (the head and the rows the tail walk can reach).
-        tokens, exact_span = _mostly_estimated(msgs, cfg)
-        estimated = ("before", "middle", "saved", "ratio", "message_tokens")
-    else:
-        tokens = tuple(count_messages_tokens(msgs, cfg, tokenizer))
+    tokens, estimated, exact_span = _input_tokens(msgs, cfg, token_counts, tokenizer)
     before = sum(tokens)
     clock.lap("tokens")
 
@@ -422,12 +514,7 @@ def compact(
 
     # The newest summary-bearing message gives the previous summary; the middle drops the
     # summary part of each one below.
-    found_previous = None
-    for i in reversed(summary_positions):
-        found_previous, _ = split_summary(content_text(msgs[i].get("content"), images=False))
-        if found_previous:
-            break
-    previous_body = previous_summary or found_previous or None
+    previous_body = previous_summary or _previous_summary_in(msgs, summary_positions) or None
     first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
     hermes = cfg.profile != "classic"
     prepared = None
@@ -477,22 +564,7 @@ def compact(
     )
     clock.lap("boundary")
 
-    middle = msgs[h:t]
-    facts_middle = original[h:t] if hermes else middle
-    indices: range | list[int] = range(h, t)
-    in_middle = [p for p in summary_positions if h <= p < t]
-    if in_middle:
-        indices = list(indices)
-    for i in reversed(in_middle):
-        _, remainder = split_summary(content_text(msgs[i].get("content"), images=False))
-        if remainder:
-            middle[i - h] = {**msgs[i], "content": remainder}
-            if hermes:
-                facts_middle[i - h] = {**original[i], "content": remainder}
-        else:
-            del middle[i - h], indices[i - h]
-            if hermes:
-                del facts_middle[i - h]
+    middle, facts_middle, indices = _middle_rows(msgs, original, (h, t), summary_positions, hermes)
     pre_actions = prepared.work.actions if prepared is not None else []
     # hermes: a middle holding only the previous summary is still worth a compaction when the
     # passes slimmed head or tail by at least the anti-thrash saving (the summary is carried
@@ -504,33 +576,9 @@ def compact(
             "skipped", "nothing_to_compact", tokens=span_info, slimming=tuple(pre_actions)
         )
 
-    # Results in the middle answer calls in the head or earlier in the middle, never in the
-    # tail: the head's calls are indexed here, the middle's during slimming. Everything that
-    # reads the whole middle runs block by block: slimming, measuring the summarizer records,
-    # gathering the files and call count for the deterministic summary (also the fallback of
-    # an LLM). On a conversation that does not fit the CPU cache, a block read right after
-    # slimming it is still cached, where separate walks over the whole middle would fetch
-    # every message from memory again (50k messages: 15-20 % of the pipeline).
-    if prepared is not None:  # the passes indexed every call of the input
-        slimming = Slimming(middle, calls=prepared.work.calls, indexed=True)
-    else:
-        slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
-    sizes = RecordSizes()
-    # What the classic deterministic summary needs from the whole middle; the hermes summary
-    # (resume.py) takes its facts in its own walk and never reads it.
-    gathered = None if hermes else MiddleGathered()
-    fold = hermes_fold if hermes else None
-    for start in range(0, len(middle), _BLOCK):
-        stop = min(start + _BLOCK, len(middle))
-        slim_range(slimming, indices, cfg, start, stop, fold)
-        clock.lap("slimming", add=True)
-        measure_records(
-            slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
-        )
-        clock.lap("serialize", add=True)
-        if gathered is not None:
-            gather_middle(facts_middle, start, stop, slimming.calls, gathered)
-            clock.lap("summarize", add=True)
+    slimming, sizes, gathered = _slim_and_measure(
+        middle, facts_middle, indices, msgs[:h], cfg, prepared, clock
+    )
     actions, folds = slimming.actions, slimming.folds
     if pre_actions:
         actions = [*pre_actions, *actions]
