@@ -338,6 +338,73 @@ def _slim_and_measure(
     return slimming, sizes, gathered
 
 
+def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:
+    """The text of the first user message that carries no summary, if any."""
+    summary_set = set(summary_positions)
+    first_user = next(
+        (m for i, m in enumerate(msgs) if m.get("role") == "user" and i not in summary_set),
+        None,
+    )
+    return content_text(first_user.get("content"), images=False) if first_user else None
+
+
+def _run_summarizer(summarizer: Summarizer, request: SummaryRequest) -> SummaryOutcome:
+    """Phase "summarize": the summarizer's outcome; an empty body falls back to the
+    deterministic summary (recorded as a fallback). ``SummaryAborted`` propagates."""
+    outcome = summarizer.summarize(request)
+    if outcome.body.strip():
+        return outcome
+    empty = FallbackError(
+        outcome.source,
+        outcome.model or "",
+        "empty_content",
+        None,
+        "the summarizer returned an empty body",
+    )
+    return SummaryOutcome(
+        deterministic_summary(request.facts),
+        "deterministic",
+        None,
+        outcome.prompt,
+        (*outcome.fallbacks, empty),
+    )
+
+
+def _assemble_output(
+    msgs: list[Message],
+    bounds: tuple[int, int],
+    body: str,
+    work_tokens: Sequence[int],
+    actions: list[SlimAction],
+) -> tuple[list[Message], int, dict[int, int]]:
+    """Phase "assemble": head + summary + tail with historical images stripped (each strip
+    appended to ``actions``). Returns the list, the summary's position in it, and the known
+    token count of every row that is an unchanged input row (by ``id``)."""
+    h, t = bounds
+    n = len(msgs)
+    assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
+    stripped, image_changes = strip_historical_images(assembly.messages)
+    changed = set(assembly.changed)
+    for pos, before_text, after_text in image_changes:
+        changed.add(pos)
+        source = assembly.sources[pos]
+        actions.append(
+            make_action(
+                source if source is not None else -1,
+                "image",
+                stripped[pos],
+                before_text,
+                after_text,
+            )
+        )
+    counts_by_id: dict[int, int] = {}
+    for pos, message in enumerate(stripped):
+        source = assembly.sources[pos]
+        if source is not None and pos not in changed and pos != assembly.summary_index:
+            counts_by_id[id(message)] = work_tokens[source]
+    return stripped, assembly.summary_index, counts_by_id
+
+
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
     """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
     it wrote: the fold line, else the slimmed text)."""
@@ -592,17 +659,10 @@ def compact(
         summarizer_input, redactions = redact(summarizer_input)
         clock.lap("redact", add=True)
 
-    summary_set = set(summary_positions)
-    first_user = next(
-        (m for i, m in enumerate(msgs) if m.get("role") == "user" and i not in summary_set),
-        None,
-    )
     facts = SummaryFacts(
         middle=facts_middle,
         fold_lines=folds,
-        first_user_text=content_text(first_user.get("content"), images=False)
-        if first_user
-        else None,
+        first_user_text=_first_user_text(msgs, summary_positions),
         previous_summary=previous_body,
         focus=focus,
         now=day,
@@ -621,7 +681,7 @@ def compact(
     )
     request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
     try:
-        outcome = (summarizer or DeterministicSummarizer()).summarize(request)
+        outcome = _run_summarizer(summarizer or DeterministicSummarizer(), request)
     except SummaryAborted as aborted:
         clock.lap("summarize", add=True)
         return unchanged(
@@ -635,21 +695,6 @@ def compact(
             slimming_totals=_totals(actions, cfg.profile),
             redactions=redactions,
         )
-    if not outcome.body.strip():
-        empty = FallbackError(
-            outcome.source,
-            outcome.model or "",
-            "empty_content",
-            None,
-            "the summarizer returned an empty body",
-        )
-        outcome = SummaryOutcome(
-            deterministic_summary(facts),
-            "deterministic",
-            None,
-            outcome.prompt,
-            (*outcome.fallbacks, empty),
-        )
     body = outcome.body.strip()
     clock.lap("summarize", add=True)
     if hermes:
@@ -657,30 +702,11 @@ def compact(
         redactions += found
         clock.lap("redact", add=True)
 
-    assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
-    stripped, image_changes = strip_historical_images(assembly.messages)
-    changed = set(assembly.changed)
-    for pos, before_text, after_text in image_changes:
-        changed.add(pos)
-        source = assembly.sources[pos]
-        actions.append(
-            make_action(
-                source if source is not None else -1,
-                "image",
-                stripped[pos],
-                before_text,
-                after_text,
-            )
-        )
-    counts_by_id: dict[int, int] = {}
-    for pos, message in enumerate(stripped):
-        source = assembly.sources[pos]
-        if source is not None and pos not in changed and pos != assembly.summary_index:
-            counts_by_id[id(message)] = work_tokens[source]
+    stripped, summary_at, counts_by_id = _assemble_output(msgs, (h, t), body, work_tokens, actions)
     clock.lap("assemble")
 
     final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
-    summary_message = stripped[assembly.summary_index]
+    summary_message = stripped[summary_at]
     summary_index = next(i for i, m in enumerate(final) if m is summary_message)
     replay = None
     if hermes:  # the unfinished newest request, restated after the boundary (§7.5)
