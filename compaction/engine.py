@@ -4,7 +4,7 @@ tokens → boundaries → slimming (middle) → serialization → summary → as
 stripping → tool-pair sanitization → report.
 """
 
-# Over 450 lines: compact() is one pipeline (not yet split into phases) and its own helpers.
+# Over 450 lines: compact() and the phase functions only it calls (partly split; see below).
 from __future__ import annotations
 
 import copy
