@@ -48,6 +48,10 @@ class CompactionConfig:
         profile: ``"hermes"`` (default) runs the window-aware budgets and the slimming passes
             below; ``"classic"`` is the seed's engine exactly (the fields below are ignored).
         tail_max_fraction: hermes: the tail budget is capped at this fraction of the window.
+        threshold_min_percent: hermes: for a window under ``threshold_raise_below`` tokens
+            the trigger percent is raised to at least this (reference §10.1 step 2: 0.75) ...
+        threshold_raise_below: ... windows of this many tokens or more keep
+            ``threshold_percent`` as it is.
         threshold_window_fraction: hermes: when the ``min_threshold_tokens`` floor would put
             the trigger above this fraction of the window, the trigger is this fraction
             instead (reference §10.1: 85 %), so it is always below the window.
@@ -98,6 +102,8 @@ class CompactionConfig:
     lean_tail_min_chars: int = 1_500
     summary_window_fraction: float = 0.05
     resume_summary_max_chars: int = 40_000
+    threshold_min_percent: float = 0.75
+    threshold_raise_below: int = 512_000
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -108,19 +114,30 @@ class CompactionConfig:
             )
 
     @property
+    def effective_threshold_percent(self) -> float:
+        """The trigger percent used: classic ``threshold_percent``; hermes raises it to at
+        least ``threshold_min_percent`` when the window is under ``threshold_raise_below``
+        tokens (reference §10.1 step 2)."""
+        if self.profile == "classic" or self.context_length >= self.threshold_raise_below:
+            return self.threshold_percent
+        return max(self.threshold_percent, self.threshold_min_percent)
+
+    @property
     def threshold_tokens(self) -> int:
         """The automatic trigger in tokens.
 
         classic: ``max(int(percent × window), min_threshold_tokens)`` (may reach or pass the
-        window). hermes (reference §10.1): the same, but when the floor lifts it above
-        ``threshold_window_fraction × window`` it is ``max(int(percent × window),
-        int(fraction × window))``, and it is always at most ``window − 1``.
+        window). hermes (reference §10.1): the same with ``effective_threshold_percent``, but
+        when the floor lifts it above ``threshold_window_fraction × window`` it is
+        ``max(int(percent × window), int(fraction × window))``, and it is always at most
+        ``window − 1``.
         """
-        raw = max(int(self.threshold_percent * self.context_length), self.min_threshold_tokens)
+        percent = self.effective_threshold_percent
+        raw = max(int(percent * self.context_length), self.min_threshold_tokens)
         if self.profile == "classic":
             return raw
         window = self.context_length
-        base = int(self.threshold_percent * window)
+        base = int(percent * window)
         capped = int(self.threshold_window_fraction * window)
         threshold = raw
         if raw > base and raw > capped:  # the floor binds above the cap
@@ -132,7 +149,8 @@ class CompactionConfig:
     @property
     def threshold_lowered(self) -> bool:
         """hermes: True when the classic trigger would sit at or above the window."""
-        raw = max(int(self.threshold_percent * self.context_length), self.min_threshold_tokens)
+        percent = self.effective_threshold_percent
+        raw = max(int(percent * self.context_length), self.min_threshold_tokens)
         return self.profile != "classic" and raw >= self.context_length
 
     @property
@@ -211,6 +229,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "lean_tail_min_chars": (1, float("inf")),
     "summary_window_fraction": (0.001, 1.0),
     "resume_summary_max_chars": (1_000, float("inf")),
+    "threshold_min_percent": (0.0, 1.0),
+    "threshold_raise_below": (0, float("inf")),
 }
 
 

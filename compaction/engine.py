@@ -4,6 +4,7 @@ tokens → boundaries → slimming (middle) → serialization → summary → as
 stripping → tool-pair sanitization → report.
 """
 
+# Over 450 lines: compact() and the phase functions only it calls (partly split; see below).
 from __future__ import annotations
 
 import copy
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from compaction.assemble import assemble
 from compaction.boundary import find_boundaries
@@ -22,6 +23,7 @@ from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
 from compaction.passes import hermes_fold
 from compaction.redact import redact
+from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
 from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
@@ -206,35 +208,214 @@ def _count_kept(
     exact_span: tuple[int, int],
     cfg: CompactionConfig,
     counter: TokenCounter,
-) -> tuple[tuple[int, ...], int]:
+) -> tuple[tuple[int, ...], int, tuple[str, ...]]:
     """Exact counts for the head and tail rows that were estimated (the tail of slimmed rows
-    can reach past the exactly counted region); returns the input counts and their sum."""
+    can reach past the exactly counted region); returns the input counts, their sum and
+    the spans (``"head"``, ``"tail"``) whose input counts hold such estimates.
+
+    A row kept verbatim is counted once, for both lists. A row a pass rewrote (a fold
+    line, a stub) is counted as rewritten, which is what the result holds; its input count
+    stays the estimate (counting a folded 40 KB output only to report the input's tail
+    cost most of an uncached compaction)."""
     head_exact, tail_exact = exact_span
     h, t = bounds.head_end, bounds.tail_start
     fix = [*range(head_exact, h), *range(t, min(tail_exact, len(original)))]
     if not fix:
-        return tokens, sum(tokens)
+        return tokens, sum(tokens), ()
     counts = list(tokens)
-    exact = count_messages_tokens([original[p] for p in fix], cfg)
-    for pos, count in zip(fix, exact, strict=True):
-        counts[pos] = count
-        kept = work.messages[pos]
-        work.tokens[pos] = (
-            count if kept is original[pos] else count_message_tokens(kept, cfg, counter)
+    verbatim = [p for p in fix if work.messages[p] is original[p]]
+    exact = count_messages_tokens([original[p] for p in verbatim], cfg)
+    for pos, count in zip(verbatim, exact, strict=True):
+        counts[pos] = work.tokens[pos] = count
+    rewritten = [p for p in fix if work.messages[p] is not original[p]]
+    for pos in rewritten:
+        work.tokens[pos] = count_message_tokens(work.messages[pos], cfg, counter)
+    spans = (("head",) if rewritten and rewritten[0] < h else ()) + (
+        ("tail",) if rewritten and rewritten[-1] >= t else ()
+    )
+    return tuple(counts), sum(counts), spans
+
+
+def _input_tokens(
+    msgs: Sequence[Message],
+    cfg: CompactionConfig,
+    token_counts: Sequence[int] | None,
+    tokenizer: TokenCounter | None,
+) -> tuple[tuple[int, ...], tuple[str, ...], tuple[int, int] | None]:
+    """Phase "tokens": ``(counts per input message, names of the report's token figures that
+    are estimates, the exactly counted span of a mostly estimated list or None)``."""
+    if token_counts is not None:
+        return tuple(token_counts), (), None  # validated: exact ints
+    if cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
+        # No cached counts: estimate everything, then count exactly only where a decision
+        # depends on it (the head and the rows the tail walk can reach).
+        tokens, exact_span = _mostly_estimated(msgs, cfg)
+        return tokens, ("before", "middle", "saved", "ratio", "message_tokens"), exact_span
+    return tuple(count_messages_tokens(msgs, cfg, tokenizer)), (), None
+
+
+def _previous_summary_in(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:
+    """The body of the newest summary-bearing message's summary, if any."""
+    for i in reversed(summary_positions):
+        found, _ = split_summary(content_text(msgs[i].get("content"), images=False))
+        if found:
+            return found
+    return None
+
+
+def _middle_rows(
+    msgs: list[Message],
+    original: list[Message],
+    bounds: tuple[int, int],
+    summary_positions: Sequence[int],
+    hermes: bool,
+) -> tuple[list[Message], list[Message], range | list[int]]:
+    """Phase "boundary", its end: ``(middle rows as slimmed, middle rows of the input for the
+    facts, input index of each)``. A summary-bearing row keeps only its live text after the
+    summary; one without any is dropped."""
+    h, t = bounds
+    middle = msgs[h:t]
+    facts_middle = original[h:t] if hermes else middle
+    indices: range | list[int] = range(h, t)
+    in_middle = [p for p in summary_positions if h <= p < t]
+    if in_middle:
+        indices = list(indices)
+    for i in reversed(in_middle):
+        _, remainder = split_summary(content_text(msgs[i].get("content"), images=False))
+        if remainder:
+            middle[i - h] = {**msgs[i], "content": remainder}
+            if hermes:
+                facts_middle[i - h] = {**original[i], "content": remainder}
+        else:
+            del middle[i - h], indices[i - h]
+            if hermes:
+                del facts_middle[i - h]
+    return middle, facts_middle, indices
+
+
+def _slim_and_measure(
+    middle: list[Message],
+    facts_middle: list[Message],
+    indices: range | list[int],
+    head: list[Message],
+    cfg: CompactionConfig,
+    prepared: Any,
+    clock: _Clock,
+) -> tuple[Slimming, RecordSizes, MiddleGathered | None]:
+    """Phases "slimming", "serialize" (measuring) and, for classic, "summarize" (gathering):
+    ``(the slimmed middle, its summarizer record sizes, what the classic deterministic
+    summary gathered)``.
+
+    Results in the middle answer calls in the head or earlier in the middle, never in the
+    tail: the head's calls are indexed here, the middle's during slimming. Everything that
+    reads the whole middle runs block by block: slimming, measuring the summarizer records,
+    gathering the files and call count for the deterministic summary (also the fallback of
+    an LLM). On a conversation that does not fit the CPU cache, a block read right after
+    slimming it is still cached, where separate walks over the whole middle would fetch
+    every message from memory again (50k messages: 15-20 % of the pipeline).
+    """
+    hermes = prepared is not None
+    if hermes:  # the passes indexed every call of the input
+        slimming = Slimming(middle, calls=prepared.work.calls, indexed=True)
+    else:
+        slimming = Slimming(middle, calls=build_call_index(head))
+    sizes = RecordSizes()
+    # What the classic deterministic summary needs from the whole middle; the hermes summary
+    # (resume.py) takes its facts in its own walk and never reads it.
+    gathered = None if hermes else MiddleGathered()
+    fold = hermes_fold if hermes else None
+    for start in range(0, len(middle), _BLOCK):
+        stop = min(start + _BLOCK, len(middle))
+        slim_range(slimming, indices, cfg, start, stop, fold)
+        clock.lap("slimming", add=True)
+        measure_records(
+            slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
         )
-    return tuple(counts), sum(counts)
+        clock.lap("serialize", add=True)
+        if gathered is not None:
+            gather_middle(facts_middle, start, stop, slimming.calls, gathered)
+            clock.lap("summarize", add=True)
+    return slimming, sizes, gathered
+
+
+def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:
+    """The text of the first user message that carries no summary, if any."""
+    summary_set = set(summary_positions)
+    first_user = next(
+        (m for i, m in enumerate(msgs) if m.get("role") == "user" and i not in summary_set),
+        None,
+    )
+    return content_text(first_user.get("content"), images=False) if first_user else None
+
+
+def _run_summarizer(summarizer: Summarizer, request: SummaryRequest) -> SummaryOutcome:
+    """Phase "summarize": the summarizer's outcome; an empty body falls back to the
+    deterministic summary (recorded as a fallback). ``SummaryAborted`` propagates."""
+    outcome = summarizer.summarize(request)
+    if outcome.body.strip():
+        return outcome
+    empty = FallbackError(
+        outcome.source,
+        outcome.model or "",
+        "empty_content",
+        None,
+        "the summarizer returned an empty body",
+    )
+    return SummaryOutcome(
+        deterministic_summary(request.facts),
+        "deterministic",
+        None,
+        outcome.prompt,
+        (*outcome.fallbacks, empty),
+    )
+
+
+def _assemble_output(
+    msgs: list[Message],
+    bounds: tuple[int, int],
+    body: str,
+    work_tokens: Sequence[int],
+    actions: list[SlimAction],
+) -> tuple[list[Message], int, dict[int, int]]:
+    """Phase "assemble": head + summary + tail with historical images stripped (each strip
+    appended to ``actions``). Returns the list, the summary's position in it, and the known
+    token count of every row that is an unchanged input row (by ``id``)."""
+    h, t = bounds
+    n = len(msgs)
+    assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
+    stripped, image_changes = strip_historical_images(assembly.messages)
+    changed = set(assembly.changed)
+    for pos, before_text, after_text in image_changes:
+        changed.add(pos)
+        source = assembly.sources[pos]
+        actions.append(
+            make_action(
+                source if source is not None else -1,
+                "image",
+                stripped[pos],
+                before_text,
+                after_text,
+            )
+        )
+    counts_by_id: dict[int, int] = {}
+    for pos, message in enumerate(stripped):
+        source = assembly.sources[pos]
+        if source is not None and pos not in changed and pos != assembly.summary_index:
+            counts_by_id[id(message)] = work_tokens[source]
+    return stripped, assembly.summary_index, counts_by_id
 
 
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
     """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
     it wrote: the fold line, else the slimmed text)."""
     h, t = bounds
-    out = []
+    # The actions are this compaction's own fresh dicts: completed in place, not copied.
     for a in actions:
         i = a["index"]
-        region = "head" if 0 <= i < h else "tail" if i >= t else "middle"
-        out.append({**a, "region": region, "line": a["fold_line"] or a["after"]})
-    return tuple(out)
+        extra: Any = a
+        extra["region"] = "head" if 0 <= i < h else "tail" if i >= t else "middle"
+        extra["line"] = a["fold_line"] or a["after"]
+    return tuple(actions)
 
 
 def _warnings(
@@ -249,7 +430,7 @@ def _warnings(
     out: list[dict[str, str]] = []
     threshold, window = cfg.threshold_tokens, cfg.context_length
     if cfg.threshold_lowered:
-        raw = max(int(cfg.threshold_percent * window), cfg.min_threshold_tokens)
+        raw = max(int(cfg.effective_threshold_percent * window), cfg.min_threshold_tokens)
         out.append(
             {
                 "code": "threshold_at_window",
@@ -357,17 +538,7 @@ def compact(
         now = now.date()
     day = now or date.today()
     counter = tokenizer or tiktoken_counter(cfg.model)
-    estimated: tuple[str, ...] = ()
-    exact_span: tuple[int, int] | None = None
-    if token_counts is not None:
-        tokens = tuple(token_counts)  # validated: exact ints
-    elif cfg.profile != "classic" and tokenizer is None and len(msgs) > _EXACT_BELOW:
-        # No cached counts: estimate everything, then count exactly only where a decision
-        # depends on it (the head and the rows the tail walk can reach).
-        tokens, exact_span = _mostly_estimated(msgs, cfg)
-        estimated = ("before", "middle", "saved", "ratio", "message_tokens")
-    else:
-        tokens = tuple(count_messages_tokens(msgs, cfg, tokenizer))
+    tokens, estimated, exact_span = _input_tokens(msgs, cfg, token_counts, tokenizer)
     before = sum(tokens)
     clock.lap("tokens")
 
@@ -410,15 +581,11 @@ def compact(
 
     # The newest summary-bearing message gives the previous summary; the middle drops the
     # summary part of each one below.
-    found_previous = None
-    for i in reversed(summary_positions):
-        found_previous, _ = split_summary(content_text(msgs[i].get("content"), images=False))
-        if found_previous:
-            break
-    previous_body = previous_summary or found_previous or None
+    previous_body = previous_summary or _previous_summary_in(msgs, summary_positions) or None
     first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
     hermes = cfg.profile != "classic"
     prepared = None
+    work_tokens: Sequence[int]
     if hermes:
         prepared = prepare(
             msgs,
@@ -434,11 +601,13 @@ def compact(
         bounds = prepared.bounds
         if exact_span is not None:
             # The cut was taken on estimates where they were; what stays verbatim is counted.
-            tokens, before = _count_kept(
+            tokens, before, estimated_spans = _count_kept(
                 original, tokens, prepared.work, bounds, exact_span, cfg, counter
             )
             base["message_tokens"] = tokens
             token_info["before"] = before
+            # The input's head/tail spans hold estimates of the rows the passes rewrote there.
+            base["tokens_estimated"] = (*estimated, *estimated_spans)
         clock.lap("passes")
     else:
         work_tokens = tokens
@@ -462,22 +631,7 @@ def compact(
     )
     clock.lap("boundary")
 
-    middle = msgs[h:t]
-    facts_middle = original[h:t] if hermes else middle
-    indices: range | list[int] = range(h, t)
-    in_middle = [p for p in summary_positions if h <= p < t]
-    if in_middle:
-        indices = list(indices)
-    for i in reversed(in_middle):
-        _, remainder = split_summary(content_text(msgs[i].get("content"), images=False))
-        if remainder:
-            middle[i - h] = {**msgs[i], "content": remainder}
-            if hermes:
-                facts_middle[i - h] = {**original[i], "content": remainder}
-        else:
-            del middle[i - h], indices[i - h]
-            if hermes:
-                del facts_middle[i - h]
+    middle, facts_middle, indices = _middle_rows(msgs, original, (h, t), summary_positions, hermes)
     pre_actions = prepared.work.actions if prepared is not None else []
     # hermes: a middle holding only the previous summary is still worth a compaction when the
     # passes slimmed head or tail by at least the anti-thrash saving (the summary is carried
@@ -489,30 +643,9 @@ def compact(
             "skipped", "nothing_to_compact", tokens=span_info, slimming=tuple(pre_actions)
         )
 
-    # Results in the middle answer calls in the head or earlier in the middle, never in the
-    # tail: the head's calls are indexed here, the middle's during slimming. Everything that
-    # reads the whole middle runs block by block: slimming, measuring the summarizer records,
-    # gathering the files and call count for the deterministic summary (also the fallback of
-    # an LLM). On a conversation that does not fit the CPU cache, a block read right after
-    # slimming it is still cached, where separate walks over the whole middle would fetch
-    # every message from memory again (50k messages: 15-20 % of the pipeline).
-    slimming = Slimming(middle, calls=build_call_index(msgs[:h]))
-    sizes = RecordSizes()
-    # What the classic deterministic summary needs from the whole middle; the hermes summary
-    # (resume.py) takes its facts in its own walk and never reads it.
-    gathered = None if hermes else MiddleGathered()
-    fold = hermes_fold if hermes else None
-    for start in range(0, len(middle), _BLOCK):
-        stop = min(start + _BLOCK, len(middle))
-        slim_range(slimming, indices, cfg, start, stop, fold)
-        clock.lap("slimming", add=True)
-        measure_records(
-            slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
-        )
-        clock.lap("serialize", add=True)
-        if gathered is not None:
-            gather_middle(facts_middle, start, stop, slimming.calls, gathered)
-            clock.lap("summarize", add=True)
+    slimming, sizes, gathered = _slim_and_measure(
+        middle, facts_middle, indices, msgs[:h], cfg, prepared, clock
+    )
     actions, folds = slimming.actions, slimming.folds
     if pre_actions:
         actions = [*pre_actions, *actions]
@@ -526,17 +659,10 @@ def compact(
         summarizer_input, redactions = redact(summarizer_input)
         clock.lap("redact", add=True)
 
-    summary_set = set(summary_positions)
-    first_user = next(
-        (m for i, m in enumerate(msgs) if m.get("role") == "user" and i not in summary_set),
-        None,
-    )
     facts = SummaryFacts(
         middle=facts_middle,
         fold_lines=folds,
-        first_user_text=content_text(first_user.get("content"), images=False)
-        if first_user
-        else None,
+        first_user_text=_first_user_text(msgs, summary_positions),
         previous_summary=previous_body,
         focus=focus,
         now=day,
@@ -555,7 +681,7 @@ def compact(
     )
     request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
     try:
-        outcome = (summarizer or DeterministicSummarizer()).summarize(request)
+        outcome = _run_summarizer(summarizer or DeterministicSummarizer(), request)
     except SummaryAborted as aborted:
         clock.lap("summarize", add=True)
         return unchanged(
@@ -569,21 +695,6 @@ def compact(
             slimming_totals=_totals(actions, cfg.profile),
             redactions=redactions,
         )
-    if not outcome.body.strip():
-        empty = FallbackError(
-            outcome.source,
-            outcome.model or "",
-            "empty_content",
-            None,
-            "the summarizer returned an empty body",
-        )
-        outcome = SummaryOutcome(
-            deterministic_summary(facts),
-            "deterministic",
-            None,
-            outcome.prompt,
-            (*outcome.fallbacks, empty),
-        )
     body = outcome.body.strip()
     clock.lap("summarize", add=True)
     if hermes:
@@ -591,33 +702,17 @@ def compact(
         redactions += found
         clock.lap("redact", add=True)
 
-    assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
-    stripped, image_changes = strip_historical_images(assembly.messages)
-    changed = set(assembly.changed)
-    for pos, before_text, after_text in image_changes:
-        changed.add(pos)
-        source = assembly.sources[pos]
-        actions.append(
-            make_action(
-                source if source is not None else -1,
-                "image",
-                stripped[pos],
-                before_text,
-                after_text,
-            )
-        )
-    counts_by_id: dict[int, int] = {}
-    for pos, message in enumerate(stripped):
-        source = assembly.sources[pos]
-        if source is not None and pos not in changed and pos != assembly.summary_index:
-            counts_by_id[id(message)] = work_tokens[source]
+    stripped, summary_at, counts_by_id = _assemble_output(msgs, (h, t), body, work_tokens, actions)
     clock.lap("assemble")
 
     final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
-    summary_message = stripped[assembly.summary_index]
+    summary_message = stripped[summary_at]
     summary_index = next(i for i, m in enumerate(final) if m is summary_message)
+    replay = None
+    if hermes:  # the unfinished newest request, restated after the boundary (§7.5)
+        final, replay = inflight_replay(original, final, summary_index)
     out_tokens = [
-        counts_by_id.get(id(m)) if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
+        counts_by_id[id(m)] if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
         for m in final
     ]
     clock.lap("sanitize")
@@ -646,6 +741,8 @@ def compact(
     if after >= before:
         attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}
         return unchanged("skipped", "summary_not_smaller", tokens=attempted, **details)
+    if hermes:
+        details["inflight_replay"] = replay
     details["slimming"] = _with_regions(details["slimming"], bounds_now)
     report = CompactionReport(
         warnings=_warnings(cfg, before, after, info, prepared, details["fallbacks"]),
@@ -661,4 +758,5 @@ def compact(
         **base,
         **details,
     )
-    return CompactionResult(final, report)
+    # Output rows are the input's own rows (dicts by the contract) and new dicts.
+    return CompactionResult(cast(list[dict[str, Any]], final), report)

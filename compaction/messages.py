@@ -172,7 +172,7 @@ def parse_arguments_text(raw: str) -> dict[str, Any]:
     return value if type(value) is dict else {}
 
 
-_scan_json = json.JSONDecoder().scan_once
+_scan_json: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def raw_arguments(call: Mapping[str, Any]) -> str:

@@ -16,6 +16,8 @@ Passes, in the order the engine runs them:
 6. ``lean_tail``: old tool rounds of the tail become recovery stubs.
 """
 
+# Over 450 lines: the six hermes passes share the Work list and its copy-on-write rules; each pass
+# is a short function.
 from __future__ import annotations
 
 import json
@@ -99,10 +101,7 @@ def output_lines(content: str) -> tuple[int, str | None]:
         trailing = stripped.count('\\n"')  # values ending in a newline add no line
         return escaped - trailing + 1, (match.group(1) if match else None)
     if stripped.startswith("{"):
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            data = None
+        data = _json_object(stripped)
         if isinstance(data, Mapping):
             for key in ("exit_code", "returncode", "exit_status", "status_code"):
                 value = data.get(key)
@@ -114,14 +113,35 @@ def output_lines(content: str) -> tuple[int, str | None]:
             if texts or any(k in data for k in ("output", "stdout", "stderr")):
                 body = "\n".join(texts)
     if code is None:
-        match = re.search(r'"exit_code"\s*:\s*(-?\d+)', content[-400:]) or re.search(
-            r"(?:exit code|exit status|Exit code)[:\s]+(-?\d+)", content[-400:]
-        )
+        end = content[-400:]
+        match = _EXIT_JSON.search(end) or _EXIT_TEXT.search(end)
         if match:
             code = match.group(1)
     body = body.rstrip("\n")
     lines = body.count("\n") + 1 if body and not body.isspace() else 0
     return lines, code
+
+
+_EXIT_JSON = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
+_EXIT_TEXT = re.compile(r"(?:exit code|exit status|Exit code)[:\s]+(-?\d+)")
+_scan_json: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _json_object(text: str) -> Any:
+    """``json.loads(text)``, or None when it is not JSON; the C scanner is called directly
+    (json.loads's Python wrapper costs as much as scanning a small envelope)."""
+    try:
+        value, end = _scan_json(text, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    except RecursionError:
+        return None
+    if end != len(text):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+    return value
 
 
 def _fold_terminal(tool: str, args: Mapping[str, Any], content: str) -> str:
@@ -223,15 +243,26 @@ class Work:
         # Rows between the head and the reach of the tail walk are summarized whatever their
         # size: an estimate is enough there (their count decides nothing).
         exact = [p for p in positions if p < self.exact_head or p >= self.exact_from]
-        counts = self.count_many([self.messages[p] for p in exact])
+        count_many = self.count_many or (lambda batch: [self.count(m) for m in batch])
+        counts = count_many([self.messages[p] for p in exact])
         for pos, count in zip(exact, counts, strict=True):
             self.tokens[pos] = count
         if len(exact) != len(positions):
             from compaction.tokens import estimate_message_tokens
 
+            overhead = self.config.per_message_overhead
             for pos in positions:
                 if self.exact_head <= pos < self.exact_from:
-                    self.tokens[pos] = estimate_message_tokens(self.messages[pos], self.config)
+                    message = self.messages[pos]
+                    content = message.get("content")
+                    if type(content) is str and not message.get("tool_calls"):
+                        # ``estimate_message_tokens`` of a plain-text row (most of these are
+                        # one-line folds), without its general walk.
+                        cid = message.get("tool_call_id")
+                        chars = len(content) + (len(str(cid)) if cid else 0)
+                        self.tokens[pos] = (chars + 3) // 4 + overhead
+                    else:
+                        self.tokens[pos] = estimate_message_tokens(message, self.config)
 
     def text(self, pos: int) -> str:
         content = self.messages[pos].get("content")
@@ -246,10 +277,13 @@ class Work:
         message = self.messages[pos]
         if message.get("role") != "tool" or pos in self.folded:
             return False
-        text = self.text(pos)
-        if len(text) <= self.config.fold_min_chars or _done(text):
+        content = message.get("content")
+        text = content if type(content) is str else content_text(content)
+        # Every line a pass wrote starts with "[": the other texts skip both stub checks.
+        if len(text) <= self.config.fold_min_chars or (text[:1] == "[" and _done(text)):
             return False
-        name, args = self.tool_of(pos)
+        cid = message.get("tool_call_id")
+        name, args = self.calls.get(cid if type(cid) is str else str(cid or ""), _UNKNOWN)
         line = hermes_fold(name, args, text, pos)
         self.put(pos, {**message, "content": line})
         self.folded.add(pos)
@@ -257,6 +291,9 @@ class Work:
             make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)
         )
         return True
+
+
+_UNKNOWN: tuple[str, dict[str, Any]] = ("unknown", {})
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,7 +312,9 @@ def dedup(work: Work) -> None:
         if message.get("role") != "tool":
             continue
         content = message.get("content")
-        if type(content) is not str or len(content) < minimum or _done(content):
+        if type(content) is not str or len(content) < minimum:
+            continue
+        if content[:1] == "[" and _done(content):
             continue
         newest = seen.setdefault(content, pos)
         if newest == pos:
@@ -305,9 +344,9 @@ def prune_boundary(tokens: Sequence[int], budget: int, floor: int, start: int = 
 
 def fold_before(work: Work, boundary: int) -> None:
     """Fold every tool result before ``boundary``, head included (§3.1 item 2)."""
-    messages = work.messages
+    messages, folded = work.messages, work.folded
     for pos in range(boundary):
-        if messages[pos].get("role") == "tool":
+        if pos not in folded and messages[pos].get("role") == "tool":
             work.fold(pos, "fold")
 
 
@@ -369,7 +408,7 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
         text = json.dumps(shrunk, ensure_ascii=False)
         before.append(raw)
         after.append(text)
-        new_calls.append({**call, "function": {**fn, "arguments": text}})
+        new_calls.append({**call, "function": {**(fn or {}), "arguments": text}})
         changed = True
     if not changed:
         return False
@@ -379,10 +418,27 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
     return True
 
 
+def _has_long_args(calls: Any, minimum: int) -> bool:
+    """True when one of ``calls`` has string arguments longer than ``minimum`` chars."""
+    if type(calls) is not list:
+        return isinstance(calls, list)  # a list subclass: let ``shrink_args`` decide
+    for call in calls:
+        fn = call.get("function") if type(call) is dict else None
+        if fn is None or type(fn) is not dict:
+            return True  # an unusual shape: let ``shrink_args`` decide
+        raw = fn.get("arguments")
+        if type(raw) is str and len(raw) > minimum:
+            return True
+    return False
+
+
 def shrink_args_before(work: Work, boundary: int) -> None:
     """``shrink_args`` over every assistant row before ``boundary``."""
+    messages, minimum = work.messages, work.config.args_shrink_min_chars
     for pos in range(boundary):
-        if work.messages[pos].get("tool_calls"):
+        calls = messages[pos].get("tool_calls")
+        # Most calls have short arguments: those rows never reach ``shrink_args``.
+        if calls and _has_long_args(calls, minimum):
             shrink_args(work, pos)
 
 
@@ -400,7 +456,7 @@ def retire_tool_images(work: Work) -> None:
     for pos in range(len(work.messages) - 1, -1, -1):
         message = work.messages[pos]
         content = message.get("content")
-        if message.get("role") != "tool" or not _has_image(content):
+        if type(content) is str or message.get("role") != "tool" or not _has_image(content):
             continue
         if kept < work.config.keep_tool_images:
             kept += 1
@@ -414,7 +470,7 @@ def retire_tool_images(work: Work) -> None:
                 {"type": "text", "text": f"{SCREENSHOT_PLACEHOLDER} {ref(pos)}"}
                 if is_image_part(p)
                 else p
-                for p in content
+                for p in (content or ())
             ]
         work.put(pos, {**message, "content": new})
         after = content_text(new)

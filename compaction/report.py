@@ -50,6 +50,8 @@ class CompactionReport:
             ``cannot_make_room``, ``summarizer_fallback``, ``threshold_at_window``).
         redactions: secrets redacted from the summarizer input and deterministic summary.
         tokens_estimated: names of ``tokens`` figures that are estimates, not exact counts.
+        inflight_replay: hermes: the unfinished newest request restated after the summary
+            (``{"source_index", "mode", "index"}``, see ``compaction.replay``), else None.
     """
 
     status: str
@@ -82,6 +84,7 @@ class CompactionReport:
     warnings: tuple[Mapping[str, str], ...] = ()
     redactions: int = 0
     tokens_estimated: tuple[str, ...] = ()
+    inflight_replay: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-serializable data (lists and dicts)."""

@@ -17,6 +17,8 @@ Fact sections are written first and the action list gets what is left of the bud
 long session loses old action lines before it loses a path or a command.
 """
 
+# Over 450 lines: the fact scan and the summary writer read the same scan state; the section
+# budgets only make sense together.
 from __future__ import annotations
 
 import json
@@ -161,8 +163,11 @@ def _is_path_key(key: str) -> bool:
 def _paths_of(args: Mapping[str, Any]) -> list[str]:
     found = []
     for key, value in args.items():
-        if isinstance(value, str):
-            if _is_path_key(key) and value.strip() and "\n" not in value:
+        if type(value) is str or isinstance(value, str):
+            is_path = _PATH_KEYS_SEEN.get(key)
+            if is_path is None:
+                is_path = _is_path_key(key)
+            if is_path and "\n" not in value and value.strip():
                 found.append(value.strip())
             if "File:" in value:
                 found.extend(_PATCH_HEADER.findall(value))
@@ -204,7 +209,20 @@ def _fit(lines: list[str], limit: int, what: str, *, newest: bool = True) -> lis
 
 
 class _Scan:
-    """One front-to-back walk over the middle collecting every fact."""
+    """The facts of the middle, each gathered where it is cheapest.
+
+    One front-to-back walk pairs calls with results and collects paths, commands, user
+    requests and constraints, reading only what every row needs (role, call ids, arguments).
+    The work that reads result texts is done only where a decision needs it:
+
+    - error lines, test counts and the success/failure of a command: the newest
+      ``_FULL_SCAN_RESULTS`` results (the latest failures; "Blocked" compares positions
+      there only);
+    - the exit code of a command: its newest run that reports one;
+    - exception names: newest result first, until the summary's ``_MAX_NAMES`` are found
+      or ``_NAME_SCAN_RESULTS`` results were read;
+    - an action's date: for the actions whose line fits the summary.
+    """
 
     def __init__(self, facts: SummaryFacts) -> None:
         self.facts = facts
@@ -217,50 +235,64 @@ class _Scan:
         self.exception_names: dict[str, None] = {}
         self.tests: list[str] = []
         self.constraints: dict[str, str] = {}
-        self.actions: list[tuple[int, str, dict[str, Any], int, date | None]] = []
+        # (call position, tool name, arguments, result position, unused): the date is read
+        # by ``action_detail`` for the actions that fit.
+        self.actions: list[tuple[int, str, dict[str, Any], int, None]] = []
         self.last_user: tuple[int, str] | None = None
         self.user_positions: list[int] = []
         self.first_user: str | None = None
         self.last_reply_pos = -1
         self.questions: list[tuple[int, str]] = []
-        pending: dict[str, tuple[int, str, dict[str, Any], date | None]] = {}
-        # Error lines and test counts come from the newest results only (the latest failures);
-        # exception names, commands and exit codes from all of them (cheap scans).
-        tool_rows = [i for i, m in enumerate(middle) if m.get("role") == "tool"]
-        self.full_from = (
-            tool_rows[-_FULL_SCAN_RESULTS] if len(tool_rows) > _FULL_SCAN_RESULTS else 0
-        )
+        self._codes: dict[int, str | None] = {}  # result position -> exit code (once read)
+        # call id -> (call position, tool name, arguments, shell command or None)
+        pending: dict[str, tuple[int, str, dict[str, Any], str | None]] = {}
+        runs: dict[str, list[int]] = {}  # command -> positions of its results
+        tool_rows: list[int] = []
+        kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
+        actions = self.actions
         for pos, message in enumerate(middle):
             role = message.get("role")
-            day = message_date(message)
-            if role == "assistant":
-                text = content_text(message.get("content"), images=False)
-                if text.strip():
+            if role == "tool":
+                tool_rows.append(pos)
+                cid = message.get("tool_call_id")
+                entry = pending.pop(cid if type(cid) is str else str(cid or ""), None)
+                if entry is None:
+                    actions.append((pos, "tool", {}, pos, None))
+                    continue
+                call_pos, name, args, command = entry
+                actions.append((call_pos, name, args, pos, None))
+                if command:
+                    runs.setdefault(command, []).append(pos)
+            elif role == "assistant":
+                content = message.get("content")
+                if type(content) is str:
+                    replied = bool(content) and not content.isspace()
+                else:
+                    replied = bool(content_text(content, images=False).strip())
+                if replied:
                     self.last_reply_pos = pos
                 for call in message.get("tool_calls") or ():
-                    if not isinstance(call, Mapping):
+                    if type(call) is not dict and not isinstance(call, Mapping):
                         continue
-                    cid = tool_call_id(call) or f"#{pos}"
+                    cid = call.get("id")
+                    if type(cid) is not str or not cid:
+                        cid = tool_call_id(call) or f"#{pos}"
                     found = known.get(cid)
                     name, args = found if found else (tool_call_name(call), parse_arguments(call))
-                    pending[cid] = (pos, name, args, day)
+                    kind = kinds.get(name)
+                    if kind is None:
+                        lowered = name.lower()
+                        verb = _VERBS.get(lowered, "USED").lower()
+                        kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
                     for path in _paths_of(args):
-                        verb = _VERBS.get(name.lower(), "USED")
-                        self.paths.setdefault(path, set()).add(verb.lower())
-                    if name.lower() in SHELL_TOOLS:
-                        command = _command_of(args)
-                        if command:
-                            self.commands.setdefault(command, "?")
-            elif role == "tool":
-                cid = str(message.get("tool_call_id") or "")
-                call_pos, name, args, day = pending.pop(cid, (pos, "tool", {}, None))
-                text = content_text(message.get("content"))
-                self._result(pos, name, args, text)
-                # Only the newest actions fit the summary: their outcome line and date are
-                # written by ``action_detail`` for those alone.
-                self.actions.append((call_pos, name, args, pos, day))
+                        self.paths.setdefault(path, set()).add(kind[0])
+                    command = _command_of(args) if kind[1] else None
+                    if command:
+                        self.commands.setdefault(command, "?")
+                    pending[cid] = (pos, name, args, command)
             elif role == "user":
-                text = _clean(content_text(message.get("content"), images=False)).strip()
+                raw = content_text(message.get("content"), images=False)
+                text = (_clean(raw) if "\x1b" in raw else raw).strip()
                 if is_wrapper(text):
                     continue
                 if self.first_user is None:
@@ -269,12 +301,54 @@ class _Scan:
                 self.user_positions.append(pos)
                 if "?" in text[:2_000]:
                     self.questions.append((pos, _one_line(text, 200)))
-                for sentence in _sentences(text[:8_000]):
-                    if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
-                        self.constraints.setdefault(" ".join(sentence.split()).lower(), sentence)
+                # A sentence holds a constraint word only if the text does: most do not.
+                if _CONSTRAINT.search(text, 0, 8_000):
+                    for sentence in _sentences(text[:8_000]):
+                        if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
+                            key = " ".join(sentence.split()).lower()
+                            self.constraints.setdefault(key, sentence)
+        # Error lines and test counts come from the newest results only (the latest failures).
+        # (One action per tool row, in order: the last actions are the newest results.)
+        for _, name, args, pos, _ in self.actions[-_FULL_SCAN_RESULTS:]:
+            self._result(pos, name, args, self._text(pos))
+        for command, positions in runs.items():
+            for pos in reversed(positions):  # the newest run that reports an exit code
+                code = self._code(pos)
+                if code is not None:
+                    self.commands[command] = code
+                    break
+        self._names(tool_rows)
 
-    def action_detail(self, pos: int, day: date | None) -> tuple[str, str]:
-        """``(outcome line, date)`` of the action whose result is middle row ``pos``."""
+    def _text(self, pos: int) -> str:
+        content = self.facts.middle[pos].get("content")
+        return content if type(content) is str else content_text(content)
+
+    def _code(self, pos: int) -> str | None:
+        if pos not in self._codes:
+            self._codes[pos] = _exit_code(self._text(pos))
+        return self._codes[pos]
+
+    def _names(self, tool_rows: Sequence[int]) -> None:
+        """Exception names, ordered by their newest occurrence (oldest first)."""
+        groups: list[list[str]] = []
+        seen: set[str] = set()
+        for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:]):
+            text = self._text(pos)
+            if "rror" not in text and "xception" not in text:
+                continue
+            scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
+            new = [n for n in _exception_names(scanned) if n not in seen]
+            if new:
+                seen.update(new)
+                groups.append(new)
+                if len(seen) >= _MAX_NAMES:
+                    break
+        for group in reversed(groups):
+            self.exception_names.update(dict.fromkeys(group))
+
+    def action_detail(self, pos: int, call_pos: int) -> tuple[str, str]:
+        """``(outcome line, date)`` of the action whose result is middle row ``pos`` (its
+        call at ``call_pos``): dated by the call's own timestamp, else the result's."""
         facts = self.facts
         message = facts.middle[pos]
         indices = facts.indices
@@ -285,25 +359,17 @@ class _Scan:
         outcome = outcome or "no output"
         if ref is not None and "[ref:" not in outcome:
             outcome = f"{outcome} [ref:{ref}]"
+        day = message_date(facts.middle[call_pos]) if call_pos != pos else None
         when = (day or message_date(message) or facts.now).isoformat()
         return outcome, when
 
     def _result(self, pos: int, name: str, args: Mapping[str, Any], text: str) -> None:
+        """Error lines, test counts and the command's success, of one of the newest results."""
         lowered = name.lower()
         command = _command_of(args) if lowered in SHELL_TOOLS else None
-        code = _exit_code(text) if lowered in SHELL_TOOLS or lowered == "execute_code" else None
-        if command:
-            self.commands[command] = code if code is not None else self.commands.get(command, "?")
+        code = self._code(pos) if lowered in SHELL_TOOLS or lowered == "execute_code" else None
         failed = code not in (None, "0")
         scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
-        if "rror" in scanned or "xception" in scanned:
-            for name_found in _exception_names(scanned):
-                self.exception_names.pop(name_found, None)
-                self.exception_names[name_found] = None
-        if pos < self.full_from:
-            if command and not failed:
-                self.command_ok[command] = pos
-            return
         # Substring checks run in C; the regexes run only on results that can match.
         # Error reports and test summaries sit at the start or the end of an output.
         if len(scanned) > _EDGE_HEAD + _EDGE_TAIL:
@@ -317,12 +383,9 @@ class _Scan:
         body = _unwrap(_clean(scanned))
         found = 0
         if errors_possible:
-            for match in _ERROR_LINE.finditer(body):
-                line = _line_at(body, match.start())
+            for line in _error_lines(body, 4):
                 self.errors.append((pos, command or name, _one_line(line.strip(), 240)))
                 found += 1
-                if found >= 4:
-                    break
         if found == 0 and failed:
             tail = body.rstrip().rsplit("\n", 1)[-1]
             self.errors.append(
@@ -359,45 +422,35 @@ _EXIT_RE = re.compile(
 
 
 _FULL_SCAN_RESULTS = 150
+_NAME_SCAN_RESULTS = 1_000  # newest results read for exception names ...
+_MAX_NAMES = 60  # ... stopping once the summary's list of names is full
 _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
-_NAME_END = re.compile(r"(?:Error|Exception)\b")
-_WORD_TAIL = re.compile(r"[A-Za-z0-9_]+$")
 _WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
-def _exception_names(text: str) -> set[str]:
-    """``FooError``/``FooException`` names: the literal suffix is found first (fast), then
-    the word before it is read with an end-anchored regex over a short slice."""
-    names: set[str] = set()
-    # Only the first 8 suffixes count (a result naming more is a code listing, not an error
-    # report); the first 8 of both literals hold the first 8 overall.
-    ends = sorted(_suffix_ends(text, "Error") + _suffix_ends(text, "Exception"))[:8]
-    for start, end in ends:
-        # The word before the suffix (what ``_WORD_TAIL`` finds in the 60 chars before it).
-        # Like that regex's ``$``, a newline right before the suffix is stepped over (so the
-        # name then holds it: kept as it was, the output must not change here).
-        low = max(0, start - 60)
-        stop = start - 1 if start > low and text[start - 1] == "\n" else start
-        word = low + len(text[low:stop].rstrip(_WORD_CHARS))
-        name = text[word if word < stop else start : end]
-        if name[:1].isupper() and len(name) > end - start:
-            names.add(name)
-    return names
+_SUFFIX = re.compile(r"(?:Error|Exception)\b")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-def _suffix_ends(text: str, literal: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of the first 8 ``literal`` followed by a word boundary: what
-    ``_NAME_END.finditer`` yields, found with ``str.find`` (the regex tries every position)."""
-    found: list[tuple[int, int]] = []
-    size = len(literal)
-    at = text.find(literal)
-    while at != -1 and len(found) < 8:
-        end = at + size
-        after = text[end : end + 1]
-        if not after or not (after.isalnum() or after == "_"):
-            found.append((at, end))
-        at = text.find(literal, end)
-    return found
+def _exception_names(text: str) -> list[str]:
+    """``FooError``/``FooException`` names of the first 8 such suffixes (a result naming more
+    is a code listing, not an error report), in text order, each once.
+
+    The name is the run of ASCII word characters right before the suffix (at most 60 of
+    them) and starts with a capital: a suffix at the start of a line is no name, whatever
+    the line before ends with.
+    """
+    names: dict[str, None] = {}
+    for count, match in enumerate(_SUFFIX.finditer(text), 1):
+        start = match.start()
+        low = start - 60 if start > 60 else 0
+        word = text[low:start]
+        word = word[len(word.rstrip(_WORD_CHARS)) :]
+        if word and word[0] in _UPPER:
+            names[word + match.group()] = None
+        if count >= 8:
+            break
+    return list(names)
 
 
 def _exit_code(text: str) -> str | None:
@@ -427,6 +480,35 @@ def _unwrap(text: str) -> str:
             inner = [data.get(k) for k in ("output", "stdout", "stderr", "error", "content")]
             return "\n".join(v for v in inner if isinstance(v, str) and v)
     return text.replace("\\n", "\n")
+
+
+# Every alternative of ``_ERROR_LINE`` holds one of these literals: a line without any is
+# never run through the (slow, many-branched) pattern.
+_ERROR_LITERALS = re.compile(
+    r"Error|Exception|FAILED|ERROR|E\s|error|Traceback|--- FAIL:|panicked at|fatal:"
+    r"|command not found|No such file or directory"
+)
+
+
+def _error_lines(body: str, limit: int) -> list[str]:
+    """The first ``limit`` error lines of ``body`` (a line once per ``_ERROR_LINE`` match in
+    it), matched line by line on the lines holding one of ``_ERROR_LITERALS``."""
+    lines: list[str] = []
+    at = 0
+    while len(lines) < limit:
+        hint = _ERROR_LITERALS.search(body, at)
+        if hint is None:
+            break
+        start = body.rfind("\n", 0, hint.start()) + 1
+        end = body.find("\n", hint.start())
+        if end == -1:
+            end = len(body)
+        for _ in _ERROR_LINE.finditer(body, start, end):
+            lines.append(body[start:end])
+            if len(lines) >= limit:
+                break
+        at = end + 1
+    return lines
 
 
 def _line_at(text: str, index: int) -> str:
@@ -461,7 +543,7 @@ def resume_summary(facts: SummaryFacts) -> str:
         if entry not in error_lines:
             error_lines.append(entry)
     if scan.exception_names:
-        names = list(scan.exception_names)[-60:]
+        names = list(scan.exception_names)[-_MAX_NAMES:]
         error_lines.append("- Exception names seen: " + ", ".join(names))
     errors = merged("Errors & Failures", error_lines)
     tests = merged("Test Results", list(dict.fromkeys(f"- {t}" for t in scan.tests)))
@@ -538,8 +620,8 @@ def resume_summary(facts: SummaryFacts) -> str:
     total = len(scan.actions)
     action_lines: list[str] = []
     filled = 0
-    for offset, (_, name, args, pos, day) in enumerate(reversed(scan.actions)):
-        outcome, when = scan.action_detail(pos, day)
+    for offset, (call_pos, name, args, pos, _) in enumerate(reversed(scan.actions)):
+        outcome, when = scan.action_detail(pos, call_pos)
         lowered = name.lower()
         verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
         target = _command_of(args) if lowered in SHELL_TOOLS else None

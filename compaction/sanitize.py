@@ -87,11 +87,11 @@ def sanitize_tool_pairs(
         kept: list[Message] = []
         for index, result in results:
             rid = _result_id(result)
-            k = wanted.get(rid) if rid is not None else None
-            if k is None or k in answered:
+            found = wanted.get(rid) if rid is not None else None
+            if found is None or found in answered:
                 actions.append(SanitizeAction("dropped_orphan_result", rid, index))
                 continue
-            answered.add(k)
+            answered.add(found)
             kept.append(result)
         keep_calls: list[Any] = []
         stubs: list[Message] = []

@@ -5,6 +5,8 @@ truncation applies to the summarizer input only; ``strip_historical_images`` app
 assembled output. Adding a tool's fold format is one entry in ``FOLDERS``.
 """
 
+# Over 450 lines: one module per seed idea: the per-tool fold formats (FOLDERS) are most of its
+# length.
 from __future__ import annotations
 
 import re
@@ -329,12 +331,15 @@ class Slimming:
         actions: the slimming actions, in message order.
         folds: fold line per position in the middle.
         calls: the call index, extended with the calls of the slimmed blocks.
+        indexed: ``calls`` already holds every call of the middle (the hermes passes built
+            it over the whole conversation): the slimmed blocks are not indexed again.
     """
 
     messages: Sequence[Message]
     actions: list[SlimAction] = field(default_factory=list)
     folds: dict[int, str] = field(default_factory=dict)
     calls: CallIndex = field(default_factory=dict)
+    indexed: bool = False
     _copied: bool = False
 
     def replace(self, pos: int, message: Message) -> None:
@@ -391,6 +396,7 @@ def slim_range(
     """
     actions, folds, calls = slimming.actions, slimming.folds, slimming.calls
     fold_min = config.fold_min_chars
+    index_calls = not slimming.indexed
     for pos in range(start, stop):
         message = slimming.messages[pos]
         content = message.get("content")
@@ -405,7 +411,7 @@ def slim_range(
             )
         role = message.get("role")
         if role == "assistant":
-            if message.get("tool_calls"):
+            if index_calls and message.get("tool_calls"):
                 _index_calls(message, calls)
         elif role == "tool":
             text = content if type(content) is str else content_text(content)

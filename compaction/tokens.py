@@ -129,14 +129,23 @@ def count_messages_tokens(
     encoding = get_encoding(config.model)
     pairs = [message_token_text(m) for m in messages]
     texts = [t for t, _ in pairs]
-    encoded: list[Any] = encoding.encode_ordinary_batch(
-        texts, num_threads=min(2, os.cpu_count() or 1)
-    )
     overhead = config.per_message_overhead
+    if sum(map(len, texts)) < _BATCH_FROM_CHARS:
+        # A thread pool and one future per text cost more than encoding a few MB in turn
+        # (the hermes profile counts only the head and the tail's reach exactly).
+        lengths = [len(encoding.encode_ordinary(t)) if t else 0 for t in texts]
+    else:
+        encoded: list[Any] = encoding.encode_ordinary_batch(
+            texts, num_threads=min(2, os.cpu_count() or 1)
+        )
+        lengths = [len(tokens) for tokens in encoded]
     return [
-        len(tokens) + overhead + images * config.image_tokens
-        for tokens, (_, images) in zip(encoded, pairs, strict=True)
+        length + overhead + images * config.image_tokens
+        for length, (_, images) in zip(lengths, pairs, strict=True)
     ]
+
+
+_BATCH_FROM_CHARS = 1_000_000  # below this much text, counting runs in this thread
 
 
 def estimate_message_tokens(message: Message, config: CompactionConfig) -> int:

@@ -196,10 +196,16 @@ def threshold_note(session: Session, overrides: dict) -> str:
         config = compaction_config_for(session, overrides)
     except ConfigError:
         return ""
-    raw = int(config.threshold_percent * config.context_length)
+    percent = config.effective_threshold_percent
+    raw = int(percent * config.context_length)
+    raised = (
+        f" (raised to {percent * 100:g} % under a {config.threshold_raise_below:,}-token window)"
+        if percent != config.threshold_percent
+        else ""
+    )
     note = (
         f"{config.threshold_percent * 100:g} % of this conversation's "
-        f"{config.context_length:,}-token window is {raw:,} tokens"
+        f"{config.context_length:,}-token window{raised} is {raw:,} tokens"
     )
     if config.threshold_tokens != raw:
         return (

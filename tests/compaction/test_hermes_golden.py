@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "4238f57f6a71b39a",
-    "long_words": "02b151287528328a",
-    "secrets_failures": "889f7765ecc8486d",
-    "secrets_failures_small": "3b919c3c1e8e005d",
-    "synthetic_10000_cached": "34b9bfd3f0ff7d9f",
-    "synthetic_2000": "7e7882e37cdedfa1",
-    "synthetic_2000_cached": "664d95e14d97e4eb",
-    "synthetic_300": "fb52a5709744c129",
-    "synthetic_8k_window": "ecc4da4e8fcaa0fe",
-    "synthetic_small_window": "d1c180f51bb45c39",
+    "capped_tail": "c2834c3e7ba22a28",
+    "long_words": "18c7f7d57a430732",
+    "secrets_failures": "a596ad93db33952d",
+    "secrets_failures_small": "81069abf77ee741b",
+    "synthetic_10000_cached": "ac9aec46daee690e",
+    "synthetic_2000": "1f15d366dcee6587",
+    "synthetic_2000_cached": "06783641a75b73c1",
+    "synthetic_300": "a693fc68a57f7022",
+    "synthetic_8k_window": "70158672941bf6e9",
+    "synthetic_small_window": "82322f24d0a416f5",
 }
 
 

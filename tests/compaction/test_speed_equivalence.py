@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 
 from compaction import resume
 
+_NAME_END = re.compile(r"(?:Error|Exception)\b")
+# ``\Z`` (not ``$``): the word must end right at the suffix; ``$`` also matches before a
+# final newline, which once made "Foo\nError" a name.
+_WORD_TAIL = re.compile(r"[A-Za-z0-9_]+\Z")
 
-def _exception_names_by_regex(text: str) -> set[str]:
-    # The implementation before the str.find rewrite.
-    names: set[str] = set()
-    for count, match in enumerate(resume._NAME_END.finditer(text)):
+
+def _exception_names_by_regex(text: str) -> list[str]:
+    # The plain regex version of what the fast path computes.
+    names: dict[str, None] = {}
+    for count, match in enumerate(_NAME_END.finditer(text)):
         if count >= 8:
             break
         start = match.start()
-        head = resume._WORD_TAIL.search(text, max(0, start - 60), start)
+        head = _WORD_TAIL.search(text, max(0, start - 60), start)
         name = text[head.start() if head else start : match.end()]
         if name[:1].isupper() and len(name) > len(match.group(0)):
-            names.add(name)
-    return names
+            names[name] = None
+    return list(names)
 
 
 _PIECES = (
@@ -42,6 +48,11 @@ _PIECES = (
     "1Error",
     "OSError\n",
 )
+
+
+def test_a_suffix_starting_a_line_is_no_name() -> None:
+    assert resume._exception_names("raise Foo\nError: x\nValueError: y") == ["ValueError"]
+    assert resume._exception_names("KeyError KeyError OSError") == ["KeyError", "OSError"]
 
 
 def test_exception_names_match_the_regex_version() -> None:

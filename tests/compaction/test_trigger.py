@@ -14,7 +14,7 @@ def test_threshold_is_half_the_window_never_below_64k(context_length, threshold)
 
 
 def test_below_and_at_threshold():
-    config = CompactionConfig()
+    config = CompactionConfig(profile="classic")
     assert should_compact(99_999, config).reason == "below_threshold"
     assert not should_compact(99_999, config).should
     decision = should_compact(100_000, config)
@@ -63,17 +63,18 @@ def test_small_window_never_reaches_the_floor():
 @pytest.mark.parametrize(
     ("context_length", "threshold"),
     [
-        (200_000, 100_000),
+        (200_000, 150_000),
         (1_000_000, 500_000),
-        (128_000, 64_000),
-        (100_000, 64_000),
+        (128_000, 96_000),
+        (100_000, 75_000),
         (64_000, 54_400),
         (32_000, 27_200),
         (8_000, 6_800),
     ],
 )
 def test_hermes_threshold_is_always_below_the_window(context_length, threshold):
-    # Reference §10.1: the 64K floor is capped at 85 % of the window.
+    # Reference §10.1 (its examples: 128K -> 96K, 200K -> 150K, 64K -> 54.4K): the percent
+    # is raised to 75 % under a 512K window, and the 64K floor is capped at 85 % of it.
     config = CompactionConfig(context_length=context_length)
     assert compute_threshold(config) == threshold < context_length
     assert config.threshold_lowered == (context_length <= 64_000)
@@ -102,3 +103,35 @@ def test_small_window_compacts_before_it_overflows():
     config = CompactionConfig(context_length=8_000)
     assert should_compact(6_800, config).should
     assert not should_compact(6_799, config).should
+
+
+@pytest.mark.parametrize(
+    ("percent", "context_length", "threshold"),
+    [
+        (0.5, 511_999, 383_999),  # under 512K: raised to 75 %
+        (0.5, 512_000, 256_000),  # 512K and over: the configured percent
+        (0.9, 200_000, 180_000),  # raised to at least 75 %, never lowered
+        (0.6, 400_000, 300_000),
+    ],
+)
+def test_hermes_percent_is_at_least_75_under_a_512k_window(percent, context_length, threshold):
+    config = CompactionConfig(context_length=context_length, threshold_percent=percent)
+    assert config.effective_threshold_percent == max(
+        percent, 0.75 if context_length < 512_000 else 0.0
+    )
+    assert config.threshold_tokens == threshold
+
+
+def test_the_75_percent_rule_is_hermes_only_and_configurable():
+    classic = CompactionConfig(context_length=200_000, profile="classic")
+    assert (classic.effective_threshold_percent, classic.threshold_tokens) == (0.5, 100_000)
+    lowered = CompactionConfig(context_length=200_000, threshold_min_percent=0.6)
+    assert lowered.threshold_tokens == 120_000
+    off = CompactionConfig(context_length=200_000, threshold_raise_below=0)
+    assert off.threshold_tokens == 100_000
+
+
+def test_should_compact_uses_the_raised_threshold():
+    config = CompactionConfig(context_length=200_000)
+    assert should_compact(149_999, config).reason == "below_threshold"
+    assert should_compact(150_000, config).should

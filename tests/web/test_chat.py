@@ -100,10 +100,11 @@ def test_crossing_the_threshold_queues_a_compaction_and_the_next_call_sends_the_
             "tool_calls": [tool_call("call_b", "read_file", path="big_b.txt")],
             "prompt_tokens": 31_000,
         },
-        {"content": "Read big_b.", "prompt_tokens": 70_000},
+        # Over the 96,000 threshold of a 128K window (75 % under 512K, reference §10.1).
+        {"content": "Read big_b.", "prompt_tokens": 100_000},
     )
     turn_for(session, "read big_a.txt")
-    assert not Compaction.objects.exists()  # 30,000 is below the 64,000 floor
+    assert not Compaction.objects.exists()  # 30,000 is below the threshold
     turn_for(session, "now read big_b.txt")
     run = Compaction.objects.get()
     assert (run.trigger, run.status) == (Compaction.Trigger.AUTO, Compaction.Status.QUEUED)

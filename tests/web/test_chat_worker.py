@@ -86,7 +86,8 @@ def test_compaction_runs_in_the_worker_while_the_chat_goes_on(alice, chat_worker
         {"tool_calls": [tool_call("call_a", "read_file", path="a.txt")], "prompt_tokens": 500},
         {"content": "a.txt is a station log.", "prompt_tokens": 30_000},
         {"tool_calls": [tool_call("call_b", "read_file", path="b.txt")], "prompt_tokens": 31_000},
-        {"content": "b.txt is similar.", "prompt_tokens": 70_000},
+        # Over the 96,000 threshold of a 128K window (75 % under 512K, reference §10.1).
+        {"content": "b.txt is similar.", "prompt_tokens": 100_000},
         # The summarizer's call: slow, so a message can arrive while the compaction runs.
         {
             "sleep": 3,

@@ -70,8 +70,8 @@ def test_the_threshold_floor_is_explained_next_to_the_field(alice, alice_client)
     )  # an error keeps the page, with the note for 10 %
     note = response.context["threshold_note"]
     assert note == (
-        "10 % of this conversation's 128,000-token window is 12,800 tokens, below the "
-        "64,000-token floor, so the threshold is 64,000 tokens."
+        "10 % of this conversation's 128,000-token window (raised to 75 % under a "
+        "512,000-token window) is 96,000 tokens: the threshold."
     )
     assert escape(note) in response.content.decode()
 

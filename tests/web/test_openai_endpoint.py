@@ -45,8 +45,9 @@ def upstream(settings):
     settings.HERMES_API_MODELS = ["openai/fake-other"]
     settings.HERMES_LLM_MAX_RETRIES = 0
     settings.HERMES_LLM_TIMEOUT = 5
-    # A small window for the session: the trigger is its 64,000-token floor.
-    settings.HERMES_CONTEXT_LENGTH = 100_000
+    # A small window for the session: the trigger is its 64,000-token floor (75 % of an
+    # 85K window is under it; of a 100K window it would be 75,000, reference §10.1).
+    settings.HERMES_CONTEXT_LENGTH = 85_000
     settings.HERMES_SUMMARY_MODEL = ""
     yield server
     server.stop()

@@ -27,12 +27,13 @@ def upstream_and_worker(tmp_path, settings):
         "HERMES_CHAT_API_KEY": "x",
         "HERMES_LLM_MAX_RETRIES": "0",
         "HERMES_LLM_TIMEOUT": "20",
-        "HERMES_CONTEXT_LENGTH": "100000",
+        # The trigger is the 64,000-token floor (75 % of 85K is under it, reference §10.1).
+        "HERMES_CONTEXT_LENGTH": "85000",
         "HERMES_SUMMARY_MODEL": "",
     }
     for key, value in env.items():
         setattr(settings, key, value)
-    settings.HERMES_CONTEXT_LENGTH = 100_000
+    settings.HERMES_CONTEXT_LENGTH = 85_000
     settings.HERMES_LLM_MAX_RETRIES = 0
     settings.HERMES_LLM_TIMEOUT = 20
     settings.HERMES_API_MODELS = []
