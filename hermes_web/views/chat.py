@@ -27,7 +27,9 @@ from django_htmx.http import (
 )
 
 from hermes_web.agent.render import chat_items, render_markdown
-from hermes_web.agent.runner import (
+from hermes_web.llm_models import model_label
+from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.services.chat import (
     ChatBusy,
     active_turns,
     chat_chains,
@@ -40,8 +42,6 @@ from hermes_web.agent.runner import (
     set_mode,
     start_chat,
 )
-from hermes_web.llm_models import model_label
-from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import CompactionRefused
 from hermes_web.services.sessions import resolve_tip
 from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state

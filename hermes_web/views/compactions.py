@@ -13,7 +13,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
-from hermes_web.agent.runner import compaction_outcome
 from hermes_web.exporters import export_report_text
 from hermes_web.inspection import (
     SANITIZATION_LABELS,
@@ -31,6 +30,7 @@ from hermes_web.inspection import (
 )
 from hermes_web.llm_models import summarizes_with_llm
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.chat import compaction_outcome
 from hermes_web.services.compactions import (
     CompactionRefused,
     commit_what_if,

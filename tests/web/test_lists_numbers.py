@@ -7,8 +7,8 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from hermes_web.agent.runner import start_chat
 from hermes_web.models import Compaction, Session
+from hermes_web.services.chat import start_chat
 from hermes_web.services.sessions import resolve_tip
 from tests.web.test_chat_undo import compacted
 
