@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compaction import END_MARKER, PREFIX_OPENING, SUMMARY_PREFIX
+from compaction.messages import content_text, parse_arguments
 
 __all__ = [
     "ALIGNMENT_LABELS",
@@ -599,7 +600,7 @@ def extract_facts(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
 
     for index, message in enumerate(messages):
         role = message.get("role")
-        text = _plain_text(message.get("content"))
+        text = content_text(message.get("content"), images=False)
         if role == "tool":
             text = _unwrap_json(text)
             if len(text) > AUDIT_TOOL_CHARS:
@@ -613,7 +614,7 @@ def extract_facts(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {} if isinstance(call, Mapping) else {}
             arguments = function.get("arguments") if isinstance(function, Mapping) else None
-            parsed = _parse_args(arguments)
+            parsed = parse_arguments(call)
             for name in COMMAND_ARGS:
                 if isinstance(parsed.get(name), str):
                     add("command", parsed[name], index)
@@ -628,21 +629,6 @@ def extract_facts(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
             for match in NUMBER_UNIT_RE.finditer(text):
                 add("number", match.group(0), index)
     return [fact for kind in FACT_KINDS for fact in facts[kind].values()]
-
-
-def _plain_text(content: Any) -> str:
-    """Text of a content value with images left out (their base64 is not a fact)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text") or "") if isinstance(part, Mapping) else str(part)
-            for part in content
-            if not (isinstance(part, Mapping) and "image" in str(part.get("type") or ""))
-        )
-    return json.dumps(content, ensure_ascii=False, default=str)
 
 
 def _unwrap_json(text: str) -> str:
@@ -665,18 +651,6 @@ def _paths_and_urls(text: str, index: int, add) -> None:
     without_urls = URL_RE.sub(" ", text)
     for match in PATH_RE.finditer(without_urls):
         add("path", match.group(0), index)
-
-
-def _parse_args(arguments: Any) -> dict[str, Any]:
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
-    if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments)
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
-    return {}
 
 
 def _normalize(text: str) -> str:
@@ -787,7 +761,7 @@ def message_view(
             continue
         function = call.get("function") or {}
         arguments = function.get("arguments") if isinstance(function, Mapping) else ""
-        parsed = _parse_args(arguments)
+        parsed = parse_arguments(call)
         pretty = (
             json.dumps(parsed, indent=2, ensure_ascii=False) if parsed else str(arguments or "")
         )

@@ -16,6 +16,7 @@ from typing import Any
 import markdown as markdown_lib
 import nh3
 
+from compaction.messages import content_text
 from compaction.slimming import fold_tool_result
 from hermes_web.models import Message
 from hermes_web.validation import scrub_surrogates
@@ -83,18 +84,6 @@ def render_markdown(text: str) -> str:
     )
 
 
-def content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") in ("text", "input_text", None)
-        )
-    return "" if content is None else json.dumps(content)
-
-
 def content_images(content: Any) -> list[dict[str, str]]:
     images = []
     if isinstance(content, list):
@@ -152,13 +141,13 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
     for row in rows:
         if row.role == Message.Role.TOOL and row.pk in paired:
             continue
-        text = content_text(row.content)
+        text = content_text(row.content, images=False)
         item: dict[str, Any] = {
             "row": row,
             "role": row.role,
             "text": text,
             "images": content_images(row.content),
-            "reasoning": content_text(row.reasoning) if row.reasoning else "",
+            "reasoning": content_text(row.reasoning, images=False) if row.reasoning else "",
             "html": render_markdown(text) if row.role == Message.Role.ASSISTANT and text else "",
             "calls": [],
         }
@@ -183,7 +172,7 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
             }
             if result is not None:
                 paired.add(result.pk)
-                output = content_text(result.content)
+                output = content_text(result.content, images=False)
                 entry["one_line"] = fold_tool_result(name, args, output)
                 entry["output_chars"] = len(output)
                 pretty_output = _pretty_output(output)

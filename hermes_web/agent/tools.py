@@ -792,7 +792,12 @@ def tool_schemas() -> list[dict]:
     ]
 
 
-def parse_arguments(arguments: str | dict | None) -> dict[str, Any]:
+def parse_tool_arguments(arguments: str | dict | None) -> dict[str, Any]:
+    """A tool call's arguments as a dict, or ToolError saying what is wrong with them.
+
+    Stricter than ``compaction.messages.parse_arguments`` (which reads bad JSON as ``{}``) on
+    purpose: the model gets told its arguments were not JSON instead of a call run without them.
+    """
     if isinstance(arguments, dict):
         return arguments
     if not arguments:
@@ -823,7 +828,7 @@ def run_tool(
         reason = "is disabled" if name == "terminal" else "does not exist"
         return _ok({"error": f"tool {name!r} {reason}; available tools: {known}"})
     try:
-        args = parse_arguments(arguments)
+        args = parse_tool_arguments(arguments)
         if name == "recall":
             return func(root, session=session, **args)
         return func(root, **args)
