@@ -26,14 +26,12 @@ from django_htmx.http import (
     retarget,
 )
 
-from hermes_web.agent.render import chat_items, render_markdown
 from hermes_web.llm_models import model_label
 from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.presenters.chat import chat_chains, chat_items, compaction_outcome, render_markdown
 from hermes_web.services.chat import (
     ChatBusy,
     active_turns,
-    chat_chains,
-    compaction_outcome,
     compress,
     context_meter,
     latest_compaction,

@@ -14,23 +14,21 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from hermes_web.exporters import export_report_text
-from hermes_web.inspection import (
-    SANITIZATION_LABELS,
-    fact_survival_audit,
-    message_fates,
-    message_view,
+from hermes_web.llm_models import summarizes_with_llm
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.presenters.chat import compaction_outcome
+from hermes_web.presenters.compare import message_fates
+from hermes_web.presenters.facts import fact_survival_audit
+from hermes_web.presenters.inspector import (
     ref_segments,
-    report_profile,
-    report_warnings,
-    saved_chart,
     slimming_page,
     split_view,
     summary_sections,
     token_strip,
 )
-from hermes_web.llm_models import summarizes_with_llm
-from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.chat import compaction_outcome
+from hermes_web.presenters.lineage import saved_chart
+from hermes_web.presenters.messages import message_view
+from hermes_web.presenters.vocabulary import SANITIZATION_LABELS, report_profile, report_warnings
 from hermes_web.services.compactions import (
     CompactionRefused,
     commit_what_if,

@@ -9,11 +9,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
-from hermes_web.inspection import (
-    fates_diff,
-    summary_diff,
-)
 from hermes_web.models import Compaction, Session
+from hermes_web.presenters.compare import fates_diff
+from hermes_web.presenters.inspector import summary_diff
 from hermes_web.services.compactions import (
     CompactionRefused,
     request_compaction,

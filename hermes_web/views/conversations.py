@@ -11,9 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from hermes_web.inspection import anchor_for, message_view
 from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.chat import chains_of
+from hermes_web.presenters.chat import chains_of
+from hermes_web.presenters.messages import anchor_for, message_view
 from hermes_web.services.sessions import conversation_stats
 from hermes_web.views.lineage import compaction_tally
 

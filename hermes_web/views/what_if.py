@@ -11,10 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
-from hermes_web.inspection import (
-    term,
-)
 from hermes_web.models import Compaction, Session
+from hermes_web.presenters.vocabulary import term
 from hermes_web.services.compactions import (
     request_compaction,
 )

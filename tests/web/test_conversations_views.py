@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from hermes_web.inspection import anchor_for
 from hermes_web.models import Message
+from hermes_web.presenters.messages import anchor_for
 from hermes_web.services.sessions import append_message, create_session
 from tests.web.inspector_seed import compact_now, seed_conversation
 
