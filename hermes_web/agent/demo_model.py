@@ -1,4 +1,7 @@
-"""The offline demo model: a litellm custom provider ("hermes-demo/agent"), no key, no network.
+"""One module over 450 lines on purpose: the demo is one fake provider (reading the prompt,
+planning, answering, its litellm handler); ~90 of its lines are the stopword list.
+
+The offline demo model: a litellm custom provider ("hermes-demo/agent"), no key, no network.
 
 It is no language model. It plans tool calls the way a curious agent would — list the
 workspace, search for the most specific word of the question, read the files that matter (and

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -13,6 +11,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
+from hermes_web.caching import (
+    AUDIT_SECONDS,
+    PANEL_SECONDS,
+    LazyPanels,
+    audit_key,
+    card_key,
+    panel_seconds,
+)
 from hermes_web.exporters import export_report_text
 from hermes_web.llm_models import summarizes_with_llm
 from hermes_web.models import Compaction, Message, Session
@@ -144,28 +150,6 @@ def inspector_context(
     }
 
 
-PANEL_VALUES = (
-    "report",
-    "tokens",
-    "split",
-    "slim",
-    "summary",
-    "sanitization",
-    "output_tokens",
-    "output_total",
-    "timings",
-    "saved_percent",
-    "config_rows",
-    "final",
-    "profile",
-    "warnings",
-    "redactions",
-    "estimated",
-    "strip",
-)
-PANEL_CACHE_SECONDS = 600
-
-
 # What a side-by-side card and Compare read from the report (small, unlike the slimming list).
 CARD_REPORT_KEYS = ("status", "reason", "summarizer", "summarizer_model", "counts", "summary")
 
@@ -175,10 +159,7 @@ def card_context(compaction: Compaction) -> dict:
     message's fate; cached for finished runs, so those pages do not decode the whole report
     (megabytes at 10k messages) on every view. ``compaction`` may have ``report`` deferred.
     """
-    key = (
-        f"hermes:card:{compaction.public_id}:{compaction.status}:"
-        f"{compaction.finished_at and compaction.finished_at.timestamp()}"
-    )
+    key = card_key(compaction)
     if compaction.is_finished:
         data = cache.get(key)
         if data is not None:
@@ -196,7 +177,7 @@ def card_context(compaction: Compaction) -> dict:
         "fates": message_fates(report),
     }
     if compaction.is_finished:
-        cache.set(key, data, PANEL_CACHE_SECONDS)
+        cache.set(key, data, PANEL_SECONDS)
     return {**data, "c": compaction}
 
 
@@ -223,7 +204,6 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     slim_kind, slim_page = request.GET.get("kind", ""), _int(request.GET.get("page"), 1)
     slim_region = request.GET.get("region", "")
 
-    @functools.cache
     def panels() -> dict:
         # Where each input message is stored: the strip and the slimming rows link to them.
         positions = list(input_rows(compaction).values_list("position", flat=True))
@@ -239,10 +219,10 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "strip": token_strip(compaction.report or {}, positions),
         }
 
-    # The panels of a finished run never change, so the template caches their HTML; each
-    # value is a callable the template calls only when it renders (a cache miss).
-    context = {name: functools.partial(lambda n: panels()[n], name) for name in PANEL_VALUES}
-    context.update(
+    # The panels of a finished run never change, so the template caches their HTML and reads
+    # ``panels`` (built on first read) only when it renders them anew (a cache miss).
+    context: dict = dict(
+        panels=LazyPanels(panels),
         c=compaction,
         nav="conversations",
         slim_kind=slim_kind,
@@ -257,7 +237,7 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             if compaction.status == Compaction.Status.DRY_RUN
             else None
         ),
-        panel_cache_seconds=PANEL_CACHE_SECONDS if compaction.is_finished else 0,
+        panel_seconds=panel_seconds(compaction),
         **undo_panel(compaction),
     )
     template = "hermes_web/compaction_detail.html"
@@ -324,7 +304,7 @@ def audit_for(compaction: Compaction) -> dict | None:
     report = compaction.report or {}
     if not report.get("summary") or not report.get("boundaries"):
         return None
-    key = f"hermes:audit:{compaction.public_id}:{compaction.finished_at and compaction.finished_at.timestamp()}"
+    key = audit_key(compaction)
     audit = cache.get(key)
     if audit is None:
         start, end = (report["boundaries"].get("middle") or [0, 0])[:2]
@@ -333,7 +313,7 @@ def audit_for(compaction: Compaction) -> dict | None:
             for r in input_rows(compaction).only("role", "content", "tool_calls")[start:end]
         ]
         audit = fact_survival_audit(middle, report.get("summary"))
-        cache.set(key, audit, 3600)
+        cache.set(key, audit, AUDIT_SECONDS)
     return audit
 
 
