@@ -1,6 +1,7 @@
 """The inspector's panels from a stored compaction report: the head/middle/tail split, the
-token strip, the slimming page (before/after per message) and the summary with its
-``[ref:N]`` links (pure: report dicts and message dicts in, dicts the templates print out)."""
+token strip, the slimming page (before/after per message), the summary with its ``[ref:N]``
+links, and the whole page's values (``inspector_context``) and the what-if/Compare cards
+(``card_context``, cached for finished runs) built from them."""
 
 from __future__ import annotations
 
@@ -9,13 +10,21 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.core.cache import cache
+
 from compaction import END_MARKER, PREFIX_OPENING, SUMMARY_PREFIX
+from hermes_web.caching import PANEL_SECONDS, card_key
+from hermes_web.models import Compaction
+from hermes_web.presenters.compare import message_fates
 from hermes_web.presenters.messages import percent_of, word_diff
 from hermes_web.presenters.vocabulary import (
     ALIGNMENT_LABELS,
     REGIONS,
+    SANITIZATION_LABELS,
     SLIM_KINDS,
     TRUNCATION_MARKER,
+    report_profile,
+    report_warnings,
     term,
 )
 
@@ -272,3 +281,98 @@ def summary_diff(a: str | None, b: str | None) -> list[dict[str, str]]:
             continue  # ndiff's intraline hints; the row pair already shows the change
         rows.append({"op": op, "text": text})
     return rows
+
+
+# ---------------------------------------------------------------- page and cards
+
+
+def inspector_context(
+    compaction: Compaction,
+    *,
+    slim_kind: str = "",
+    slim_region: str = "",
+    slim_page: int = 1,
+    positions: list[int] | None = None,
+) -> dict:
+    """Everything the inspector panels print for one run (pure reads of its report)."""
+    report = compaction.report or {}
+    tokens = report.get("tokens") or {}
+    summary = summary_sections(report.get("summary"))
+    for section in summary["sections"]:
+        section["segments"] = ref_segments(section["body"], positions)
+    output_tokens = report.get("output_message_tokens") or []
+    return {
+        "c": compaction,
+        "report": report,
+        "tokens": tokens,
+        "split": split_view(report) if report.get("boundaries") else None,
+        "slim": slimming_page(
+            report, kind=slim_kind, region=slim_region, page=slim_page, positions=positions
+        ),
+        "profile": report_profile(report),
+        "warnings": report_warnings(report),
+        "redactions": report.get("redactions"),
+        "estimated": set(report.get("tokens_estimated") or ()),
+        "summary": summary,
+        "sanitization": [
+            {**s, "label": SANITIZATION_LABELS.get(s.get("kind"), s.get("kind"))}
+            for s in report.get("sanitization") or []
+        ],
+        "output_tokens": [
+            {"index": i, "tokens": t, "summary": i == report.get("summary_index")}
+            for i, t in enumerate(output_tokens)
+        ],
+        "output_total": sum(output_tokens),
+        "timings": list((report.get("timings_ms") or {}).items()),
+        "saved_percent": round(100 * (1 - tokens["after"] / tokens["before"]), 1)
+        if tokens.get("before") and tokens.get("after") is not None
+        else None,
+        "config_rows": sorted((report.get("config") or compaction.config or {}).items()),
+    }
+
+
+# What a side-by-side card and Compare read from the report (small, unlike the slimming list).
+CARD_REPORT_KEYS = ("status", "reason", "summarizer", "summarizer_model", "counts", "summary")
+
+
+def card_context(compaction: Compaction) -> dict:
+    """``inspector_context`` cut to what the what-if and Compare cards show, plus each input
+    message's fate; cached for finished runs, so those pages do not decode the whole report
+    (megabytes at 10k messages) on every view. ``compaction`` may have ``report`` deferred.
+    """
+    key = card_key(compaction)
+    if compaction.is_finished:
+        data = cache.get(key)
+        if data is not None:
+            return {**data, "c": compaction}
+    if "report" in compaction.get_deferred_fields():
+        compaction.refresh_from_db(fields=["report"])
+    ctx = inspector_context(compaction)
+    report = ctx["report"]
+    data = {
+        **{k: ctx[k] for k in ("tokens", "split", "summary", "profile", "warnings")},
+        "saved_percent": ctx["saved_percent"],
+        "slim": {"total": ctx["slim"]["total"], "kinds": ctx["slim"]["kinds"]},
+        "report": {k: report.get(k) for k in CARD_REPORT_KEYS},
+        "structure": structure_of(report, compaction.mode),
+        "fates": message_fates(report),
+    }
+    if compaction.is_finished:
+        cache.set(key, data, PANEL_SECONDS)
+    return {**data, "c": compaction}
+
+
+def structure_of(report: dict, mode: str) -> dict:
+    """What a commit would do to the session, in message counts (for Compare)."""
+    counts = report.get("counts") or {}
+    bounds = report.get("boundaries") or {}
+    head = bounds.get("head") or [0, 0]
+    tail = bounds.get("tail") or [0, 0]
+    middle = bounds.get("middle") or [0, 0]
+    return {
+        "before": counts.get("messages_before"),
+        "after": counts.get("messages_after"),
+        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
+        "summarized": middle[1] - middle[0],
+        "rotation": mode == Compaction.Mode.ROTATION,
+    }
