@@ -1,6 +1,6 @@
 """Per-turn overhead the app adds on top of the model's own latency.
 
-200 chat turns run through the agent runner directly (no worker) on a temporary SQLite
+200 chat turns run through the agent turn loop directly (no worker) on a temporary SQLite
 database, against the local fake OpenAI-compatible server answering instantly and streaming.
 The model's share of each turn is measured as the wall time of one identical streamed
 litellm call made on its own; the app's overhead is the turn's wall time minus that (storing
@@ -64,7 +64,8 @@ def main() -> int:
     import litellm
     from django.contrib.auth import get_user_model
 
-    from hermes_web.agent.runner import run_turn, send_message, start_chat
+    from hermes_web.agent.loop import run_turn
+    from hermes_web.services.chat import send_message, start_chat
 
     litellm.suppress_debug_info = True
     user = get_user_model().objects.create_user("bench")
@@ -167,8 +168,8 @@ def first_turn(tmp: Path) -> None:
 
     from django.conf import settings
 
-    from hermes_web.agent.runner import send_message, start_chat
     from hermes_web.models import AgentTurn
+    from hermes_web.services.chat import send_message, start_chat
     from tests.fake_openai import FakeOpenAIServer
 
     server = FakeOpenAIServer(default_reply={"content": "ok", "prompt_tokens": 100}).start()

@@ -31,7 +31,7 @@ __all__ = [
     "Summarizer",
     "SummaryOutcome",
     "SummaryRequest",
-    "classify_error",
+    "classify_summary_error",
 ]
 
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL | re.IGNORECASE)
@@ -140,8 +140,8 @@ class _Truncated(SummaryError):
     pass
 
 
-def classify_error(error: BaseException) -> tuple[str, int | None]:
-    """Map a litellm / OpenAI SDK exception to ``(kind, status_code)``."""
+def classify_summary_error(error: BaseException) -> tuple[str, int | None]:
+    """A summary model call's failure as ``(kind, status_code)`` (kind: auth, timeout, rate_limit…)."""
     if isinstance(error, _EmptyContent):
         return "empty_content", None
     if isinstance(error, _Truncated):
@@ -273,7 +273,7 @@ class LLMSummarizer:
             try:
                 body, usage = self._call(model, api_base, api_key, request.prompt)
             except Exception as error:  # every provider error is classified below
-                kind, status = classify_error(error)
+                kind, status = classify_summary_error(error)
                 fallbacks.append(FallbackError(stage, model, kind, status, str(error)[:500]))
                 if kind == "auth":
                     raise SummaryAborted(

@@ -9,17 +9,12 @@ from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
+from hermes_web.caching import API_KEY_SECONDS, USER_SECONDS, api_key_key, user_key
 from hermes_web.models import ApiKey
 
-USER_CACHE_SECONDS = 300
-API_KEY_CACHE_SECONDS = 300
 # "Last used" is shown to the minute: writing it on every request would make every call of
 # one key queue on that key's row lock.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-
-
-def _key(user_id) -> str:
-    return f"auth-user:{user_id}"
 
 
 class CachedUserBackend(ModelBackend):
@@ -28,26 +23,22 @@ class CachedUserBackend(ModelBackend):
 
     Every save or delete of a user drops its entry (``forget_user``), so a password change,
     a deactivation or a deletion applies on the next request; an entry lives at most
-    ``USER_CACHE_SECONDS`` in case a bulk ``update()`` bypassed the signals.
+    ``caching.USER_SECONDS`` in case a bulk ``update()`` bypassed the signals.
     """
 
     def get_user(self, user_id):
-        user = cache.get(_key(user_id))
+        user = cache.get(user_key(user_id))
         if user is None:
             user = super().get_user(user_id)  # None for a missing or inactive user
             if user is not None:
-                cache.set(_key(user_id), user, USER_CACHE_SECONDS)
+                cache.set(user_key(user_id), user, USER_SECONDS)
             return user
         return user if self.user_can_authenticate(user) else None
 
 
 def forget_user(sender, instance, **kwargs) -> None:
     """Drop a user's cached row (connected to the user model's post_save and post_delete)."""
-    cache.delete(_key(instance.pk))
-
-
-def _api_key_key(key_hash: str) -> str:
-    return f"api-key:{key_hash}"
+    cache.delete(user_key(instance.pk))
 
 
 def authenticate_api_key(raw_key: str) -> ApiKey | None:
@@ -59,12 +50,12 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
     ``CachedUserBackend``, so a deactivated user's keys stop working on the next request.
     """
     key_hash = ApiKey.hash(raw_key)
-    key = cache.get(_api_key_key(key_hash))
+    key = cache.get(api_key_key(key_hash))
     if key is None:
         key = ApiKey.objects.usable().filter(key_hash=key_hash).first()
         if key is None:
             return None
-        cache.set(_api_key_key(key_hash), key, API_KEY_CACHE_SECONDS)
+        cache.set(api_key_key(key_hash), key, API_KEY_SECONDS)
     owner = CachedUserBackend().get_user(key.owner_id)
     if owner is None:
         return None
@@ -73,13 +64,13 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
-        cache.set(_api_key_key(key_hash), key, API_KEY_CACHE_SECONDS)
+        cache.set(api_key_key(key_hash), key, API_KEY_SECONDS)
     return key
 
 
 def forget_api_key(sender, instance, **kwargs) -> None:
     """Drop a key's cached row (connected to ``ApiKey``'s post_save and post_delete)."""
-    cache.delete(_api_key_key(instance.key_hash))
+    cache.delete(api_key_key(instance.key_hash))
 
 
 def connect_signals() -> None:

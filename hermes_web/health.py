@@ -93,9 +93,11 @@ def no_worker_running() -> bool:
     """Jobs wait and no worker was seen in the last minute (what the UI banner says)."""
     from django.core.cache import cache
 
-    key = "hermes:health:no-worker"
+    from hermes_web.caching import WORKER_STATUS_KEY, WORKER_STATUS_SECONDS
+
+    key = WORKER_STATUS_KEY
     value = cache.get(key)
     if value is None:
         value = not check_workers()["ok"]
-        cache.set(key, value, 5)
+        cache.set(key, value, WORKER_STATUS_SECONDS)
     return value

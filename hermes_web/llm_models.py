@@ -1,7 +1,7 @@
 """The one place for model rules: which model chats, which window a session gets, who summarizes.
 
-Every part of the web layer that needs a model decision asks here: the chat (agent runner and
-worker), the sessions API, the OpenAI-compatible ``/v1`` endpoint, the importers, the what-if
+Every part of the web layer that needs a model decision asks here: the chat (chat service and
+turn loop), the sessions API, the OpenAI-compatible ``/v1`` endpoint, the importers, the what-if
 and compaction views, and the demo data. Nothing here imports litellm at module level (it
 takes seconds to import), any Django model or the agent, so any module may import this one.
 How a chat call reaches its provider (base URL, key, the demo provider) is

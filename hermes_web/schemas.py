@@ -185,7 +185,7 @@ class CompactionIn(Schema):
 
 def _words(kind: str) -> str:
     """The stored codes of ``kind`` and the words the pages and exports show for them."""
-    from hermes_web.inspection import VOCABULARY
+    from hermes_web.presenters.vocabulary import VOCABULARY
 
     return "; ".join(f"`{code}`: {word}" for code, word in VOCABULARY[kind].items())
 

@@ -234,7 +234,7 @@ if not HERMES_CACHE_URL and env_str("CELERY_BROKER_URL").startswith("redis://"):
 CACHES: dict[str, dict[str, Any]] = {
     "default": (
         {
-            "BACKEND": "hermes_web.cache.ForgivingRedisCache",
+            "BACKEND": "hermes_web.caching.ForgivingRedisCache",
             "LOCATION": HERMES_CACHE_URL,
             "KEY_PREFIX": "hermes",
         }

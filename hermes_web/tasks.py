@@ -80,8 +80,8 @@ def compact_session(self, compaction_id: int) -> str | None:
 
 @shared_task(bind=True, name="hermes_web.tasks.run_agent_turn", acks_late=True, max_retries=None)
 def run_agent_turn(self, turn_id: int) -> None:
-    """Run one chat turn (see agent.runner.run_turn); it comes back later while a compaction runs."""
-    from hermes_web.agent.runner import run_turn
+    """Run one chat turn (see agent.loop.run_turn); it comes back later while a compaction runs."""
+    from hermes_web.agent.loop import run_turn
 
     wait = run_turn(turn_id)
     if wait is not None:

@@ -1,4 +1,5 @@
-"""The chat agent: workspace tools, the offline demo model, and the turn loop (runner).
+"""The chat agent: the worker's turn loop (``loop``), context-overflow recovery (``overflow``),
+workspace tools and the offline demo model. What the views call is ``services.chat``.
 
 litellm is imported lazily (it takes seconds to import), so web processes that only render
 pages never pay for it.

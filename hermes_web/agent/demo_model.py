@@ -1,4 +1,7 @@
-"""The offline demo model: a litellm custom provider ("hermes-demo/agent"), no key, no network.
+"""One module over 450 lines on purpose: the demo is one fake provider (reading the prompt,
+planning, answering, its litellm handler); ~90 of its lines are the stopword list.
+
+The offline demo model: a litellm custom provider ("hermes-demo/agent"), no key, no network.
 
 It is no language model. It plans tool calls the way a curious agent would — list the
 workspace, search for the most specific word of the question, read the files that matter (and
@@ -23,6 +26,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compaction import PREFIX_OPENING, CompactionConfig, count_messages_tokens
+from compaction.messages import content_text, parse_arguments
 from hermes_web.llm_models import DEMO_MODEL, DEMO_MODEL_LABEL
 
 PROVIDER = "hermes-demo"
@@ -128,23 +132,9 @@ STOPWORDS = frozenset(
 # -- reading the prompt ------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def _arguments(call: dict) -> dict:
-    raw = (call.get("function") or {}).get("arguments") or "{}"
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _prompt_text(content: Any) -> str:
+    # Images left out: "[image]" would become a word the demo searches the workspace for.
+    return content_text(content, images=False)
 
 
 def _json(text: str) -> dict | None:
@@ -161,9 +151,9 @@ class Prompt:
     def __init__(self, messages: list[dict]) -> None:
         self.messages = messages
         last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-        self.question = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+        self.question = _prompt_text(messages[last_user].get("content")) if last_user >= 0 else ""
         self.turn = messages[last_user + 1 :]
-        self.has_summary = any(PREFIX_OPENING in _text(m.get("content")) for m in messages)
+        self.has_summary = any(PREFIX_OPENING in _prompt_text(m.get("content")) for m in messages)
         # tool_call_id -> (name, arguments) for every call still visible, and the results.
         self.calls: dict[str, tuple[str, dict]] = {}
         self.results: list[tuple[str, dict, str, bool]] = []  # name, args, result, in this turn
@@ -171,11 +161,11 @@ class Prompt:
         for message in messages:
             for call in message.get("tool_calls") or []:
                 name = (call.get("function") or {}).get("name") or ""
-                self.calls[call.get("id") or ""] = (name, _arguments(call))
+                self.calls[call.get("id") or ""] = (name, parse_arguments(call))
             if message.get("role") == "tool":
                 name, args = self.calls.get(message.get("tool_call_id") or "", ("", {}))
                 self.results.append(
-                    (name, args, _text(message.get("content")), id(message) in turn_ids)
+                    (name, args, _prompt_text(message.get("content")), id(message) in turn_ids)
                 )
 
     def calls_this_turn(self, name: str) -> list[dict]:
@@ -248,7 +238,9 @@ def wanted_ref(prompt: Prompt) -> int | None:
     named = re.search(r"ref\s*[:#]?\s*(\d+)", question)
     if named:
         return int(named.group(1))
-    found = [int(n) for m in prompt.messages for n in _REF_RE.findall(_text(m.get("content")))]
+    found = [
+        int(n) for m in prompt.messages for n in _REF_RE.findall(_prompt_text(m.get("content")))
+    ]
     return found[-1] if found else None
 
 

@@ -34,11 +34,13 @@ def canonical(message: dict) -> bytes:
     for call in message.get("tool_calls") or ():
         if isinstance(call, dict):
             function = call.get("function") or {}
-            parts += [call.get("id") or "", function.get("name") or "", _arguments(function)]
+            parts += [call.get("id") or "", function.get("name") or "", _hashed_arguments(function)]
     return "".join(f"{len(part)}:{part}" for part in parts).encode("utf-8", "surrogatepass")
 
 
-def _arguments(function: dict) -> str:
+def _hashed_arguments(function: dict) -> str:
+    # Not compaction.messages.raw_arguments on purpose: dict arguments are encoded with sorted
+    # keys (and ASCII escapes) so the prefix hashes stored for earlier requests still match.
     arguments = function.get("arguments")
     if arguments is None or isinstance(arguments, str):
         return arguments or ""

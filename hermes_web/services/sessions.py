@@ -11,6 +11,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens
+from hermes_web.caching import SESSION_STATS_SECONDS, session_stats_key
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
 
@@ -204,9 +205,6 @@ def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Messa
     return messages
 
 
-STATS_CACHE_SECONDS = 600
-
-
 def conversation_stats(session: Session) -> dict[str, int | None]:
     """The header numbers of a conversation: active messages ``n``, their ``tokens`` and the
     ``biggest`` message, and the ``archived`` count.
@@ -215,7 +213,7 @@ def conversation_stats(session: Session) -> dict[str, int | None]:
     to a session's rows (append, in-place commit) moves it, as the conversation page's cached
     message chunks already rely on.
     """
-    key = f"conversation-stats:{session.pk}:{session.updated_at.timestamp()}"
+    key = session_stats_key(session)
     stats = cache.get(key)
     if stats is None:
         active = Q(active=True)
@@ -225,7 +223,7 @@ def conversation_stats(session: Session) -> dict[str, int | None]:
             biggest=Max("token_count", filter=active),
             archived=Count("pk", filter=Q(archived=True)),
         )
-        cache.set(key, stats, STATS_CACHE_SECONDS)
+        cache.set(key, stats, SESSION_STATS_SECONDS)
     return stats
 
 

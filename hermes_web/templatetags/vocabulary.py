@@ -2,7 +2,7 @@
 
 from django import template
 
-from hermes_web.inspection import term as _term
+from hermes_web.presenters.vocabulary import term as _term
 
 register = template.Library()
 

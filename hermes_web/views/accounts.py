@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from hermes_web.caching import SIGNUP_WINDOW_SECONDS, signup_key
 from hermes_web.health import check_broker, check_database, check_workers
 
 
@@ -68,12 +69,12 @@ def _is_ip(text: str) -> bool:
 
 def signup_throttled(request: HttpRequest) -> bool:
     """Count this sign-up attempt; True once the address has used up its hourly allowance."""
-    key = f"signup-attempts:{client_ip(request) or 'unknown'}:{timezone.now():%Y%m%d%H}"
-    cache.add(key, 0, 3600)
+    key = signup_key(client_ip(request) or "unknown", timezone.now())
+    cache.add(key, 0, SIGNUP_WINDOW_SECONDS)
     try:
         attempts = cache.incr(key)
     except ValueError:  # evicted between add and incr
-        cache.set(key, 1, 3600)
+        cache.set(key, 1, SIGNUP_WINDOW_SECONDS)
         attempts = 1
     return attempts > settings.HERMES_SIGNUP_PER_HOUR
 

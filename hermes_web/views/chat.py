@@ -26,12 +26,12 @@ from django_htmx.http import (
     retarget,
 )
 
-from hermes_web.agent.render import chat_items, render_markdown
-from hermes_web.agent.runner import (
+from hermes_web.llm_models import model_label
+from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.presenters.chat import chat_chains, chat_items, compaction_outcome, render_markdown
+from hermes_web.services.chat import (
     ChatBusy,
     active_turns,
-    chat_chains,
-    compaction_outcome,
     compress,
     context_meter,
     latest_compaction,
@@ -40,8 +40,6 @@ from hermes_web.agent.runner import (
     set_mode,
     start_chat,
 )
-from hermes_web.llm_models import model_label
-from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.compactions import CompactionRefused
 from hermes_web.services.sessions import resolve_tip
 from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -13,24 +11,23 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
-from hermes_web.agent.runner import compaction_outcome
-from hermes_web.exporters import export_report_text
-from hermes_web.inspection import (
-    SANITIZATION_LABELS,
-    fact_survival_audit,
-    message_fates,
-    message_view,
-    ref_segments,
-    report_profile,
-    report_warnings,
-    saved_chart,
-    slimming_page,
-    split_view,
-    summary_sections,
-    token_strip,
+from hermes_web.caching import (
+    AUDIT_SECONDS,
+    LazyPanels,
+    audit_key,
+    panel_seconds,
 )
+from hermes_web.exporters import export_report_text
 from hermes_web.llm_models import summarizes_with_llm
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.presenters.chat import compaction_outcome
+from hermes_web.presenters.facts import fact_survival_audit
+from hermes_web.presenters.inspector import (
+    inspector_context,
+    token_strip,
+)
+from hermes_web.presenters.lineage import saved_chart
+from hermes_web.presenters.messages import message_view
 from hermes_web.services.compactions import (
     CompactionRefused,
     commit_what_if,
@@ -101,123 +98,6 @@ def final_rows(compaction: Compaction) -> list[Message]:
     return final
 
 
-def inspector_context(
-    compaction: Compaction,
-    *,
-    slim_kind: str = "",
-    slim_region: str = "",
-    slim_page: int = 1,
-    positions: list[int] | None = None,
-) -> dict:
-    """Everything the inspector panels print for one run (pure reads of its report)."""
-    report = compaction.report or {}
-    tokens = report.get("tokens") or {}
-    summary = summary_sections(report.get("summary"))
-    for section in summary["sections"]:
-        section["segments"] = ref_segments(section["body"], positions)
-    output_tokens = report.get("output_message_tokens") or []
-    return {
-        "c": compaction,
-        "report": report,
-        "tokens": tokens,
-        "split": split_view(report) if report.get("boundaries") else None,
-        "slim": slimming_page(
-            report, kind=slim_kind, region=slim_region, page=slim_page, positions=positions
-        ),
-        "profile": report_profile(report),
-        "warnings": report_warnings(report),
-        "redactions": report.get("redactions"),
-        "estimated": set(report.get("tokens_estimated") or ()),
-        "summary": summary,
-        "sanitization": [
-            {**s, "label": SANITIZATION_LABELS.get(s.get("kind"), s.get("kind"))}
-            for s in report.get("sanitization") or []
-        ],
-        "output_tokens": [
-            {"index": i, "tokens": t, "summary": i == report.get("summary_index")}
-            for i, t in enumerate(output_tokens)
-        ],
-        "output_total": sum(output_tokens),
-        "timings": list((report.get("timings_ms") or {}).items()),
-        "saved_percent": round(100 * (1 - tokens["after"] / tokens["before"]), 1)
-        if tokens.get("before") and tokens.get("after") is not None
-        else None,
-        "config_rows": sorted((report.get("config") or compaction.config or {}).items()),
-    }
-
-
-PANEL_VALUES = (
-    "report",
-    "tokens",
-    "split",
-    "slim",
-    "summary",
-    "sanitization",
-    "output_tokens",
-    "output_total",
-    "timings",
-    "saved_percent",
-    "config_rows",
-    "final",
-    "profile",
-    "warnings",
-    "redactions",
-    "estimated",
-    "strip",
-)
-PANEL_CACHE_SECONDS = 600
-
-
-# What a side-by-side card and Compare read from the report (small, unlike the slimming list).
-CARD_REPORT_KEYS = ("status", "reason", "summarizer", "summarizer_model", "counts", "summary")
-
-
-def card_context(compaction: Compaction) -> dict:
-    """``inspector_context`` cut to what the what-if and Compare cards show, plus each input
-    message's fate; cached for finished runs, so those pages do not decode the whole report
-    (megabytes at 10k messages) on every view. ``compaction`` may have ``report`` deferred.
-    """
-    key = (
-        f"hermes:card:{compaction.public_id}:{compaction.status}:"
-        f"{compaction.finished_at and compaction.finished_at.timestamp()}"
-    )
-    if compaction.is_finished:
-        data = cache.get(key)
-        if data is not None:
-            return {**data, "c": compaction}
-    if "report" in compaction.get_deferred_fields():
-        compaction.refresh_from_db(fields=["report"])
-    ctx = inspector_context(compaction)
-    report = ctx["report"]
-    data = {
-        **{k: ctx[k] for k in ("tokens", "split", "summary", "profile", "warnings")},
-        "saved_percent": ctx["saved_percent"],
-        "slim": {"total": ctx["slim"]["total"], "kinds": ctx["slim"]["kinds"]},
-        "report": {k: report.get(k) for k in CARD_REPORT_KEYS},
-        "structure": structure_of(report, compaction.mode),
-        "fates": message_fates(report),
-    }
-    if compaction.is_finished:
-        cache.set(key, data, PANEL_CACHE_SECONDS)
-    return {**data, "c": compaction}
-
-
-def structure_of(report: dict, mode: str) -> dict:
-    """What a commit would do to the session, in message counts (for Compare)."""
-    counts = report.get("counts") or {}
-    bounds = report.get("boundaries") or {}
-    head = bounds.get("head") or [0, 0]
-    tail = bounds.get("tail") or [0, 0]
-    middle = bounds.get("middle") or [0, 0]
-    return {
-        "before": counts.get("messages_before"),
-        "after": counts.get("messages_after"),
-        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
-        "summarized": middle[1] - middle[0],
-        "rotation": mode == Compaction.Mode.ROTATION,
-    }
-
-
 @require_GET
 @login_required
 def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
@@ -225,7 +105,6 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     slim_kind, slim_page = request.GET.get("kind", ""), _int(request.GET.get("page"), 1)
     slim_region = request.GET.get("region", "")
 
-    @functools.cache
     def panels() -> dict:
         # Where each input message is stored: the strip and the slimming rows link to them.
         positions = list(input_rows(compaction).values_list("position", flat=True))
@@ -241,10 +120,10 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "strip": token_strip(compaction.report or {}, positions),
         }
 
-    # The panels of a finished run never change, so the template caches their HTML; each
-    # value is a callable the template calls only when it renders (a cache miss).
-    context = {name: functools.partial(lambda n: panels()[n], name) for name in PANEL_VALUES}
-    context.update(
+    # The panels of a finished run never change, so the template caches their HTML and reads
+    # ``panels`` (built on first read) only when it renders them anew (a cache miss).
+    context: dict = dict(
+        panels=LazyPanels(panels),
         c=compaction,
         nav="conversations",
         slim_kind=slim_kind,
@@ -259,7 +138,7 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             if compaction.status == Compaction.Status.DRY_RUN
             else None
         ),
-        panel_cache_seconds=PANEL_CACHE_SECONDS if compaction.is_finished else 0,
+        panel_seconds=panel_seconds(compaction),
         **undo_panel(compaction),
     )
     template = "hermes_web/compaction_detail.html"
@@ -326,7 +205,7 @@ def audit_for(compaction: Compaction) -> dict | None:
     report = compaction.report or {}
     if not report.get("summary") or not report.get("boundaries"):
         return None
-    key = f"hermes:audit:{compaction.public_id}:{compaction.finished_at and compaction.finished_at.timestamp()}"
+    key = audit_key(compaction)
     audit = cache.get(key)
     if audit is None:
         start, end = (report["boundaries"].get("middle") or [0, 0])[:2]
@@ -335,7 +214,7 @@ def audit_for(compaction: Compaction) -> dict | None:
             for r in input_rows(compaction).only("role", "content", "tool_calls")[start:end]
         ]
         audit = fact_survival_audit(middle, report.get("summary"))
-        cache.set(key, audit, 3600)
+        cache.set(key, audit, AUDIT_SECONDS)
     return audit
 
 

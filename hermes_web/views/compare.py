@@ -9,16 +9,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
-from hermes_web.inspection import (
-    fates_diff,
-    summary_diff,
-)
 from hermes_web.models import Compaction, Session
+from hermes_web.presenters.compare import fates_diff
+from hermes_web.presenters.inspector import card_context, summary_diff
 from hermes_web.services.compactions import (
     CompactionRefused,
     request_compaction,
 )
-from hermes_web.views.compactions import _runs_inline, card_context
+from hermes_web.views.compactions import _runs_inline
 from hermes_web.views.what_if import PROFILES
 
 PROFILE_ERROR = (

@@ -11,9 +11,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from hermes_web.agent.runner import chains_of
-from hermes_web.inspection import anchor_for, message_view
+from hermes_web.caching import FRAGMENT_SECONDS, LazyPanels
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.presenters.chat import chains_of
+from hermes_web.presenters.messages import anchor_for, message_view
 from hermes_web.services.sessions import conversation_stats
 from hermes_web.views.lineage import compaction_tally
 
@@ -95,10 +96,10 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     # new session moves it, so the cached rows are never older than the data (or a minute).
     summary = sessions.aggregate(total=Count("pk"), latest=Max("updated_at"))
     total = summary["total"]
-    rows = functools.cache(functools.partial(_list_rows, sessions))
     context = {
-        # A callable: the template calls it only when its cached rows are stale.
-        "sessions": rows,
+        # Read by the template only when its cached rows are stale.
+        "listing": LazyPanels(sessions=functools.partial(_list_rows, sessions)),
+        "fragment_seconds": FRAGMENT_SECONDS,
         "total": total,
         "limited": total > LIST_LIMIT,
         "q": q,
@@ -215,12 +216,18 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
         rows, next_start = message_window(visible.select_related("archived_by"), start)
         return _message_rows(session, rows, stats["biggest"] or 0), next_start
 
-    # The template caches a chunk's HTML until the session changes (updated_at moves on every
-    # append and in-place commit); these callables run only when it renders the chunk anew.
+    starts = functools.cache(functools.partial(_window_starts, visible, start))
+    # The template caches a chunk's HTML until the session is touched (Session.touch() moves
+    # updated_at on every append and commit); ``page`` is read only when it renders anew.
     context = {
         "session": session,
-        "messages_view": lambda: chunk()[0],
-        "next_start": lambda: chunk()[1],
+        "page": LazyPanels(
+            messages=lambda: chunk()[0],
+            next_start=lambda: chunk()[1],
+            previous_start=lambda: starts()[0],
+            newest_start=lambda: starts()[1],
+        ),
+        "fragment_seconds": FRAGMENT_SECONDS,
         "start": start,
         "show_archived": show_archived,
         "stats": stats,
@@ -232,11 +239,7 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     compactions = list(
         Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
     )
-    starts = functools.cache(functools.partial(_window_starts, visible, start))
     context.update(
-        # Callables, read only when the template's cached paging links are stale.
-        previous_start=lambda: starts()[0],
-        newest_start=lambda: starts()[1],
         archived=stats["archived"],
         compactions=compactions,
         children=list(Session.objects.filter(parent=session).order_by("created_at")),

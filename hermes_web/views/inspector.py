@@ -4,6 +4,7 @@ home), ``what_if``, ``lineage`` (rotation tree, timeline) and ``compare``.
 Re-exported here so URLs and other modules keep one place to import them from.
 """
 
+from hermes_web.presenters.inspector import inspector_context
 from hermes_web.views.compactions import (
     INLINE_MAX_MESSAGES,
     audit_for,
@@ -16,7 +17,6 @@ from hermes_web.views.compactions import (
     final_rows,
     home_context,
     input_rows,
-    inspector_context,
 )
 from hermes_web.views.compare import compare
 from hermes_web.views.lineage import compaction_tally, conversation_timeline, conversation_tree

@@ -9,12 +9,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from hermes_web.inspection import (
-    tally_compactions,
-    term,
-    timeline_chart,
-)
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.presenters.lineage import timeline_chart
+from hermes_web.presenters.vocabulary import tally_compactions, term
 from hermes_web.services.sessions import lineage_root, session_tree
 from hermes_web.views.compactions import _session_for
 

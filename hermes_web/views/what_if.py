@@ -11,19 +11,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
-from hermes_web.inspection import (
-    term,
-)
 from hermes_web.models import Compaction, Session
+from hermes_web.presenters.inspector import card_context
+from hermes_web.presenters.vocabulary import term
 from hermes_web.services.compactions import (
     request_compaction,
 )
-from hermes_web.views.compactions import (
-    _latest_committed,
-    _runs_inline,
-    _session_for,
-    card_context,
-)
+from hermes_web.views.compactions import _latest_committed, _runs_inline, _session_for
 
 WHAT_IF_FIELDS = (
     # (form name, config key, label, kind, help under the field)

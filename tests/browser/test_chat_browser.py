@@ -179,8 +179,8 @@ def log_in(page, live_server, django_user_model):
 
 
 def open_chat(page, live_server, user, **fields):
-    from hermes_web.agent.runner import start_chat
     from hermes_web.models import Session
+    from hermes_web.services.chat import start_chat
 
     session = start_chat(owner=user, title=fields.pop("title", "Browser chat"))
     if fields:

@@ -7,8 +7,9 @@ import pytest
 from django.urls import reverse
 
 from compaction import PREFIX_OPENING
-from hermes_web.agent.runner import run_turn, send_message, start_chat
+from hermes_web.agent.loop import run_turn
 from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.services.chat import send_message, start_chat
 from hermes_web.services.compactions import request_compaction, run_compaction
 
 pytestmark = pytest.mark.django_db

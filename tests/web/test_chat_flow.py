@@ -1,4 +1,4 @@
-"""Issue #17 through the runner and the pages, against the local fake OpenAI server via
+"""Issue #17 through the chat service, the turn loop and the pages, against the local fake OpenAI server via
 litellm (no worker: turns and compactions run by calling their task bodies): Stop, context
 overflow recovery, the meter's honesty, carried labels, chains in the sidebar, the bounded
 transcript window, refusals that keep the text."""
@@ -9,14 +9,10 @@ import pytest
 from django.urls import reverse
 
 from compaction import PREFIX_OPENING
-from hermes_web.agent.runner import (
-    context_meter,
-    is_context_overflow,
-    run_turn,
-    send_message,
-    start_chat,
-)
+from hermes_web.agent.loop import run_turn
+from hermes_web.agent.overflow import is_context_overflow
 from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.services.chat import context_meter, send_message, start_chat
 from hermes_web.services.compactions import request_compaction, run_compaction
 from hermes_web.services.sessions import append_message, openai_messages
 

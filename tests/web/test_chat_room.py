@@ -7,8 +7,9 @@ consecutive turns.
 
 import pytest
 
-from hermes_web.agent.runner import run_turn, send_message, start_chat
+from hermes_web.agent.loop import run_turn
 from hermes_web.models import AgentTurn, Compaction, Session
+from hermes_web.services.chat import send_message, start_chat
 from hermes_web.services.compactions import run_compaction
 
 pytestmark = pytest.mark.django_db

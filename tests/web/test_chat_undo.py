@@ -4,8 +4,8 @@ undo is recorded, later messages refuse it unless carried over, and the chat off
 import pytest
 from django.urls import reverse
 
-from hermes_web.agent.runner import start_chat
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.chat import start_chat
 from hermes_web.services.compactions import request_compaction, run_compaction
 from hermes_web.services.sessions import append_message, openai_messages, resolve_tip
 from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state

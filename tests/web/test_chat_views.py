@@ -3,8 +3,9 @@
 import pytest
 from django.urls import reverse
 
-from hermes_web.agent.runner import run_turn, start_chat
+from hermes_web.agent.loop import run_turn
 from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.services.chat import start_chat
 from hermes_web.services.compactions import run_compaction
 from hermes_web.services.sessions import append_message
 from tests.fake_openai import FakeOpenAIServer

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from compaction import PREFIX_OPENING
-from hermes_web.agent.runner import send_message, start_chat
 from hermes_web.models import AgentTurn, Compaction, Message
+from hermes_web.services.chat import send_message, start_chat
 from tests.conftest import WorkerProcess, point_app_at_broker, wait_for
 from tests.fake_openai import FakeOpenAIServer
 

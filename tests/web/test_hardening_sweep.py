@@ -15,9 +15,9 @@ import pytest
 from django.db import DataError, transaction
 from django.test import Client
 
-from hermes_web.agent.runner import start_chat
 from hermes_web.agent.tools import run_tool
 from hermes_web.models import ApiKey, Compaction, Message, Session
+from hermes_web.services.chat import start_chat
 from hermes_web.services.compactions import request_compaction
 from hermes_web.services.sessions import append_message
 

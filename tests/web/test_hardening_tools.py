@@ -10,13 +10,14 @@ import os
 
 import pytest
 
-from hermes_web.agent.runner import run_turn, send_message, start_chat
+from hermes_web.agent.loop import run_turn
 from hermes_web.agent.tools import (
     WRITE_MAX_BYTES,
     run_tool,
     workspace_for,
 )
 from hermes_web.models import AgentTurn, Message
+from hermes_web.services.chat import send_message, start_chat
 from tests.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db

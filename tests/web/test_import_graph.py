@@ -153,3 +153,19 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_chat_service_and_the_turn_loop_point_one_way():
+    # Views call services.chat; the worker's task calls agent.loop, which stores through the
+    # services. A service reaching down into the turn loop (or up into views and tasks) would
+    # put the chat service and the worker back into one module's worth of knots.
+    graph = import_graph(module_names())
+    assert "hermes_web.agent.runner" not in graph
+    services = {name for name in graph if name.startswith("hermes_web.services")}
+    upward = {"hermes_web.agent.loop", "hermes_web.agent.overflow", "hermes_web.tasks"}
+    for name in services:
+        assert not graph[name] & upward, (name, graph[name] & upward)
+        assert not {t for t in graph[name] if t.startswith("hermes_web.views")}, name
+    assert "hermes_web.services.chat" in graph["hermes_web.views.chat"]
+    assert "hermes_web.agent.loop" in graph["hermes_web.tasks"]
+    assert "hermes_web.services.chat" not in graph["hermes_web.agent.overflow"]

@@ -1,21 +1,19 @@
-"""hermes_web.inspection: pure helpers from report + messages to view data (no database)."""
+"""hermes_web.presenters: pure helpers from report + messages to view data (no database)."""
 
 import json
 
 import pytest
 
 from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig, compact, generate_conversation
-from hermes_web.inspection import (
-    anchor_for,
-    extract_facts,
-    fact_survival_audit,
-    message_view,
+from hermes_web.presenters.facts import extract_facts, fact_survival_audit
+from hermes_web.presenters.inspector import (
     slimming_page,
     split_view,
     summary_diff,
     summary_sections,
-    timeline_chart,
 )
+from hermes_web.presenters.lineage import timeline_chart
+from hermes_web.presenters.messages import anchor_for, message_view
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +217,7 @@ def test_message_view_thumbnails_only_inline_images():
     )
     assert view["images"][0]["src"] == png
     assert view["images"][1]["src"] == ""
-    assert "javascript:" in view["images"][1]["text"]
+    assert "javascript:" in view["images"][1]["label"]
     assert view["text"] == "see"
 
 

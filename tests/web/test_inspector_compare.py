@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from compaction import CompactionConfig
-from hermes_web.inspection import fate_diff, message_fates
 from hermes_web.models import Compaction
+from hermes_web.presenters.compare import fate_diff, message_fates
 from tests.web.inspector_seed import compact_now, seed_conversation
 
 pytestmark = pytest.mark.django_db

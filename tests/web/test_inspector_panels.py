@@ -6,7 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from hermes_web.inspection import json_fields, slimming_page, token_strip, word_diff
+from hermes_web.presenters.inspector import slimming_page, token_strip
+from hermes_web.presenters.messages import json_fields, word_diff
 from hermes_web.services.sessions import append_message, create_session
 from tests.web.inspector_seed import compact_now, seed_conversation
 

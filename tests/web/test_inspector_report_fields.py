@@ -9,7 +9,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from hermes_web.inspection import report_warnings, slimming_page, term
+from hermes_web.presenters.inspector import slimming_page
+from hermes_web.presenters.vocabulary import report_warnings, term
 from tests.web.inspector_seed import compact_now, seed_conversation
 
 pytestmark = pytest.mark.django_db

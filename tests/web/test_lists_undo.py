@@ -112,7 +112,7 @@ def test_undone_runs_show_on_every_listing_page(alice, alice_client, mode):
 
 
 def test_the_tally_counts_undone_runs_apart():
-    from hermes_web.inspection import tally_compactions
+    from hermes_web.presenters.vocabulary import tally_compactions
 
     tally = tally_compactions(
         [

@@ -1,6 +1,6 @@
 """The recall tool: after a compaction the agent fetches a folded output back verbatim.
 
-End to end through the real runner: a fake OpenAI model (tests/fake_openai.py through
+End to end through the real turn loop: a fake OpenAI model (tests/fake_openai.py through
 litellm) and the offline demo model each call ``recall`` with a ``[ref:N]`` they see in the
 compacted context, and the tool returns the original stored message.
 """
@@ -11,9 +11,10 @@ import re
 import pytest
 
 from compaction.messages import content_text
-from hermes_web.agent.runner import run_turn, send_message, start_chat
+from hermes_web.agent.loop import run_turn
 from hermes_web.agent.tools import run_tool
 from hermes_web.models import AgentTurn, Compaction, Message, Session
+from hermes_web.services.chat import send_message, start_chat
 from hermes_web.services.compactions import request_compaction
 
 pytestmark = pytest.mark.django_db
