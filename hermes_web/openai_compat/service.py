@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
+from compaction.messages import content_text
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
 from hermes_web.openai_compat.errors import ApiError
@@ -215,12 +216,7 @@ def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dic
 def _title(messages: list[dict]) -> str:
     for message in messages:
         if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                content = " ".join(
-                    part.get("text", "") for part in content if isinstance(part, dict)
-                )
-            text = " ".join(str(content or "").split())
+            text = " ".join(content_text(message.get("content"), images=False).split())
             if text:
                 return text[:80]
     return "API conversation"

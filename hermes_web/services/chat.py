@@ -134,7 +134,7 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
         ahead = active_turn(tip)
         if not tip.title:
             title = " ".join(text.split())[:80]
-            Session.objects.filter(pk=tip.pk, title="").update(title=title)
+            Session.objects.filter(pk=tip.pk, title="").touch(title=title)
             tip.title = title
         if ahead is not None:
             turn = AgentTurn.objects.create(session=tip, queued_text=text, model=chat_model())
@@ -274,8 +274,8 @@ def context_meter(session: Session, *, points: int = 24) -> dict[str, Any]:
 def latest_compaction(session: Session) -> Compaction | None:
     """The newest compaction of this session, or the one that produced it (rotation child)."""
     return (
-        Compaction.objects.filter(Q(session=session) | Q(result_session=session))
-        .exclude(trigger=Compaction.Trigger.WHAT_IF)
+        Compaction.objects.real()
+        .filter(Q(session=session) | Q(result_session=session))
         .select_related("session", "result_session")
         .order_by("-queued_at", "-pk")
         .first()
@@ -302,6 +302,6 @@ def compress(*, session: Session, user, focus: str = "") -> Compaction:
 def set_mode(*, session: Session, mode: str) -> str:
     """``/mode rotation|in-place`` for this chat; returns the stored value. ValueError if unknown."""
     value = normalize_mode(mode.strip().lower())
-    Session.objects.filter(pk=session.pk).update(compaction_mode=value)
+    Session.objects.filter(pk=session.pk).touch(compaction_mode=value)
     session.compaction_mode = value
     return value

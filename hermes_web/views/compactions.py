@@ -65,34 +65,9 @@ def _int(value, default: int) -> int:
 # ---------------------------------------------------------------- inspector
 
 
-def input_rows(compaction: Compaction):
-    """The rows the engine compacted, in order (a queryset; slice it before evaluating).
-
-    In-place commits archive exactly the compacted rows; rotation parents and dry runs keep
-    them active up to the snapshot position.
-    """
-    if (
-        compaction.status == Compaction.Status.COMMITTED
-        and compaction.mode == Compaction.Mode.IN_PLACE
-    ):
-        return Message.objects.filter(archived_by=compaction).order_by("position")
-    rows = Message.objects.filter(session_id=compaction.session_id, active=True)
-    if compaction.snapshot_position is not None:
-        rows = rows.filter(position__lte=compaction.snapshot_position)
-    return rows.order_by("position")
-
-
 def final_rows(compaction: Compaction) -> list[Message]:
-    """The committed, assembled list (child rows, or the new rows of an in-place commit)."""
-    if compaction.status != Compaction.Status.COMMITTED or compaction.result_session_id is None:
-        return []
-    count = ((compaction.report or {}).get("counts") or {}).get(
-        "messages_after"
-    ) or FINAL_LIST_LIMIT
-    rows = Message.objects.filter(session_id=compaction.result_session_id)
-    if compaction.mode == Compaction.Mode.IN_PLACE and compaction.snapshot_position is not None:
-        rows = rows.filter(position__gt=compaction.snapshot_position)
-    final = list(rows.order_by("position")[: min(count, FINAL_LIST_LIMIT)])
+    """The committed, assembled list (at most FINAL_LIST_LIMIT rows), with a text excerpt each."""
+    final = list(compaction.final_rows(FINAL_LIST_LIMIT))
     for row in final:
         row.excerpt = message_view({"content": row.content}, preview_chars=200)["text"]
     return final
@@ -107,7 +82,7 @@ def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
     def panels() -> dict:
         # Where each input message is stored: the strip and the slimming rows link to them.
-        positions = list(input_rows(compaction).values_list("position", flat=True))
+        positions = list(compaction.input_rows().values_list("position", flat=True))
         return {
             **inspector_context(
                 compaction,
@@ -211,7 +186,7 @@ def audit_for(compaction: Compaction) -> dict | None:
         start, end = (report["boundaries"].get("middle") or [0, 0])[:2]
         middle = [
             {"role": r.role, "content": r.content, "tool_calls": r.tool_calls}
-            for r in input_rows(compaction).only("role", "content", "tool_calls")[start:end]
+            for r in compaction.input_rows().only("role", "content", "tool_calls")[start:end]
         ]
         audit = fact_survival_audit(middle, report.get("summary"))
         cache.set(key, audit, AUDIT_SECONDS)

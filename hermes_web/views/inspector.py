@@ -16,7 +16,6 @@ from hermes_web.views.compactions import (
     compaction_undo,
     final_rows,
     home_context,
-    input_rows,
 )
 from hermes_web.views.compare import compare
 from hermes_web.views.lineage import compaction_tally, conversation_timeline, conversation_tree
@@ -47,7 +46,6 @@ __all__ = [
     "engine_has_profiles",
     "final_rows",
     "home_context",
-    "input_rows",
     "inspector_context",
     "parameters_used",
     "threshold_note",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.lineage import timeline_chart
 from hermes_web.presenters.vocabulary import tally_compactions, term
-from hermes_web.services.sessions import lineage_root, session_tree
+from hermes_web.services.sessions import session_tree
 from hermes_web.views.compactions import _session_for
 
 
@@ -29,10 +29,7 @@ def compaction_tally(runs, *, fetched: list[Compaction] | None = None, limit: in
 
 
 def _lineage_compactions(session: Session):
-    root = lineage_root(session)
-    return Compaction.objects.filter(Q(session_id=root.pk) | Q(session__root_id=root.pk)).exclude(
-        trigger=Compaction.Trigger.WHAT_IF
-    )
+    return Compaction.objects.for_lineage(session).real()
 
 
 @require_GET
@@ -96,8 +93,7 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
 @login_required
 def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
     session = _session_for(request, public_id)
-    root = lineage_root(session)
-    lineage = Compaction.objects.filter(Q(session_id=root.pk) | Q(session__root_id=root.pk))
+    lineage = Compaction.objects.for_lineage(session)
     tally = compaction_tally(lineage)
     runs = list(
         _lineage_compactions(session)
