@@ -217,3 +217,57 @@ def test_the_bounded_load_does_not_grow_with_the_middle(alice):
     small = _load_peak(_session(alice, 20_000, seed=5, exact=False))
     big = _load_peak(_session(alice, 80_000, seed=5, exact=False))
     assert big < 2 * small, (small, big)
+
+
+def _long_tool_run(owner, rounds: int = 400):
+    """A session whose last user ask is followed by ``rounds`` big tool rounds: the tail the
+    classic profile keeps (from that ask) reaches far past what is loaded at first."""
+    session = _session(owner, 1_000, seed=7)
+    output = "line of build output that goes on and on\n" * 150
+    rows = [{"role": "user", "content": "Run the whole migration and fix what breaks."}]
+    for i in range(rounds):
+        call = {"id": f"call_run_{i}", "type": "function"}
+        call["function"] = {"name": "terminal", "arguments": f'{{"command": "step {i}"}}'}
+        rows.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        rows.append({"role": "tool", "content": output, "tool_call_id": call["id"]})
+    rows.append({"role": "assistant", "content": "The migration ran; every step passed."})
+    Message.objects.bulk_create(
+        [
+            Message(
+                session=session,
+                position=1_000 + i,
+                role=m["role"],
+                content=m["content"],
+                tool_calls=m.get("tool_calls"),
+                tool_call_id=m.get("tool_call_id", ""),
+                tool_name="terminal" if m["role"] == "tool" else "",
+                token_count=4 + len(m["content"]) // 4 + 10 * bool(m.get("tool_calls")),
+            )
+            for i, m in enumerate(rows)
+        ]
+    )
+    return session
+
+
+@pytest.mark.parametrize("profile", ["classic", "hermes"])
+def test_a_cut_past_the_loaded_end_loads_more_until_it_matches(alice, settings, profile):
+    session = _long_tool_run(alice)
+    overrides = {**OVERRIDES, "profile": profile}
+    reports = []
+    for threshold in (10**9, 500):
+        settings.HERMES_BOUNDED_COMPACTION_ABOVE = threshold
+        run = request_compaction(
+            session=session,
+            trigger="what_if",
+            summarizer="deterministic",
+            config_overrides=overrides,
+        )
+        reports.append(run_compaction(run.pk).report)
+    whole, bounded = reports
+    assert bounded["boundaries"] == whole["boundaries"]
+    assert bounded["alignment"] == whole["alignment"]
+    assert bounded["tokens"]["before"] == whole["tokens"]["before"]
+    assert bounded["tokens"]["tail"] == whole["tokens"]["tail"]
+    assert bounded["bounded"]["omitted_messages"] > 0
+    if profile == "classic":  # the tail starts at the last ask, 800 rows back
+        assert whole["boundaries"]["tail"][0] == 1_000
