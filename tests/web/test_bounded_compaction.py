@@ -104,6 +104,12 @@ def test_a_bounded_dry_run_cuts_where_the_whole_session_cuts(alice, settings):
     assert f"{bounded['bounded']['omitted_messages']:,} middle messages" in warning["message"]
     assert "recall" in warning["message"]
     assert bounded["message_tokens"] == []
+    # The summarizer read what it reads of the whole session: the middle's two ends (the
+    # edge of the back differs by the digits of the [ref:N] the engine numbered on the
+    # reduced list, renumbered after).
+    front, back = int(0.45 * OVERRIDES["summary_input_max_chars"]), 10_000
+    assert bounded["summarizer_input"][:front] == whole["summarizer_input"][:front]
+    assert bounded["summarizer_input"][-back:] == whole["summarizer_input"][-back:]
     # What the passes did to the tail, at the same (real) indices as the whole run.
     tail_start = whole["boundaries"]["tail"][0]
 
@@ -271,3 +277,22 @@ def test_a_cut_past_the_loaded_end_loads_more_until_it_matches(alice, settings, 
     assert bounded["bounded"]["omitted_messages"] > 0
     if profile == "classic":  # the tail starts at the last ask, 800 rows back
         assert whole["boundaries"]["tail"][0] == 1_000
+
+
+def test_a_model_summarizer_is_called_once_after_the_cut_is_found(alice, settings):
+    from tests.fake_openai import FakeOpenAIServer
+    from tests.web.compaction_helpers import use_summary_server
+
+    session = _session(alice)
+    settings.HERMES_BOUNDED_COMPACTION_ABOVE = 500
+    with FakeOpenAIServer(default_reply={"content": "## Goal\nPort the parser."}) as server:
+        use_summary_server(settings, server)
+        run = request_compaction(session=session, config_overrides=OVERRIDES)
+        run = run_compaction(run.pk)
+        assert len(server.requests) == 1
+        prompt = "\n".join(str(m.get("content")) for m in server.requests[0]["messages"])
+    assert run.status == "committed", run.error
+    assert run.summarizer == "aux"
+    assert "Port the parser." in run.result_session.previous_summary
+    assert "summary input truncated" in prompt
+    assert any(w["code"] == "bounded_middle" for w in run.report["warnings"])
