@@ -207,6 +207,13 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
             probe_first=not isinstance(summarizer, DeterministicSummarizer),
         )
         result, report = bounded.result, bounded.report
+        log.info(
+            "compaction %s: bounded, %d of %d messages loaded (%d engine run(s))",
+            run.public_id,
+            bounded.loaded,
+            active,
+            bounded.rounds,
+        )
         provider_prompt = report.get("tokens", {}).get("provider_prompt_tokens")
         del bounded
     else:
