@@ -15,10 +15,11 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from compaction import CompactionConfig, compact
+from compaction import CompactionConfig, CompactionResult, DeterministicSummarizer, compact
 from hermes_web import jobs
 from hermes_web.llm_models import build_summarizer
 from hermes_web.models import Compaction, Message, Session, SessionLock
+from hermes_web.services.bounded_compaction import active_span, compact_bounded, is_bounded
 from hermes_web.services.compaction_commit import commit_in_place, commit_rotation
 from hermes_web.services.dbretry import TRANSIENT_DB_ERRORS, db_retry
 from hermes_web.services.leases import (
@@ -165,9 +166,6 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     config = (
         CompactionConfig.from_dict(run.config) if run.config else compaction_config_for(session)
     )
-    messages, token_counts, snapshot, provider_prompt = _load_active(session.pk)
-    Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
-    run.snapshot_position = snapshot
     recount = (
         any(
             run.config.get(k)
@@ -177,22 +175,57 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         if run.config
         else False
     )
-    result = compact(
-        messages,
-        config=config,
-        summarizer=build_summarizer(run.summarizer or "auto"),
-        now=timezone.now().date(),
-        previous_summary=session.previous_summary or None,
-        focus=run.focus or None,
-        force=run.trigger != Compaction.Trigger.AUTO,
-        token_counts=None if recount else token_counts,
-        provider_prompt_tokens=provider_prompt,
-    )
-    # The input is the biggest thing this process holds (a million messages: most of the
-    # worker's memory); the result keeps only head, summary and tail. Drop it before the
-    # report is serialized and the commit builds its rows.
-    del messages, token_counts
-    report = result.report.to_dict()
+    summarizer = build_summarizer(run.summarizer or "auto")
+
+    def engine(
+        messages: list[dict], counts: list[int], provider_prompt: int | None, probe: bool = False
+    ) -> CompactionResult:
+        return compact(
+            messages,
+            config=config,
+            summarizer=DeterministicSummarizer() if probe else summarizer,
+            now=timezone.now().date(),
+            previous_summary=session.previous_summary or None,
+            focus=run.focus or None,
+            force=run.trigger != Compaction.Trigger.AUTO,
+            token_counts=None if recount else counts,
+            provider_prompt_tokens=provider_prompt,
+        )
+
+    active, top = active_span(session.pk)
+    if is_bounded(active):
+        # A session this long does not fit the worker's memory: the engine gets its head,
+        # the middle's two ends and the rows the tail can reach (bounded_compaction).
+        Compaction.objects.filter(pk=run.pk).update(snapshot_position=top)
+        run.snapshot_position = top
+        bounded = compact_bounded(
+            session.pk,
+            config,
+            top,
+            active,
+            engine,
+            probe_first=not isinstance(summarizer, DeterministicSummarizer),
+        )
+        result, report = bounded.result, bounded.report
+        log.info(
+            "compaction %s: bounded, %d of %d messages loaded (%d engine run(s))",
+            run.public_id,
+            bounded.loaded,
+            active,
+            bounded.rounds,
+        )
+        provider_prompt = report.get("tokens", {}).get("provider_prompt_tokens")
+        del bounded
+    else:
+        messages, token_counts, snapshot, provider_prompt = _load_active(session.pk)
+        Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
+        run.snapshot_position = snapshot
+        result = engine(messages, token_counts, provider_prompt)
+        # The input is the biggest thing this process holds (a million messages: most of
+        # the worker's memory); the result keeps only head, summary and tail. Drop it
+        # before the report is serialized and the commit builds its rows.
+        del messages, token_counts
+        report = result.report.to_dict()
     tokens = report.get("tokens") or {}
     outcome = {
         "report": report,
