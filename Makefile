@@ -77,9 +77,10 @@ run: migrate ## Start gunicorn and a Celery worker on embedded defaults (SQLite 
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile
 
 .PHONY: test
-test: $(STAMP) system-deps ## Lint (ruff check + format check), then every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
+test: $(STAMP) system-deps ## Lint (ruff check + format check), type check (mypy), then every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-postgres check-scale
 
@@ -116,9 +117,10 @@ bench: $(STAMP) ## Run the benchmarks and print their figures
 	$(BIN)/python bench/run_all.py
 
 .PHONY: lint
-lint: $(STAMP) ## Ruff lint and format check
+lint: $(STAMP) ## Ruff lint and format check, mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) --no-print-directory typecheck
 
 .PHONY: typecheck
 typecheck: $(STAMP) ## mypy: strict on the engine (compaction/), normal on the web app with the django-stubs plugin

@@ -74,7 +74,7 @@ def _hermes_header(session: Session, *, message_count: int | None = None) -> dic
         "id": session.public_id,
         "source": session.extra.get("hermes_source") or "hermes-web",
         "model": session.model or None,
-        "parent_session_id": session.parent.public_id if session.parent_id else None,
+        "parent_session_id": session.parent.public_id if session.parent is not None else None,
         "started_at": _epoch(session.created_at),
         "ended_at": _epoch(session.ended_at),
         "end_reason": session.end_reason or None,
@@ -156,7 +156,7 @@ def report_document(compaction: Compaction) -> dict:
             "id": compaction.public_id,
             "session": compaction.session.public_id,
             "result_session": compaction.result_session.public_id
-            if compaction.result_session_id
+            if compaction.result_session is not None
             else None,
             "status": compaction.status,
             "reason": compaction.reason,

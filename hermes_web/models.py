@@ -32,6 +32,10 @@ class SessionQuerySet(models.QuerySet):
 class Session(models.Model):
     """One conversation. Rotation links a compacted child to the session it replaced."""
 
+    # Not columns: an import sets these on the sessions it returns (its count and what it kept).
+    message_total: int
+    fidelity: dict[str, Any]
+
     class Source(models.TextChoices):
         CHAT = "chat", "chat"
         DEMO = "demo", "demo"

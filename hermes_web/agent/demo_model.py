@@ -469,7 +469,8 @@ def _build_handler():
             model_response.usage = Usage(**usage_for(messages, text, calls))
             return model_response
 
-        def streaming(
+        # GenericStreamingChunk is a TypedDict: the plain dicts yielded below are of that shape.
+        def streaming(  # type: ignore[override]
             self,
             model,
             messages,

@@ -179,12 +179,12 @@ class TurnLoop:
                 self.finish(AgentTurn.Status.STOPPED)
                 return
             except Exception as exc:
-                kind, message = describe_model_call_error(exc, self.model)
+                kind, problem = describe_model_call_error(exc, self.model)
                 if kind is None:
                     raise
                 if is_context_overflow(exc) and self.usage.get("overflow"):
-                    message += " Compacting the conversation at once did not make it fit."
-                raise ModelCallFailed(kind, message) from exc
+                    problem += " Compacting the conversation at once did not make it fit."
+                raise ModelCallFailed(kind, problem) from exc
             self.usage["rounds"] += 1
             prompt_tokens = usage.get("prompt_tokens")
             if prompt_tokens is not None:

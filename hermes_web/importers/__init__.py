@@ -82,7 +82,7 @@ class ImportReport:
                     "source_id": (s.extra or {}).get("source_id", ""),
                     "title": s.title,
                     "messages": getattr(s, "message_total", None),
-                    "parent": s.parent.public_id if s.parent_id else None,
+                    "parent": s.parent.public_id if s.parent is not None else None,
                     "fidelity": getattr(s, "fidelity", None),
                 }
                 for s in self.sessions

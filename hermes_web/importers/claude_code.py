@@ -187,7 +187,8 @@ class _Builder:
                 )
             else:
                 self.session.skip(f"assistant block of type {kind!r}")
-        message_id = message.get("id") if isinstance(message.get("id"), str) else ""
+        raw_id = message.get("id")
+        message_id = raw_id if isinstance(raw_id, str) else ""
         if self.turn is not None and message_id and message_id == self.turn_id:
             turn = self.turn
             turn.content = "\n".join(t for t in (turn.content or "", *texts) if t) or None

@@ -258,7 +258,7 @@ def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bo
         extra["replayed"] = True
     itype = item["type"]
     if itype == "message":
-        role = ROLE_MAP.get(item.get("role"))
+        role = ROLE_MAP.get(str(item.get("role")))
         if role is None:
             raise ImportProblem(file, number, f"unknown role {item.get('role')!r}")
         body = _content(item.get("content"), file, number)

@@ -9,10 +9,13 @@ limit is passed, so at most the limit is ever written.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.services.sessions import max_upload_bytes
 
 # Form fields and multipart framing around the file.
@@ -34,7 +37,7 @@ class SizeLimitHandler(FileUploadHandler):
         self.received += len(raw_data)
         if self.received > max_upload_bytes():
             if self.request is not None:
-                self.request.import_too_large = True
+                self.request.import_too_large = True  # type: ignore[attr-defined]  # read below
             # The rest of the body is read and dropped (a reset connection would leave the
             # client without the 413); nothing more is written.
             raise StopUpload(connection_reset=False)
@@ -53,7 +56,8 @@ def too_large_response(request: HttpRequest) -> HttpResponse:
         return JsonResponse({"detail": too_large_text()}, status=413)
     from hermes_web.views.imports import too_large  # the page renders its own partial
 
-    return too_large(request, too_large_text())
+    # django-htmx's middleware runs before this module's (settings.MIDDLEWARE).
+    return too_large(cast(HtmxHttpRequest, request), too_large_text())
 
 
 class ImportUploadLimitMiddleware:
@@ -70,7 +74,8 @@ class ImportUploadLimitMiddleware:
                 declared = 0
             if declared > max_upload_bytes() + SLACK_BYTES:
                 return too_large_response(request)
-            request.upload_handlers.insert(0, SizeLimitHandler(request))
+            # Still a plain list: the body has not been read yet (Django freezes it then).
+            request.upload_handlers.insert(0, SizeLimitHandler(request))  # type: ignore[union-attr]
             request.FILES  # noqa: B018 - parse now, under the limit, before any view or check
             if getattr(request, "import_too_large", False):
                 return too_large_response(request)

@@ -68,10 +68,11 @@ class Links:
             )
             if parent is not None:
                 session.parent_id = parent.pk
-                session.root_id = parent.root_id or parent.pk
+                root_id = parent.root_id or parent.pk
+                session.root_id = root_id
                 session.compression_count = parent.compression_count + 1
-                if parent.pk not in self.parent_of and session.root_id != parent.pk:
-                    self.up.setdefault(parent.pk, session.root_id)
+                if parent.pk not in self.parent_of and root_id != parent.pk:
+                    self.up.setdefault(parent.pk, root_id)
                 if parsed.kind == "sub-agent":
                     _link_task_call(session.pk, parent.pk)
         # touch(): updated_at is in the cache keys of the pages showing this session.

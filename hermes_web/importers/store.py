@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.db import DataError, IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Field, Q
 from django.utils import timezone
 
 from compaction import END_MARKER, SUMMARY_PREFIX
@@ -248,7 +250,7 @@ def _insert_rows(session: Session, messages: list, counts: list[int], start: int
 
     Meta rows are stored inactive and not archived, marked ``extra["meta"]``: every reader
     of the active conversation (chat, engine, exports) takes ``active=True`` rows only."""
-    fields = [Message._meta.get_field(name) for name in _INSERT_FIELDS]
+    fields = [cast(Field, Message._meta.get_field(name)) for name in _INSERT_FIELDS]
     qn = connection.ops.quote_name
     sql = (
         f"INSERT INTO {qn(Message._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "

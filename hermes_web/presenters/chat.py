@@ -137,10 +137,12 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
         calls = row.tool_calls if isinstance(row.tool_calls, list) else []
         for raw_call in calls:
             call = raw_call if isinstance(raw_call, dict) else {}
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            raw_function = call.get("function")
+            function = raw_function if isinstance(raw_function, dict) else {}
             name = str(function.get("name") or "?")
             args, pretty = _pretty_arguments(function.get("arguments"))
-            call_id = call.get("id") if isinstance(call.get("id"), str) else ""
+            raw_id = call.get("id")
+            call_id = raw_id if isinstance(raw_id, str) else ""
             result = results.get(call_id)
             entry: dict[str, Any] = {
                 "id": call_id,

@@ -26,8 +26,9 @@ def timeline_chart(
     in a row that each saved less than 10 %.
     """
     tallest = max([p.get("before") or 0 for p in points] + [1])
-    window_on_chart = bool(window) and window <= 2 * max(tallest, threshold or 0)
-    top = max(tallest, threshold or 0, window if window_on_chart else 0, 1)
+    window_tokens = window or 0
+    window_on_chart = bool(window_tokens) and window_tokens <= 2 * max(tallest, threshold or 0)
+    top: int = max(tallest, threshold or 0, window_tokens if window_on_chart else 0, 1)
     pad_left, pad_bottom, pad_top = 64, 44, 10
     plot_h = height - pad_bottom - pad_top
     slot = (width - pad_left - 10) / max(1, len(points))

@@ -4,7 +4,7 @@ warnings a compaction report carries (pure: report dicts in, dicts out)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 ALIGNMENT_LABELS = {
     "tool_group_kept_whole": "cut moved so a tool call and its results stay together",
@@ -147,5 +147,5 @@ def report_warnings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)

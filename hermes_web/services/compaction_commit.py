@@ -35,7 +35,7 @@ def _rows_for(
             Message(
                 session_id=session_id,
                 position=first_position + offset,
-                role=message.get("role"),
+                role=message["role"],
                 content=message.get("content"),
                 tool_calls=message.get("tool_calls") or None,
                 tool_call_id=message.get("tool_call_id") or "",

@@ -251,7 +251,8 @@ def resolve_tip(session: Session) -> Session:
 
 
 def lineage_root(session: Session) -> Session:
-    return session.root if session.root_id and session.root_id != session.pk else session
+    root = session.root if session.root_id and session.root_id != session.pk else None
+    return root if root is not None else session
 
 
 def session_tree(root_session: Session) -> list[Session]:

@@ -16,6 +16,7 @@ after the restored rows; by rotation they are copied to the end of the reopened 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -54,10 +55,17 @@ def _since(run: Compaction) -> Any:
     return run.finished_at
 
 
+def _committed_at(run: Compaction) -> datetime:
+    """When the run committed: the rows its commit wrote carry this time."""
+    assert run.finished_at is not None  # only finished runs are undone or redone
+    return run.finished_at
+
+
 def _live_session(run: Compaction) -> Session:
     """The session whose context the user is talking to now, given the run's state."""
     if run.status == Compaction.Status.UNDONE or run.mode == Compaction.Mode.IN_PLACE:
         return Session.objects.get(pk=run.session_id)
+    assert run.result_session_id is not None  # a committed rotation has its continuation
     return Session.objects.get(pk=run.result_session_id)
 
 
@@ -177,7 +185,7 @@ def undo_compaction(run: Compaction, *, user=None, carry_over: bool = False) -> 
             Message.objects.filter(
                 session=session,
                 active=True,
-                created_at=run.finished_at,
+                created_at=_committed_at(run),
                 position__gt=run.snapshot_position or 0,
             ).update(active=False, archived=True)
             Message.objects.filter(session=session, archived_by=run).update(
@@ -214,7 +222,7 @@ def redo_compaction(run: Compaction, *, user=None, carry_over: bool = False) -> 
             )
             Message.objects.filter(
                 session=session,
-                created_at=run.finished_at,
+                created_at=_committed_at(run),
                 position__gt=run.snapshot_position or 0,
                 archived_by__isnull=True,
             ).update(active=True, archived=False)

@@ -1,4 +1,7 @@
+from __future__ import annotations
+
 import ipaddress
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
@@ -90,7 +93,7 @@ def signup(request: HttpRequest) -> HttpResponse:
             {"message": "Too many sign-up attempts from your address.", "cooloff_minutes": 60},
             status=429,
         )
-    form = UserCreationForm(request.POST or None)
+    form: UserCreationForm[Any] = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")

@@ -26,6 +26,7 @@ from django_htmx.http import (
     retarget,
 )
 
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.llm_models import model_label
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.presenters.chat import chat_chains, chat_items, compaction_outcome, render_markdown
@@ -121,14 +122,14 @@ def _window(session: Session, hidden: set[int], before: int | None = None):
     return page, (page[0].position if more and page else None)
 
 
-def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
+def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
     turns = active_turns(session) if not session.end_reason else []
     if not turns:
         last = AgentTurn.objects.filter(session=session).order_by("-created_at").first()
         shown = (AgentTurn.Status.FAILED, AgentTurn.Status.STOPPED)
         # The last turn stays in view when it ended badly or recovered from an overflow.
         said = last is not None and (last.status in shown or (last.usage or {}).get("overflow"))
-        turns = [last] if said else []
+        turns = [last] if last is not None and said else []
     rows, earlier_before = _window(session, _hidden_ids(turns))
     continued_from = None
     if session.parent_id:
@@ -143,7 +144,7 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
         "nav": "chat",
         "session": session,
         "chains": chat_chains(request.user),
-        "draft_key": session.root.public_id if session.root_id else session.public_id,
+        "draft_key": session.root.public_id if session.root is not None else session.public_id,
         "items": _items(rows, session),
         "earlier_before": earlier_before,
         "turns": [_turn_context(t) for t in turns],
@@ -162,7 +163,7 @@ def _page_context(request: HttpRequest, session: Session, **extra) -> dict:
 
 @require_GET
 @login_required
-def chat(request: HttpRequest) -> HttpResponse:
+def chat(request: HtmxHttpRequest) -> HttpResponse:
     return render(
         request, TEMPLATE, {"nav": "chat", "session": None, "chains": chat_chains(request.user)}
     )
@@ -170,7 +171,7 @@ def chat(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def chat_new(request: HttpRequest) -> HttpResponse:
+def chat_new(request: HtmxHttpRequest) -> HttpResponse:
     if "\x00" in (request.POST.get("message") or ""):
         # Refused before the chat exists: nothing is half-created (PostgreSQL cannot store NUL).
         return HttpResponseBadRequest(NUL_MESSAGE, content_type="text/plain")
@@ -187,7 +188,7 @@ def chat_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def chat_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """A chat page. A session that continued in a rotation child is shown read-only, with
     a link forward; the live session links back to the one it continues."""
     session = _session_for(request, public_id)
@@ -196,7 +197,7 @@ def chat_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
-def chat_earlier(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_earlier(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """The page of messages before ``?before=<position>`` (the "earlier messages" link)."""
     session = _session_for(request, public_id)
     try:
@@ -217,7 +218,7 @@ def chat_earlier(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 def _refuse(
-    request: HttpRequest, session: Session, message: str, status: int, draft: str = ""
+    request: HtmxHttpRequest, session: Session, message: str, status: int, draft: str = ""
 ) -> HttpResponse:
     """A refusal in words. The text stays: htmx leaves the box alone, and the plain form
     page puts it back in the box."""
@@ -232,7 +233,7 @@ def _refuse(
     )
 
 
-def _command(request: HttpRequest, session: Session, text: str) -> HttpResponse:
+def _command(request: HtmxHttpRequest, session: Session, text: str) -> HttpResponse:
     name, _, argument = text[1:].partition(" ")
     name = name.lower()
     run = None
@@ -275,7 +276,7 @@ def _command(request: HttpRequest, session: Session, text: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def chat_send(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_send(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = _session_for(request, public_id)
     text = (request.POST.get("message") or "").strip()
     if not text:
@@ -307,7 +308,7 @@ def chat_send(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def chat_compress(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_compress(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = _session_for(request, public_id)
     focus = (request.POST.get("focus") or "").strip()
     return _command(request, session, f"/compress {focus}".strip())
@@ -315,7 +316,7 @@ def chat_compress(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def chat_turn_stop(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_turn_stop(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """The Stop button: the turn stops at its next step, keeping what it wrote so far."""
     turn = get_object_or_404(
         AgentTurn.objects.for_user(request.user).select_related("session"), public_id=public_id
@@ -328,6 +329,8 @@ def chat_turn_stop(request: HttpRequest, public_id: str) -> HttpResponse:
 
 def _live_marker(run: Compaction) -> list[dict]:
     """The marker item of an in-place compaction that committed while the page was open."""
+    if run.result_session_id is None:
+        return []
     row = (
         Message.objects.filter(session_id=run.result_session_id, is_summary=True, active=True)
         .order_by("-position")
@@ -342,7 +345,7 @@ def _live_marker(run: Compaction) -> list[dict]:
 
 @require_GET
 @login_required
-def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_turn_status(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     turn = get_object_or_404(
         AgentTurn.objects.for_user(request.user).select_related("session"), public_id=public_id
     )
@@ -389,7 +392,7 @@ def chat_turn_status(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
-def chat_compaction_status(request: HttpRequest, public_id: str) -> HttpResponse:
+def chat_compaction_status(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     run = get_object_or_404(
         Compaction.objects.for_user(request.user).select_related("session", "result_session"),
         public_id=public_id,
@@ -424,7 +427,7 @@ def chat_compaction_status(request: HttpRequest, public_id: str) -> HttpResponse
 
 @require_POST
 @login_required
-def chat_compaction_undo(request: HttpRequest, public_id: str, action: str) -> HttpResponse:
+def chat_compaction_undo(request: HtmxHttpRequest, public_id: str, action: str) -> HttpResponse:
     """Undo (or redo) a compaction from the chat marker, the status row or the inspector.
 
     ``carry_over=1`` keeps messages added since (otherwise the refusal says why). Answers

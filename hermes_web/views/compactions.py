@@ -18,6 +18,7 @@ from hermes_web.caching import (
     panel_seconds,
 )
 from hermes_web.exporters import export_report_text
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.llm_models import summarizes_with_llm
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.chat import compaction_outcome
@@ -42,7 +43,7 @@ FINAL_LIST_LIMIT = 500
 
 
 def _compaction_for(
-    request: HttpRequest, public_id: str, *, defer_report: bool = False
+    request: HtmxHttpRequest, public_id: str, *, defer_report: bool = False
 ) -> Compaction:
     runs = Compaction.objects.for_user(request.user).select_related("session", "result_session")
     if defer_report:
@@ -75,7 +76,7 @@ def final_rows(compaction: Compaction) -> list[Message]:
 
 @require_GET
 @login_required
-def compaction_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+def compaction_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id, defer_report=True)
     slim_kind, slim_page = request.GET.get("kind", ""), _int(request.GET.get("page"), 1)
     slim_region = request.GET.get("region", "")
@@ -147,7 +148,7 @@ def undo_panel(compaction: Compaction) -> dict:
     probe = Compaction(
         **{
             f.attname: getattr(compaction, f.attname)
-            for f in Compaction._meta.concrete_fields
+            for f in Compaction._meta.concrete_fields  # type: ignore[attr-defined]  # not in the stubs
             if f.attname != "report"
         },
         report={"undo": {"history": history}},
@@ -159,7 +160,7 @@ def undo_panel(compaction: Compaction) -> dict:
 
 @require_POST
 @login_required
-def compaction_undo(request: HttpRequest, public_id: str, action: str) -> HttpResponse:
+def compaction_undo(request: HtmxHttpRequest, public_id: str, action: str) -> HttpResponse:
     """Undo (or redo) a committed compaction from the inspector, then show the inspector again.
 
     ``carry_over=1`` keeps the messages added since; without it a refusal says why.
@@ -195,7 +196,7 @@ def audit_for(compaction: Compaction) -> dict | None:
 
 @require_GET
 @login_required
-def compaction_audit(request: HttpRequest, public_id: str) -> HttpResponse:
+def compaction_audit(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id)
     context = {"c": compaction, "audit": audit_for(compaction), "nav": "conversations"}
     template = "hermes_web/compaction_audit.html"
@@ -206,7 +207,7 @@ def compaction_audit(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
-def compaction_report_json(request: HttpRequest, public_id: str) -> HttpResponse:
+def compaction_report_json(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id)
     response = JsonResponse(
         compaction.report or {}, json_dumps_params={"ensure_ascii": False, "indent": 2}
@@ -219,7 +220,7 @@ def compaction_report_json(request: HttpRequest, public_id: str) -> HttpResponse
 
 @require_GET
 @login_required
-def compaction_report_md(request: HttpRequest, public_id: str) -> HttpResponse:
+def compaction_report_md(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id)
     body = export_report_text(compaction, "report-md")
     response = HttpResponse(body, content_type="text/markdown; charset=utf-8")
@@ -229,7 +230,7 @@ def compaction_report_md(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def commit_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
+def commit_compaction(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """'Commit this': queue a real run with a dry run's parameters."""
     what_if = _compaction_for(request, public_id)
     if what_if.status != Compaction.Status.DRY_RUN:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.models import Compaction, Session
 from hermes_web.presenters.compare import fates_diff
 from hermes_web.presenters.inspector import card_context, summary_diff
@@ -25,7 +26,7 @@ PROFILE_ERROR = (
 )
 
 
-def _compare_specs(request: HttpRequest, session: Session) -> tuple[list[dict], dict[str, str]]:
+def _compare_specs(request: HtmxHttpRequest, session: Session) -> tuple[list[dict], dict[str, str]]:
     """The two dry runs a Compare form asks for, and errors by form field."""
     if request.POST.get("compare") != "profiles":
         return [{"mode": m} for m in (Compaction.Mode.ROTATION, Compaction.Mode.IN_PLACE)], {}
@@ -42,7 +43,7 @@ def _compare_specs(request: HttpRequest, session: Session) -> tuple[list[dict], 
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def compare(request: HttpRequest) -> HttpResponse:
+def compare(request: HtmxHttpRequest) -> HttpResponse:
     sessions = Session.objects.for_user(request.user).order_by("-updated_at")
     chosen_id = request.POST.get("session") or request.GET.get("session") or ""
     session = get_object_or_404(sessions, public_id=chosen_id) if chosen_id else None
@@ -84,13 +85,12 @@ def compare(request: HttpRequest) -> HttpResponse:
         "posted": request.POST,
     }
     if session is not None:
-        runs = (
+        context["runs"] = list(
             Compaction.objects.filter(session=session)
             .exclude(report__isnull=True)
             .defer("report")
-            .order_by("-queued_at")
+            .order_by("-queued_at")[:100]
         )
-        context["runs"] = list(runs[:100])
         a_id, b_id = request.GET.get("a"), request.GET.get("b")
         if a_id and b_id:
             # Reports stay deferred: card_context reads them only when its cache is cold.

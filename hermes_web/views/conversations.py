@@ -7,11 +7,12 @@ import json
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from hermes_web.caching import FRAGMENT_SECONDS, LazyPanels
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.chat import chains_of
 from hermes_web.presenters.messages import anchor_for, message_view
@@ -27,7 +28,7 @@ WINDOW_BYTES = 4 * 1024 * 1024
 MAX_POSITION = 2**31 - 1
 
 
-def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
+def _int_param(request: HtmxHttpRequest, name: str, default: int = 0) -> int:
     try:
         return min(MAX_POSITION, max(0, int(request.GET.get(name, default))))
     except (TypeError, ValueError):
@@ -83,7 +84,7 @@ def _window_starts(rows_qs, start: int) -> tuple[int | None, int | None]:
 
 @require_GET
 @login_required
-def conversation_list(request: HttpRequest) -> HttpResponse:
+def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     source = request.GET.get("source", "")
     sessions = Session.objects.for_user(request.user)
@@ -201,7 +202,7 @@ def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> lis
 
 @require_GET
 @login_required
-def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
     start = _int_param(request, "start")
     show_archived = request.GET.get("archived") == "1"
@@ -259,7 +260,7 @@ def conversation_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
-def message_detail(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+def message_detail(request: HtmxHttpRequest, public_id: str, position: int) -> HttpResponse:
     """One message in full (the conversation view shows long contents cut to a preview)."""
     session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
     row = Message.objects.filter(session=session, position=position).first()

@@ -8,10 +8,11 @@ with the full page; an htmx POST answers 200 with the results partial (htmx does
 """
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.importers import FORMATS, ImportProblem, ImportReport, import_upload
 from hermes_web.models import Session
 from hermes_web.services.sessions import max_upload_bytes
@@ -44,7 +45,7 @@ def _context(request, **extra) -> dict:
     }
 
 
-def _answer(request: HttpRequest, reports: list[ImportReport], status: int, fmt: str):
+def _answer(request: HtmxHttpRequest, reports: list[ImportReport], status: int, fmt: str):
     context = _context(request, reports=reports, selected_format=fmt)
     if request.htmx:
         response = render(request, "hermes_web/import.html#results", context, status=200)
@@ -55,7 +56,7 @@ def _answer(request: HttpRequest, reports: list[ImportReport], status: int, fmt:
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def import_page(request: HttpRequest) -> HttpResponse:
+def import_page(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET":
         return render(request, "hermes_web/import.html", _context(request))
     fmt = request.POST.get("format", "auto")
@@ -73,9 +74,12 @@ def import_page(request: HttpRequest) -> HttpResponse:
         status = 400
     else:
         for upload in files:
-            if upload.size > max_upload_bytes():
+            if (upload.size or 0) > max_upload_bytes():
                 reports.append(
-                    _failed(upload.name, f"file is larger than {max_upload_bytes() // 2**20} MB")
+                    _failed(
+                        upload.name or "(file)",
+                        f"file is larger than {max_upload_bytes() // 2**20} MB",
+                    )
                 )
                 status = 413
                 continue
@@ -87,7 +91,7 @@ def import_page(request: HttpRequest) -> HttpResponse:
     return _answer(request, reports, status, fmt)
 
 
-def too_large(request: HttpRequest, problem: str) -> HttpResponse:
+def too_large(request: HtmxHttpRequest, problem: str) -> HttpResponse:
     """413 (200 + error markup for htmx) before the body was stored; see importers.limits."""
     fmt = request.GET.get("format", "auto")
     return _answer(request, [_failed("(upload)", problem)], 413, fmt)

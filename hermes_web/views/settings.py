@@ -64,7 +64,7 @@ def revoke_api_key(request: HttpRequest, key_id: str) -> HttpResponse:
             f"A key id is {MIN_KEY_ID_CHARS} to 64 letters or digits of the key; nothing was revoked.",
             400,
         )
-    matches = list(ApiKey.objects.filter(owner=request.user, key_hash__startswith=key_id)[:2])
+    matches = list(ApiKey.objects.filter(owner_id=request.user.pk, key_hash__startswith=key_id)[:2])
     if len(matches) > 1:
         return _refuse_revoke(
             request,

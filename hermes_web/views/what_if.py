@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction import ConfigError
+from hermes_web.http import HtmxHttpRequest
 from hermes_web.models import Compaction, Session
 from hermes_web.presenters.inspector import card_context
 from hermes_web.presenters.vocabulary import term
@@ -262,7 +265,7 @@ def parameters_used(session: Session, run: Compaction) -> list[dict]:
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
+def what_if(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = _session_for(request, public_id)
     run = None
     if request.GET.get("run"):
@@ -275,6 +278,7 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
     reproduce = any(name in request.GET for name, *_ in WHAT_IF_FIELDS) or any(
         name in request.GET for name in ("mode", "profile", "focus")
     )
+    data: Mapping[str, Any] | None
     if request.method == "POST":
         data = request.POST
     elif reproduce:
@@ -335,7 +339,10 @@ def what_if(request: HttpRequest, public_id: str) -> HttpResponse:
         ),
         "nav": "conversations",
     }
-    context["committed_ctx"] = card_context(context["committed"]) if context["committed"] else None
+    committed = context["committed"]
+    context["committed_ctx"] = (
+        card_context(committed) if isinstance(committed, Compaction) else None
+    )
     if request.htmx and request.GET.get("panel") == "run-status":
         return render(request, "hermes_web/what_if.html#run-status", context)
     return render(request, "hermes_web/what_if.html", context, status=400 if errors else 200)

@@ -38,12 +38,14 @@ def _collect(proc: subprocess.Popen, deadline: float) -> tuple[bytes, int, bool]
     cap's head and tail (a command printing gigabytes costs the cap, not its output)."""
     head_cap = TERMINAL_OUTPUT_CAP * 2 // 3
     tail_cap = TERMINAL_OUTPUT_CAP - head_cap
+    stdout = proc.stdout
+    assert stdout is not None  # started with stdout=PIPE
     head = bytearray()
     tail = bytearray()
     total = 0
     timed_out = False
     with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(stdout, selectors.EVENT_READ)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -51,7 +53,7 @@ def _collect(proc: subprocess.Popen, deadline: float) -> tuple[bytes, int, bool]
                 break
             if not selector.select(timeout=min(left, 0.5)):
                 continue
-            block = os.read(proc.stdout.fileno(), 65536)
+            block = os.read(stdout.fileno(), 65536)
             if not block:
                 break
             total += len(block)
@@ -90,7 +92,8 @@ def terminal(root: Path, command: str = "", timeout: int | None = None) -> str:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
     error = f"command timed out after {seconds} s and was killed" if timed_out else None
     payload: dict[str, Any] = {
         "output": out.decode("utf-8", errors="replace"),

@@ -64,7 +64,7 @@ class Command(BaseCommand):
                 f"summarizer: {run.summarizer}"
                 + (f" ({run.summarizer_model})" if run.summarizer_model else "")
             )
-        if run.result_session_id and run.result_session_id != session.pk:
+        if run.result_session is not None and run.result_session_id != session.pk:
             self.stdout.write(f"continues in session {run.result_session.public_id}")
         if run.status in ("failed", "aborted"):
             raise CommandError(f"compaction {run.status}")

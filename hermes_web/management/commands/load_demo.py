@@ -18,11 +18,9 @@ class Command(BaseCommand):
         if created:
             user.set_password(DEMO_PASSWORD)
             user.save(update_fields=["password"])
-        try:
-            from hermes_web.demo import load_demo_conversations
-        except ImportError:
-            load_demo_conversations = None
-        loaded = load_demo_conversations(user) if load_demo_conversations else 0
+        from hermes_web.demo import load_demo_conversations
+
+        loaded = load_demo_conversations(user)
         self.stdout.write(
             f"demo account: {DEMO_USERNAME} / {DEMO_PASSWORD}"
             + (f" ({loaded} demo conversations loaded)" if loaded else "")
