@@ -75,23 +75,8 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         links.rolled_back(session.pk if session else None)
         problem.file = problem.file or file
         raise
-    except IntegrityError as error:  # a concurrent import took the same id
-        raise ImportProblem(
-            file, parsed.line, f"could not store: {error}", parsed.public_id
-        ) from None
-    except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
-        detail = " ".join(str(error).split())
-        raise ImportProblem(
-            file, parsed.line, f"the database refused the text: {detail}", parsed.public_id
-        ) from None
-    except UnicodeEncodeError as error:  # a lone surrogate such as \ud800: not encodable text
-        raise ImportProblem(
-            file,
-            parsed.line,
-            f"text that is not valid Unicode ({error.reason}: "
-            f"{error.object[error.start : error.end]!r})",
-            parsed.public_id,
-        ) from None
+    except (IntegrityError, DataError, UnicodeEncodeError) as error:
+        raise _storage_problem(error, file, parsed) from None
     links.stored(session, parsed)
     if own_links:
         links.finish()
@@ -193,23 +178,8 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
         links.rolled_back(session.pk if session else None)
         problem.file = problem.file or file
         raise
-    except IntegrityError as error:  # a concurrent import took the same id
-        raise ImportProblem(
-            file, parsed.line, f"could not store: {error}", parsed.public_id
-        ) from None
-    except DataError as error:  # e.g. \u0000 in text, which PostgreSQL cannot store
-        detail = " ".join(str(error).split())
-        raise ImportProblem(
-            file, parsed.line, f"the database refused the text: {detail}", parsed.public_id
-        ) from None
-    except UnicodeEncodeError as error:
-        raise ImportProblem(
-            file,
-            parsed.line,
-            f"text that is not valid Unicode ({error.reason}: "
-            f"{error.object[error.start : error.end]!r})",
-            parsed.public_id,
-        ) from None
+    except (IntegrityError, DataError, UnicodeEncodeError) as error:
+        raise _storage_problem(error, file, parsed) from None
     links.stored(session, parsed)
     if own_links:
         links.finish()
@@ -286,3 +256,15 @@ def _insert_rows(session: Session, messages: list, counts: list[int], start: int
                 batch = []
         if batch:
             cursor.executemany(sql, batch)
+
+
+def _storage_problem(error: Exception, file: str, parsed: ParsedSession) -> ImportProblem:
+    """What the database (or its driver) refused, said as this session's import problem."""
+    if isinstance(error, IntegrityError):  # a concurrent import took the same id
+        problem = f"could not store: {error}"
+    elif isinstance(error, UnicodeEncodeError):  # a lone surrogate such as \ud800
+        bad = error.object[error.start : error.end]
+        problem = f"text that is not valid Unicode ({error.reason}: {bad!r})"
+    else:  # DataError, e.g. \u0000 in text, which PostgreSQL cannot store
+        problem = "the database refused the text: " + " ".join(str(error).split())
+    return ImportProblem(file, parsed.line, problem, parsed.public_id)

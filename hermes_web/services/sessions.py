@@ -109,19 +109,12 @@ def append_message(
     return message
 
 
-APPEND_FIELDS = frozenset(
-    {
-        "role",
-        "content",
-        "tool_calls",
-        "tool_call_id",
-        "tool_name",
-        "reasoning",
-        "provider_prompt_tokens",
-        "extra",
-        "is_summary",
-    }
-)
+# What an item of ``append_messages`` may hold: the engine's columns and the row's own fields.
+APPEND_FIELDS = frozenset(Message.ENGINE_COLUMNS) | {
+    "provider_prompt_tokens",
+    "extra",
+    "is_summary",
+}
 
 
 def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Message]:
