@@ -11,7 +11,7 @@ Phases, each measured as the peak RSS (VmHWM, reset between phases) of the proce
   the size limit (refused from its Content-Length), and an OpenAI-format import upload;
 - worker: one compaction of the whole session (load, engine with the deterministic summarizer,
   commit by rotation), in a fresh process as a Celery task would run it; then the web process
-  serving the inspector page of that compaction.
+  serving the inspector page of that compaction and its fact-survival audit.
 
 Target: every phase under 300 MB. Prints each figure with PASS/MISS.
 """
@@ -459,6 +459,8 @@ def main() -> int:
             try:
                 label = "inspector of that compaction"
                 results.append(web.measure(label, "GET", f"/compactions/{compaction['id']}/"))
+                label = "its fact-survival audit (reads the whole middle)"
+                results.append(web.measure(label, "GET", f"/compactions/{compaction['id']}/audit/"))
             finally:
                 web.stop()
         if args.keep:

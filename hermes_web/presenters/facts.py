@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compaction.messages import content_text, parse_arguments
@@ -145,7 +145,7 @@ def _survives(
     return False
 
 
-def fact_survival_audit(middle: Sequence[Mapping[str, Any]], summary: str | None) -> dict[str, Any]:
+def fact_survival_audit(middle: Iterable[Mapping[str, Any]], summary: str | None) -> dict[str, Any]:
     """Which identifiers from the compacted middle survive in the summary.
 
     Returns ``{"facts": [..., "survived"], "total", "kept", "score" (0–100 or None),

@@ -185,10 +185,13 @@ def audit_for(compaction: Compaction) -> dict | None:
     audit = cache.get(key)
     if audit is None:
         start, end = (report["boundaries"].get("middle") or [0, 0])[:2]
-        middle = [
+        rows = compaction.input_rows().only("role", "content", "tool_calls")[start:end]
+        # Streamed in chunks: the audit keeps only its capped facts, so a middle of a million
+        # rows costs one chunk of memory, not the whole middle.
+        middle = (
             {"role": r.role, "content": r.content, "tool_calls": r.tool_calls}
-            for r in compaction.input_rows().only("role", "content", "tool_calls")[start:end]
-        ]
+            for r in rows.iterator(chunk_size=2000)
+        )
         audit = fact_survival_audit(middle, report.get("summary"))
         cache.set(key, audit, AUDIT_SECONDS)
     return audit
