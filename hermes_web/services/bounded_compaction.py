@@ -23,6 +23,9 @@ and says which messages the summarizer did not read. The commit is the normal on
 archives or keeps rows by position range, never by a list of ids.
 """
 
+# Over 450 lines: loading the bounded input and mapping the report back to real positions are
+# two halves of one contract (every index the first shifts, the second must shift back).
+
 from __future__ import annotations
 
 import dataclasses

@@ -10,6 +10,9 @@ command, too long) keeps the text in the box. The page shows the newest messages
 an "earlier messages" link that loads the previous page of them.
 """
 
+# Over 450 lines: the chat page and its htmx partials (send, stop, status polls, undo) share the
+# page context and the refusal rendering; each view stays a few lines.
+
 from __future__ import annotations
 
 from django.contrib import messages as flash
