@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+from django import forms
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -113,58 +115,114 @@ def _friendly_config_error(error: ConfigError, overrides: dict, defaults: dict) 
     return "form", str(error)
 
 
-def _what_if_form(session: Session, data=None) -> tuple[dict, dict, dict[str, str]]:
-    """Parse the what-if form into (values for redisplay, config overrides, errors by field).
+class _Number(forms.Field):
+    """A number field of the what-if form that names the label and the raw text it refused."""
+
+    def __init__(self, *, label: str, kind: str, **kwargs: Any) -> None:
+        super().__init__(label=label, required=False, **kwargs)
+        self.kind = kind
+
+    def to_python(self, value: Any) -> float | int | None:
+        raw = str(value if value is not None else "").strip()
+        if raw == "":
+            return None
+        try:
+            number: float | int = float(raw) if self.kind == "percent" else int(raw)
+        except ValueError:
+            wanted = "number" if self.kind == "percent" else "whole number"
+            raise forms.ValidationError(f"{self.label}: “{raw}” is not a {wanted}.") from None
+        if self.kind == "percent" and not 0 < number <= 100:
+            raise forms.ValidationError("Give a percentage above 0 and at most 100.")
+        return number
+
+
+class WhatIfForm(forms.Form):
+    """The what-if parameters of one session: a number that differs from the session's
+    default overrides its engine setting; the engine's own check runs last, in the form's words.
 
     ``data`` is the POST, or the GET query of a URL that reproduces an earlier run, or the
     stored parameters of the run being shown; None shows the session's defaults.
     """
-    from hermes_web.services.compactions import compaction_config_for
 
-    defaults = compaction_config_for(session).to_dict()
-    values: dict = {}
-    overrides: dict = {}
-    errors: dict[str, str] = {}
-    for name, key, label, kind, _help in WHAT_IF_FIELDS:
-        default = defaults[key] * 100 if kind == "percent" else defaults[key]
-        raw = str(data.get(name, "") if data is not None else "").strip()
-        values[name] = raw or (round(default, 2) if kind == "percent" else default)
-        if data is None or raw == "":
-            continue
-        try:
-            number = float(raw) if kind == "percent" else int(raw)
-        except ValueError:
-            errors[name] = (
-                f"{label}: “{raw}” is not a {'number' if kind == 'percent' else 'whole number'}."
-            )
-            continue
-        if kind == "percent" and not 0 < number <= 100:
-            errors[name] = "Give a percentage above 0 and at most 100."
-            continue
-        if number != default:
-            overrides[key] = number / 100 if kind == "percent" else number
-    source = data if data is not None else {}
-    values["summarizer"] = source.get("summarizer", "deterministic") or "deterministic"
-    values["mode"] = source.get("mode", session.effective_mode) or session.effective_mode
-    values["focus"] = source.get("focus", "")
-    if engine_has_profiles():
-        default_profile = defaults.get("profile", "hermes")
-        values["profile"] = source.get("profile", "") or default_profile
-        if values["profile"] not in PROFILES:
-            errors["profile"] = f"Profile: choose {' or '.join(PROFILES)}."
-        elif values["profile"] != default_profile:
-            overrides["profile"] = values["profile"]
-    if values["summarizer"] not in ("auto", "deterministic"):
-        errors["summarizer"] = "Summarizer: choose auto or deterministic."
-    if values["mode"] not in Compaction.Mode.values:
-        errors["mode"] = "Mode: choose rotation or in-place."
-    if not errors:
-        try:
-            compaction_config_for(session, overrides)
-        except ConfigError as error:
-            field, message = _friendly_config_error(error, overrides, defaults)
-            errors[field] = message
-    return values, overrides, errors
+    summarizer = forms.CharField(required=False)
+    mode = forms.CharField(required=False)
+    focus = forms.CharField(required=False)
+    profile = forms.CharField(required=False)
+
+    def __init__(self, session: Session, data: Mapping[str, Any] | None = None) -> None:
+        from hermes_web.services.compactions import compaction_config_for
+
+        super().__init__(data)
+        self.session = session
+        self.defaults = compaction_config_for(session).to_dict()
+        for name, _key, label, kind, help_text in WHAT_IF_FIELDS:
+            self.fields[name] = _Number(label=label, kind=kind, help_text=help_text)
+        self.overrides: dict[str, Any] = {}
+
+    def default(self, name: str) -> Any:
+        key, kind = next((k, kind) for n, k, _l, kind, _h in WHAT_IF_FIELDS if n == name)
+        value = self.defaults[key]
+        return round(value * 100, 2) if kind == "percent" else value
+
+    def values(self) -> dict[str, Any]:
+        """What the page shows in each field: the text sent, else the session's default."""
+        source = self.data if self.is_bound else {}
+        values: dict[str, Any] = {}
+        for name, *_ in WHAT_IF_FIELDS:
+            raw = str(source.get(name, "") or "").strip()
+            values[name] = raw or self.default(name)
+        values["summarizer"] = source.get("summarizer", "deterministic") or "deterministic"
+        mode = self.session.effective_mode
+        values["mode"] = source.get("mode", mode) or mode
+        values["focus"] = source.get("focus", "")
+        if engine_has_profiles():
+            values["profile"] = source.get("profile", "") or self.defaults.get("profile", "hermes")
+        return values
+
+    def clean(self) -> dict[str, Any]:
+        from hermes_web.services.compactions import compaction_config_for
+
+        cleaned = super().clean() or {}
+        for name, key, _label, kind, _help in WHAT_IF_FIELDS:
+            number = cleaned.get(name)
+            default = self.defaults[key] * 100 if kind == "percent" else self.defaults[key]
+            if number is not None and number != default:
+                self.overrides[key] = number / 100 if kind == "percent" else number
+        values = self.values()
+        if engine_has_profiles():
+            default_profile = self.defaults.get("profile", "hermes")
+            if values["profile"] not in PROFILES:
+                self.add_error("profile", f"Profile: choose {' or '.join(PROFILES)}.")
+            elif values["profile"] != default_profile:
+                self.overrides["profile"] = values["profile"]
+        if values["summarizer"] not in ("auto", "deterministic"):
+            self.add_error("summarizer", "Summarizer: choose auto or deterministic.")
+        if values["mode"] not in Compaction.Mode.values:
+            self.add_error("mode", "Mode: choose rotation or in-place.")
+        if not self.errors:
+            try:
+                compaction_config_for(self.session, self.overrides)
+            except ConfigError as error:
+                field, message = _friendly_config_error(error, self.overrides, self.defaults)
+                self.add_error(None if field == "form" else field, message)
+        return cleaned
+
+    def error_messages(self) -> dict[str, str]:
+        """The first message per field (``form`` for the form as a whole), in field order."""
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        return {
+            ("form" if name == NON_FIELD_ERRORS else name): str(messages[0])
+            for name, messages in self.errors.items()
+        }
+
+
+def _what_if_form(session: Session, data=None) -> tuple[dict, dict, dict[str, str]]:
+    """(values for redisplay, config overrides, errors by field) of the what-if form."""
+    form = WhatIfForm(session, data)
+    errors = form.error_messages()
+    return form.values(), form.overrides, errors
 
 
 def _values_of_run(run: Compaction) -> dict:

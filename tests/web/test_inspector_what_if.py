@@ -110,3 +110,37 @@ def test_the_profile_choice_follows_the_installed_engine(alice, alice_client):
     run = Compaction.objects.get(session=session)
     assert run.config["profile"] == "classic"
     assert "profile=classic" in response["Location"]
+
+
+def test_the_what_if_form_overrides_only_what_differs_from_the_sessions_defaults(alice):
+    from hermes_web.views.what_if import WhatIfForm
+
+    session = seed_conversation(alice, n=20)
+    unbound = WhatIfForm(session)
+    assert unbound.error_messages() == {}
+    assert unbound.overrides == {}
+    assert unbound.values()["tail"] == unbound.defaults["tail_token_budget"]
+
+    same = WhatIfForm(session, {"tail": str(unbound.defaults["tail_token_budget"]), "head": ""})
+    assert same.is_valid()
+    assert same.overrides == {}
+
+    changed = WhatIfForm(session, {"threshold": "60", "head": "2", "summarizer": "auto"})
+    assert changed.is_valid(), changed.errors
+    assert changed.overrides == {"threshold_percent": 0.6, "protect_first_n": 2}
+    assert changed.values()["summarizer"] == "auto"
+
+
+def test_the_what_if_form_says_which_field_is_wrong_in_its_own_words(alice):
+    from hermes_web.views.what_if import WhatIfForm
+
+    session = seed_conversation(alice, n=20)
+    errors = WhatIfForm(
+        session, {"tail": "lots", "threshold": "120", "mode": "sideways", "summarizer": "x"}
+    ).error_messages()
+    assert errors["tail"] == "Tail budget (tokens): “lots” is not a whole number."
+    assert errors["threshold"] == "Give a percentage above 0 and at most 100."
+    assert errors["mode"] == "Mode: choose rotation or in-place."
+    assert errors["summarizer"] == "Summarizer: choose auto or deterministic."
+    engine = WhatIfForm(session, {"content_head": "9000"}).error_messages()
+    assert "longer than the truncation limit" in engine["content_head"]
