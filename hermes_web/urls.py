@@ -7,7 +7,7 @@ from django.urls import include, path, re_path
 
 from hermes_web.api import api
 from hermes_web.views import accounts, chat, conversations, imports, inspector
-from hermes_web.views import settings as settings_views
+from hermes_web.views import api_keys as api_key_views
 
 
 def static_files(request, path):
@@ -95,11 +95,11 @@ urlpatterns = [
     ),
     path("compare/", inspector.compare, name="compare"),
     path("import/", imports.import_page, name="import_page"),
-    path("settings/api-keys/", settings_views.api_keys, name="api_keys"),
-    path("settings/api-keys/new/", settings_views.create_api_key, name="create_api_key"),
+    path("settings/api-keys/", api_key_views.api_keys, name="api_keys"),
+    path("settings/api-keys/new/", api_key_views.create_api_key, name="create_api_key"),
     path(
         "settings/api-keys/<str:key_id>/revoke/",
-        settings_views.revoke_api_key,
+        api_key_views.revoke_api_key,
         name="revoke_api_key",
     ),
     path("api/", api.urls),

@@ -1,4 +1,4 @@
-"""Settings: API keys for the JSON API (created, shown once, revoked)."""
+"""API keys for the JSON API and the /v1 endpoint: created, shown once, revoked."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
