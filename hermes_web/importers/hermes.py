@@ -178,12 +178,12 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
     parsed = ParsedSession(
         source=SOURCE,
         public_id=safe_id(session_id.strip()),
-        title=_text(obj.get("title") or obj.get("display_name"))[:200],
-        model=_text(obj.get("model")),
+        title=_scalar_str(obj.get("title") or obj.get("display_name"))[:200],
+        model=_scalar_str(obj.get("model")),
         messages=[parse_message(m, file, line, session_id) for m in rows],
         created_at=epoch(obj.get("started_at")),
         ended_at=epoch(obj.get("ended_at")),
-        end_reason=_text(obj.get("end_reason"))[:32],
+        end_reason=_scalar_str(obj.get("end_reason"))[:32],
         parent_id=safe_id(parent.strip()) if parent else "",
         extra={"hermes": hermes_meta, "hermes_source": obj.get("source")},
         line=line,
@@ -211,7 +211,9 @@ def _in_id_order(messages: list) -> list:
     return [m for _, m in sorted(zip(keys, messages, strict=True), key=lambda pair: pair[0])]
 
 
-def _text(value: Any) -> str:
+def _scalar_str(value: Any) -> str:
+    """A metadata value (title, model, end reason) as text; not message content (see
+    compaction.messages.content_text for that)."""
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
@@ -325,7 +327,7 @@ def _transcript_rows(
             metas.append(_meta(row))
             parsed.skip("session_meta row (kept as session metadata)")
             if len(metas) == 1:
-                parsed.model = _text(metas[0].get("model"))
+                parsed.model = _scalar_str(metas[0].get("model"))
                 parsed.created_at = epoch(metas[0].get("timestamp")) or parsed.created_at
                 parsed.extra["hermes_source"] = metas[0].get("platform")
             continue
