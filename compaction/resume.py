@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+import re2
+
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
 
 if TYPE_CHECKING:
@@ -174,8 +176,35 @@ def _paths_of(args: Mapping[str, Any]) -> list[str]:
     return found
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONSTRAINT_WORDS = (
+    "must",
+    "never",
+    "always",
+    "do not",
+    "don't",
+    "make sure",
+    "avoid",
+    "only use",
+    "prefer",
+    "should not",
+    "shouldn't",
+)
+
+
+def _has_constraint(text: str) -> bool:
+    """``_CONSTRAINT.search(text)`` is not None. ASCII text is first checked for the words
+    in its lower-cased copy (C-speed substring checks): a case-insensitive match of ASCII
+    text is one of them, lower-cased; the regex runs only where one is found."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(word in lowered for word in _CONSTRAINT_WORDS):
+            return False
+    return _CONSTRAINT.search(text) is not None
+
+
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def _section_lines(body: str) -> dict[str, list[str]]:
@@ -250,6 +279,7 @@ class _Scan:
         tool_rows: list[int] = []
         kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
         actions = self.actions
+        paths, commands, path_keys = self.paths, self.commands, _PATH_KEYS_SEEN
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
@@ -284,11 +314,32 @@ class _Scan:
                         lowered = name.lower()
                         verb = _VERBS.get(lowered, "USED").lower()
                         kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
-                    for path in _paths_of(args):
-                        self.paths.setdefault(path, set()).add(kind[0])
+                    verb = kind[0]
+                    # ``_paths_of(args)``, inlined (this runs once per call of the middle).
+                    for key, value in args.items():
+                        if type(value) is not str and not isinstance(value, str):
+                            continue
+                        is_path = path_keys.get(key)
+                        if is_path is None:
+                            is_path = _is_path_key(key)
+                        if is_path and "\n" not in value:
+                            path = value.strip()
+                            if path:
+                                verbs = paths.get(path)
+                                if verbs is None:
+                                    paths[path] = {verb}
+                                else:
+                                    verbs.add(verb)
+                        if "File:" in value:
+                            for path in _PATCH_HEADER.findall(value):
+                                verbs = paths.get(path)
+                                if verbs is None:
+                                    paths[path] = {verb}
+                                else:
+                                    verbs.add(verb)
                     command = _command_of(args) if kind[1] else None
-                    if command:
-                        self.commands.setdefault(command, "?")
+                    if command and command not in commands:
+                        commands[command] = "?"
                     pending[cid] = (pos, name, args, command)
             elif role == "user":
                 raw = content_text(message.get("content"), images=False)
@@ -302,9 +353,10 @@ class _Scan:
                 if "?" in text[:2_000]:
                     self.questions.append((pos, _one_line(text, 200)))
                 # A sentence holds a constraint word only if the text does: most do not.
-                if _CONSTRAINT.search(text, 0, 8_000):
-                    for sentence in _sentences(text[:8_000]):
-                        if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
+                head = text[:8_000]
+                if _has_constraint(head):
+                    for sentence in _sentences(head):
+                        if 8 <= len(sentence) <= 400 and _has_constraint(sentence):
                             key = " ".join(sentence.split()).lower()
                             self.constraints.setdefault(key, sentence)
         # Error lines and test counts come from the newest results only (the latest failures).
@@ -374,8 +426,8 @@ class _Scan:
         # Error reports and test summaries sit at the start or the end of an output.
         if len(scanned) > _EDGE_HEAD + _EDGE_TAIL:
             scanned = scanned[:_EDGE_HEAD] + "\n" + scanned[-_EDGE_TAIL:]
-        errors_possible = failed or any(hint in scanned for hint in _ERROR_HINTS)
-        tests_possible = any(hint in scanned for hint in _TEST_HINTS)
+        errors_possible, tests_possible = _hints(scanned)
+        errors_possible = errors_possible or failed
         if not errors_possible and not tests_possible:
             if command:
                 self.command_ok[command] = pos
@@ -416,6 +468,29 @@ _ERROR_HINTS = (
     "not found",
 )
 _TEST_HINTS = ("passed", "failed", "tests", "Ran ", "Tests:", "test result", "failures")
+
+
+def _hint_scan() -> Any:
+    scan = re2.Set.SearchSet()
+    for hint in (*_ERROR_HINTS, *_TEST_HINTS):
+        scan.Add(re2.escape(hint))
+    scan.Compile()
+    return scan
+
+
+_HINT_SCAN = _hint_scan()
+
+
+def _hints(text: str) -> tuple[bool, bool]:
+    """``(an error hint occurs in text, a test hint occurs)``: one RE2 scan for the 15
+    literals (ASCII: their UTF-8 bytes occur exactly where the characters do)."""
+    hits: list[int] | None = _HINT_SCAN.Match(text.encode("utf-8", "surrogatepass"))
+    if not hits:
+        return False, False
+    errors = len(_ERROR_HINTS)
+    return min(hits) < errors, max(hits) >= errors
+
+
 _EXIT_RE = re.compile(
     r'"(?:exit_code|returncode|exit_status)"\s*:\s*(-?\d+)|[Ee]xit (?:code|status)[:\s]+(-?\d+)'
 )
