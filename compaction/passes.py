@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.config import CompactionConfig
-from compaction.messages import Message, content_text, is_image_part, tool_call_id
+from compaction.messages import (
+    Message,
+    content_text,
+    is_image_part,
+    parse_arguments_text,
+    tool_call_id,
+)
 from compaction.slimming import (
     FOLDERS,
     CallIndex,
@@ -220,6 +226,8 @@ class Work:
         calls: call id → (tool name, arguments) over the whole list.
         tool_rows: positions of the tool rows, in order (roles never change).
         call_rows: positions of the assistant rows with tool calls, in order.
+        long_rows: those of them with a call whose arguments ``shrink_args`` may shrink.
+        parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
         exact_head, exact_from: rows before ``exact_head`` or from ``exact_from`` on have
             exact token counts (recounted by ``flush``); the rows between are estimated.
     """
@@ -238,6 +246,8 @@ class Work:
     exact_from: int = 0
     tool_rows: list[int] = field(default_factory=list)
     call_rows: list[int] = field(default_factory=list)
+    long_rows: list[int] = field(default_factory=list)
+    parsed_args: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -254,13 +264,35 @@ class Work:
         # One walk indexes every call (as ``build_call_index``) and finds the rows each pass
         # visits: the passes then skip the rows they never change.
         calls, tool_rows, call_rows = work.calls, work.tool_rows, work.call_rows
+        long_rows, minimum = work.long_rows, config.args_shrink_min_chars
+        # Agents repeat calls (the same file read, the same command run): each distinct
+        # argument string is parsed once and its dict shared (no consumer mutates one).
+        parsed = work.parsed_args
         for pos, message in enumerate(work.messages):
             role = message.get("role")
             if role == "tool":
                 tool_rows.append(pos)
-            elif role == "assistant" and message.get("tool_calls"):
+            elif role == "assistant":
+                row_calls = message.get("tool_calls")
+                if not row_calls:
+                    continue
                 call_rows.append(pos)
-                _index_calls(message, calls)
+                if _has_long_args(row_calls, minimum):
+                    long_rows.append(pos)
+                if type(row_calls) is not list:
+                    _index_calls(message, calls)
+                    continue
+                for call in row_calls:
+                    fn = call.get("function") if type(call) is dict else None
+                    if type(fn) is dict:
+                        raw = fn.get("arguments")
+                        if type(raw) is str and call.get("id"):
+                            args = parsed.get(raw)
+                            if args is None:
+                                args = parsed[raw] = parse_arguments_text(raw)
+                            calls[str(call["id"])] = (str(fn.get("name") or "unknown"), args)
+                            continue
+                    _index_calls({"tool_calls": [call]}, calls)  # the general shapes
         return work
 
     def put(self, pos: int, message: dict[str, Any]) -> None:
@@ -458,16 +490,20 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
         if not isinstance(raw, str) or len(raw) <= cfg.args_shrink_min_chars:
             new_calls.append(call)
             continue
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            new_calls.append(call)
-            continue
+        # A non-empty dict parsed by ``Work.start`` is what json.loads returns (an empty one
+        # may stand for a parse failure or a non-object: parsed again).
+        parsed: Any = work.parsed_args.get(raw)
+        if not parsed:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                new_calls.append(call)
+                continue
         shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, ref(pos))
         if saved <= 0:
             new_calls.append(call)
             continue
-        text = json.dumps(shrunk, ensure_ascii=False)
+        text = _dumps(shrunk)  # json.dumps(shrunk, ensure_ascii=False)
         before.append(raw)
         after.append(text)
         new_calls.append({**call, "function": {**(fn or {}), "arguments": text}})
@@ -478,6 +514,9 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
     line = "\n".join(after)
     work.actions.append(make_action(pos, kind, message, "\n".join(before), line, fold_line=line))
     return True
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _has_long_args(calls: Any, minimum: int) -> bool:
@@ -496,15 +535,12 @@ def _has_long_args(calls: Any, minimum: int) -> bool:
 
 def shrink_args_before(work: Work, boundary: int) -> None:
     """``shrink_args`` over every assistant row before ``boundary``."""
-    messages, minimum = work.messages, work.config.args_shrink_min_chars
-    # Only assistant rows with calls can shrink (``shrink_args`` leaves any other row alone).
-    for pos in work.call_rows:
+    # Only assistant rows with calls can shrink (``shrink_args`` leaves any other row alone),
+    # and most calls have short arguments: ``Work.start`` listed the rows that have long ones.
+    for pos in work.long_rows:
         if pos >= boundary:
             break
-        calls = messages[pos].get("tool_calls")
-        # Most calls have short arguments: those rows never reach ``shrink_args``.
-        if calls and _has_long_args(calls, minimum):
-            shrink_args(work, pos)
+        shrink_args(work, pos)
 
 
 def _has_image(content: Any) -> bool:

@@ -279,7 +279,8 @@ class _Scan:
         tool_rows: list[int] = []
         kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
         actions = self.actions
-        paths, commands, path_keys = self.paths, self.commands, _PATH_KEYS_SEEN
+        paths, commands = self.paths, self.commands
+        by_args: dict[int, tuple[dict[str, Any], list[str], str | None, bool]] = {}
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
@@ -314,30 +315,23 @@ class _Scan:
                         lowered = name.lower()
                         verb = _VERBS.get(lowered, "USED").lower()
                         kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
+                    # Paths and command once per arguments dict: repeated calls share theirs
+                    # (``Work.start``). The dict is kept in the entry, so its id stays its own.
+                    of_args = by_args.get(id(args))
+                    if of_args is None or of_args[0] is not args:
+                        command = _command_of(args) if kind[1] else None
+                        of_args = by_args[id(args)] = (args, _paths_of(args), command, kind[1])
+                    elif of_args[3] != kind[1]:  # the same arguments, another tool
+                        command = _command_of(args) if kind[1] else None
+                    else:
+                        command = of_args[2]
                     verb = kind[0]
-                    # ``_paths_of(args)``, inlined (this runs once per call of the middle).
-                    for key, value in args.items():
-                        if type(value) is not str and not isinstance(value, str):
-                            continue
-                        is_path = path_keys.get(key)
-                        if is_path is None:
-                            is_path = _is_path_key(key)
-                        if is_path and "\n" not in value:
-                            path = value.strip()
-                            if path:
-                                verbs = paths.get(path)
-                                if verbs is None:
-                                    paths[path] = {verb}
-                                else:
-                                    verbs.add(verb)
-                        if "File:" in value:
-                            for path in _PATCH_HEADER.findall(value):
-                                verbs = paths.get(path)
-                                if verbs is None:
-                                    paths[path] = {verb}
-                                else:
-                                    verbs.add(verb)
-                    command = _command_of(args) if kind[1] else None
+                    for path in of_args[1]:
+                        verbs = paths.get(path)
+                        if verbs is None:
+                            paths[path] = {verb}
+                        else:
+                            verbs.add(verb)
                     if command and command not in commands:
                         commands[command] = "?"
                     pending[cid] = (pos, name, args, command)
@@ -503,7 +497,7 @@ _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
 _WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
-_SUFFIX = re.compile(r"(?:Error|Exception)\b")
+_SUFFIX = re.compile(r"(?:Error|Exception)\b")  # what ``_exception_names`` finds
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -511,18 +505,34 @@ def _exception_names(text: str) -> list[str]:
     """``FooError``/``FooException`` names of the first 8 such suffixes (a result naming more
     is a code listing, not an error report), in text order, each once.
 
-    The name is the run of ASCII word characters right before the suffix (at most 60 of
-    them) and starts with a capital: a suffix at the start of a line is no name, whatever
-    the line before ends with.
+    A suffix is "Error" or "Exception" followed by a word boundary (``(?:Error|Exception)\b``,
+    found here with ``str.find``: the two never overlap, so each is found on its own). The
+    name is the run of ASCII word characters right before the suffix (at most 60 of them)
+    and starts with a capital: a suffix at the start of a line is no name, whatever the line
+    before ends with.
     """
     names: dict[str, None] = {}
-    for count, match in enumerate(_SUFFIX.finditer(text), 1):
-        start = match.start()
+    count = 0
+    size = len(text)
+    error = text.find("Error")
+    exception = text.find("Exception")
+    while error != -1 or exception != -1:
+        if exception == -1 or (error != -1 and error < exception):
+            start, end = error, error + 5
+            error = text.find("Error", end)
+        else:
+            start, end = exception, exception + 9
+            exception = text.find("Exception", end)
+        if end < size:
+            after = text[end]
+            if after == "_" or after.isalnum():  # a word character: no boundary (as re's \b)
+                continue
+        count += 1
         low = start - 60 if start > 60 else 0
         word = text[low:start]
         word = word[len(word.rstrip(_WORD_CHARS)) :]
         if word and word[0] in _UPPER:
-            names[word + match.group()] = None
+            names[word + text[start:end]] = None
         if count >= 8:
             break
     return list(names)
