@@ -27,13 +27,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.config import CompactionConfig
-from compaction.messages import Message, content_text, is_image_part, tool_call_id
+from compaction.messages import (
+    Message,
+    content_text,
+    is_image_part,
+    parse_arguments_text,
+    tool_call_id,
+)
 from compaction.slimming import (
     FOLDERS,
     CallIndex,
     SlimAction,
     _fold_generic,
-    build_call_index,
+    _index_calls,
     is_ref_stub,
     is_stub,
     make_action,
@@ -103,15 +109,26 @@ def output_lines(content: str) -> tuple[int, str | None]:
     if stripped.startswith("{"):
         data = _json_object(stripped)
         if isinstance(data, Mapping):
-            for key in ("exit_code", "returncode", "exit_status", "status_code"):
-                value = data.get(key)
-                if isinstance(value, int) and not isinstance(value, bool):
+            get = data.get
+            for key in _CODE_KEYS:
+                value = get(key)
+                # Decoded JSON: an int is exactly an int (bool is its own type).
+                if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
                     code = str(value)
                     break
-            parts = [data.get(k) for k in ("output", "stdout", "stderr", "result")]
-            texts = [p.rstrip("\n") for p in parts if isinstance(p, str) and p.strip()]
-            if texts or any(k in data for k in ("output", "stdout", "stderr")):
-                body = "\n".join(texts)
+            # The lines of "\n".join(texts), each text a non-blank value without its
+            # trailing newlines, counted without building the joined copy.
+            texts = 0
+            newlines = 0
+            for key in _TEXT_KEYS:
+                part = get(key)
+                if type(part) is str and part and not part.isspace():
+                    texts += 1
+                    newlines += part.count("\n") - (len(part) - len(part.rstrip("\n")))
+            if texts or "output" in data or "stdout" in data or "stderr" in data:
+                if code is None:
+                    code = _code_at_end(content)
+                return (newlines + texts if texts else 0), code
     if code is None:
         end = content[-400:]
         match = _EXIT_JSON.search(end) or _EXIT_TEXT.search(end)
@@ -120,6 +137,16 @@ def output_lines(content: str) -> tuple[int, str | None]:
     body = body.rstrip("\n")
     lines = body.count("\n") + 1 if body and not body.isspace() else 0
     return lines, code
+
+
+_CODE_KEYS = ("exit_code", "returncode", "exit_status", "status_code")
+_TEXT_KEYS = ("output", "stdout", "stderr", "result")
+
+
+def _code_at_end(content: str) -> str | None:
+    end = content[-400:]
+    match = _EXIT_JSON.search(end) or _EXIT_TEXT.search(end)
+    return match.group(1) if match else None
 
 
 _EXIT_JSON = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
@@ -178,7 +205,7 @@ def hermes_fold(tool: str, args: Mapping[str, Any], content: str, index: int) ->
         line = folder(tool, args, content)
     except Exception:  # a malformed argument must never break compaction
         line = f"[{tool}] ({len(content):,} chars result)"
-    return f"{line} {ref(index)}"
+    return f"{line} [ref:{index}]"  # ref(index)
 
 
 # ---------------------------------------------------------------------------------------
@@ -197,6 +224,12 @@ class Work:
         actions: every change, in the order made.
         folded: positions whose content is now a pass-written line.
         calls: call id → (tool name, arguments) over the whole list.
+        tool_rows: positions of the tool rows, in order (roles never change).
+        call_rows: positions of the assistant rows with tool calls, in order.
+        long_rows: those of them with a call whose arguments ``shrink_args`` may shrink.
+        parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
+        exact_head, exact_from: rows before ``exact_head`` or from ``exact_from`` on have
+            exact token counts (recounted by ``flush``); the rows between are estimated.
     """
 
     messages: list[Message]
@@ -211,6 +244,10 @@ class Work:
     dirty: list[int] = field(default_factory=list)
     exact_head: int = 0
     exact_from: int = 0
+    tool_rows: list[int] = field(default_factory=list)
+    call_rows: list[int] = field(default_factory=list)
+    long_rows: list[int] = field(default_factory=list)
+    parsed_args: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -222,8 +259,40 @@ class Work:
         count_many: Callable[[list[Message]], list[int]] | None = None,
     ) -> Work:
         """A work list over ``messages`` (never mutated)."""
-        work = cls(list(messages), list(tokens), count, config, calls=build_call_index(messages))
+        work = cls(list(messages), list(tokens), count, config)
         work.count_many = count_many or (lambda batch: [count(m) for m in batch])
+        # One walk indexes every call (as ``build_call_index``) and finds the rows each pass
+        # visits: the passes then skip the rows they never change.
+        calls, tool_rows, call_rows = work.calls, work.tool_rows, work.call_rows
+        long_rows, minimum = work.long_rows, config.args_shrink_min_chars
+        # Agents repeat calls (the same file read, the same command run): each distinct
+        # argument string is parsed once and its dict shared (no consumer mutates one).
+        parsed = work.parsed_args
+        for pos, message in enumerate(work.messages):
+            role = message.get("role")
+            if role == "tool":
+                tool_rows.append(pos)
+            elif role == "assistant":
+                row_calls = message.get("tool_calls")
+                if not row_calls:
+                    continue
+                call_rows.append(pos)
+                if _has_long_args(row_calls, minimum):
+                    long_rows.append(pos)
+                if type(row_calls) is not list:
+                    _index_calls(message, calls)
+                    continue
+                for call in row_calls:
+                    fn = call.get("function") if type(call) is dict else None
+                    if type(fn) is dict:
+                        raw = fn.get("arguments")
+                        if type(raw) is str and call.get("id"):
+                            args = parsed.get(raw)
+                            if args is None:
+                                args = parsed[raw] = parse_arguments_text(raw)
+                            calls[str(call["id"])] = (str(fn.get("name") or "unknown"), args)
+                            continue
+                    _index_calls({"tool_calls": [call]}, calls)  # the general shapes
         return work
 
     def put(self, pos: int, message: dict[str, Any]) -> None:
@@ -232,8 +301,24 @@ class Work:
         self.messages[pos] = message
         if self.immediate:
             self.tokens[pos] = self.count(message)
+        elif self.exact_head <= pos < self.exact_from:
+            # Summarized whatever its size: estimated now (what ``flush`` would write; no
+            # pass reads a replaced row's count before the next flush).
+            self.tokens[pos] = self._estimate(message)
         else:
             self.dirty.append(pos)
+
+    def _estimate(self, message: Message) -> int:
+        content = message.get("content")
+        if type(content) is str and not message.get("tool_calls"):
+            # ``estimate_message_tokens`` of a plain-text row (most of these are one-line
+            # folds), without its general walk.
+            cid = message.get("tool_call_id")
+            chars = len(content) + (len(str(cid)) if cid else 0)
+            return (chars + 3) // 4 + self.config.per_message_overhead
+        from compaction.tokens import estimate_message_tokens
+
+        return estimate_message_tokens(message, self.config)
 
     def flush(self) -> None:
         """Recount the rows replaced since the last flush (one tokenizer batch)."""
@@ -248,21 +333,9 @@ class Work:
         for pos, count in zip(exact, counts, strict=True):
             self.tokens[pos] = count
         if len(exact) != len(positions):
-            from compaction.tokens import estimate_message_tokens
-
-            overhead = self.config.per_message_overhead
             for pos in positions:
                 if self.exact_head <= pos < self.exact_from:
-                    message = self.messages[pos]
-                    content = message.get("content")
-                    if type(content) is str and not message.get("tool_calls"):
-                        # ``estimate_message_tokens`` of a plain-text row (most of these are
-                        # one-line folds), without its general walk.
-                        cid = message.get("tool_call_id")
-                        chars = len(content) + (len(str(cid)) if cid else 0)
-                        self.tokens[pos] = (chars + 3) // 4 + overhead
-                    else:
-                        self.tokens[pos] = estimate_message_tokens(message, self.config)
+                    self.tokens[pos] = self._estimate(self.messages[pos])
 
     def text(self, pos: int) -> str:
         content = self.messages[pos].get("content")
@@ -285,10 +358,30 @@ class Work:
         cid = message.get("tool_call_id")
         name, args = self.calls.get(cid if type(cid) is str else str(cid or ""), _UNKNOWN)
         line = hermes_fold(name, args, text, pos)
-        self.put(pos, {**message, "content": line})
+        new = {**message, "content": line}
+        if self.immediate or not (self.exact_head <= pos < self.exact_from):
+            self.put(pos, new)
+        else:  # ``put`` of a row only estimated, inlined: this runs for most tool rows
+            self.messages[pos] = new
+            if new.get("tool_calls"):
+                self.tokens[pos] = self._estimate(new)
+            else:
+                chars = len(line) + (len(str(cid)) if cid else 0)
+                self.tokens[pos] = (chars + 3) // 4 + self.config.per_message_overhead
         self.folded.add(pos)
+        # ``make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)``
         self.actions.append(
-            make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)
+            {
+                "index": pos,
+                "kind": kind,
+                "role": "tool",
+                "tool_name": name,
+                "chars_before": len(text),
+                "chars_after": len(line),
+                "fold_line": line,
+                "before_excerpt": text[:600],
+                "after": line[:2_000],
+            }
         )
         return True
 
@@ -307,10 +400,9 @@ def dedup(work: Work) -> None:
     # equal hashes are confirmed by comparing the texts (no digest, no encoded copy).
     seen: dict[str, int] = {}
     minimum = work.config.dedup_min_chars
-    for pos in range(len(work.messages) - 1, -1, -1):
-        message = work.messages[pos]
-        if message.get("role") != "tool":
-            continue
+    messages = work.messages
+    for pos in reversed(work.tool_rows):
+        message = messages[pos]
         content = message.get("content")
         if type(content) is not str or len(content) < minimum:
             continue
@@ -344,9 +436,11 @@ def prune_boundary(tokens: Sequence[int], budget: int, floor: int, start: int = 
 
 def fold_before(work: Work, boundary: int) -> None:
     """Fold every tool result before ``boundary``, head included (§3.1 item 2)."""
-    messages, folded = work.messages, work.folded
-    for pos in range(boundary):
-        if pos not in folded and messages[pos].get("role") == "tool":
+    folded = work.folded
+    for pos in work.tool_rows:
+        if pos >= boundary:
+            break
+        if pos not in folded:
             work.fold(pos, "fold")
 
 
@@ -396,16 +490,20 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
         if not isinstance(raw, str) or len(raw) <= cfg.args_shrink_min_chars:
             new_calls.append(call)
             continue
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            new_calls.append(call)
-            continue
+        # A non-empty dict parsed by ``Work.start`` is what json.loads returns (an empty one
+        # may stand for a parse failure or a non-object: parsed again).
+        parsed: Any = work.parsed_args.get(raw)
+        if not parsed:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                new_calls.append(call)
+                continue
         shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, ref(pos))
         if saved <= 0:
             new_calls.append(call)
             continue
-        text = json.dumps(shrunk, ensure_ascii=False)
+        text = _dumps(shrunk)  # json.dumps(shrunk, ensure_ascii=False)
         before.append(raw)
         after.append(text)
         new_calls.append({**call, "function": {**(fn or {}), "arguments": text}})
@@ -416,6 +514,9 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
     line = "\n".join(after)
     work.actions.append(make_action(pos, kind, message, "\n".join(before), line, fold_line=line))
     return True
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _has_long_args(calls: Any, minimum: int) -> bool:
@@ -434,12 +535,12 @@ def _has_long_args(calls: Any, minimum: int) -> bool:
 
 def shrink_args_before(work: Work, boundary: int) -> None:
     """``shrink_args`` over every assistant row before ``boundary``."""
-    messages, minimum = work.messages, work.config.args_shrink_min_chars
-    for pos in range(boundary):
-        calls = messages[pos].get("tool_calls")
-        # Most calls have short arguments: those rows never reach ``shrink_args``.
-        if calls and _has_long_args(calls, minimum):
-            shrink_args(work, pos)
+    # Only assistant rows with calls can shrink (``shrink_args`` leaves any other row alone),
+    # and most calls have short arguments: ``Work.start`` listed the rows that have long ones.
+    for pos in work.long_rows:
+        if pos >= boundary:
+            break
+        shrink_args(work, pos)
 
 
 def _has_image(content: Any) -> bool:
@@ -453,10 +554,10 @@ def _has_image(content: Any) -> bool:
 def retire_tool_images(work: Work) -> None:
     """Keep images only in the newest ``keep_tool_images`` image-bearing tool results (§3.5 b)."""
     kept = 0
-    for pos in range(len(work.messages) - 1, -1, -1):
+    for pos in reversed(work.tool_rows):
         message = work.messages[pos]
         content = message.get("content")
-        if type(content) is str or message.get("role") != "tool" or not _has_image(content):
+        if type(content) is str or not _has_image(content):
             continue
         if kept < work.config.keep_tool_images:
             kept += 1

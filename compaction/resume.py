@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+import re2
+
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
 
 if TYPE_CHECKING:
@@ -174,8 +176,35 @@ def _paths_of(args: Mapping[str, Any]) -> list[str]:
     return found
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONSTRAINT_WORDS = (
+    "must",
+    "never",
+    "always",
+    "do not",
+    "don't",
+    "make sure",
+    "avoid",
+    "only use",
+    "prefer",
+    "should not",
+    "shouldn't",
+)
+
+
+def _has_constraint(text: str) -> bool:
+    """``_CONSTRAINT.search(text)`` is not None. ASCII text is first checked for the words
+    in its lower-cased copy (C-speed substring checks): a case-insensitive match of ASCII
+    text is one of them, lower-cased; the regex runs only where one is found."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(word in lowered for word in _CONSTRAINT_WORDS):
+            return False
+    return _CONSTRAINT.search(text) is not None
+
+
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def _section_lines(body: str) -> dict[str, list[str]]:
@@ -250,6 +279,8 @@ class _Scan:
         tool_rows: list[int] = []
         kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
         actions = self.actions
+        paths, commands = self.paths, self.commands
+        by_args: dict[int, tuple[dict[str, Any], list[str], str | None, bool]] = {}
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
@@ -284,11 +315,25 @@ class _Scan:
                         lowered = name.lower()
                         verb = _VERBS.get(lowered, "USED").lower()
                         kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
-                    for path in _paths_of(args):
-                        self.paths.setdefault(path, set()).add(kind[0])
-                    command = _command_of(args) if kind[1] else None
-                    if command:
-                        self.commands.setdefault(command, "?")
+                    # Paths and command once per arguments dict: repeated calls share theirs
+                    # (``Work.start``). The dict is kept in the entry, so its id stays its own.
+                    of_args = by_args.get(id(args))
+                    if of_args is None or of_args[0] is not args:
+                        command = _command_of(args) if kind[1] else None
+                        of_args = by_args[id(args)] = (args, _paths_of(args), command, kind[1])
+                    elif of_args[3] != kind[1]:  # the same arguments, another tool
+                        command = _command_of(args) if kind[1] else None
+                    else:
+                        command = of_args[2]
+                    verb = kind[0]
+                    for path in of_args[1]:
+                        verbs = paths.get(path)
+                        if verbs is None:
+                            paths[path] = {verb}
+                        else:
+                            verbs.add(verb)
+                    if command and command not in commands:
+                        commands[command] = "?"
                     pending[cid] = (pos, name, args, command)
             elif role == "user":
                 raw = content_text(message.get("content"), images=False)
@@ -302,9 +347,10 @@ class _Scan:
                 if "?" in text[:2_000]:
                     self.questions.append((pos, _one_line(text, 200)))
                 # A sentence holds a constraint word only if the text does: most do not.
-                if _CONSTRAINT.search(text, 0, 8_000):
-                    for sentence in _sentences(text[:8_000]):
-                        if 8 <= len(sentence) <= 400 and _CONSTRAINT.search(sentence):
+                head = text[:8_000]
+                if _has_constraint(head):
+                    for sentence in _sentences(head):
+                        if 8 <= len(sentence) <= 400 and _has_constraint(sentence):
                             key = " ".join(sentence.split()).lower()
                             self.constraints.setdefault(key, sentence)
         # Error lines and test counts come from the newest results only (the latest failures).
@@ -374,8 +420,8 @@ class _Scan:
         # Error reports and test summaries sit at the start or the end of an output.
         if len(scanned) > _EDGE_HEAD + _EDGE_TAIL:
             scanned = scanned[:_EDGE_HEAD] + "\n" + scanned[-_EDGE_TAIL:]
-        errors_possible = failed or any(hint in scanned for hint in _ERROR_HINTS)
-        tests_possible = any(hint in scanned for hint in _TEST_HINTS)
+        errors_possible, tests_possible = _hints(scanned)
+        errors_possible = errors_possible or failed
         if not errors_possible and not tests_possible:
             if command:
                 self.command_ok[command] = pos
@@ -416,6 +462,29 @@ _ERROR_HINTS = (
     "not found",
 )
 _TEST_HINTS = ("passed", "failed", "tests", "Ran ", "Tests:", "test result", "failures")
+
+
+def _hint_scan() -> Any:
+    scan = re2.Set.SearchSet()
+    for hint in (*_ERROR_HINTS, *_TEST_HINTS):
+        scan.Add(re2.escape(hint))
+    scan.Compile()
+    return scan
+
+
+_HINT_SCAN = _hint_scan()
+
+
+def _hints(text: str) -> tuple[bool, bool]:
+    """``(an error hint occurs in text, a test hint occurs)``: one RE2 scan for the 15
+    literals (ASCII: their UTF-8 bytes occur exactly where the characters do)."""
+    hits: list[int] | None = _HINT_SCAN.Match(text.encode("utf-8", "surrogatepass"))
+    if not hits:
+        return False, False
+    errors = len(_ERROR_HINTS)
+    return min(hits) < errors, max(hits) >= errors
+
+
 _EXIT_RE = re.compile(
     r'"(?:exit_code|returncode|exit_status)"\s*:\s*(-?\d+)|[Ee]xit (?:code|status)[:\s]+(-?\d+)'
 )
@@ -428,7 +497,7 @@ _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
 _WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
-_SUFFIX = re.compile(r"(?:Error|Exception)\b")
+_SUFFIX = re.compile(r"(?:Error|Exception)\b")  # what ``_exception_names`` finds
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -436,18 +505,34 @@ def _exception_names(text: str) -> list[str]:
     """``FooError``/``FooException`` names of the first 8 such suffixes (a result naming more
     is a code listing, not an error report), in text order, each once.
 
-    The name is the run of ASCII word characters right before the suffix (at most 60 of
-    them) and starts with a capital: a suffix at the start of a line is no name, whatever
-    the line before ends with.
+    A suffix is "Error" or "Exception" followed by a word boundary (``(?:Error|Exception)\b``,
+    found here with ``str.find``: the two never overlap, so each is found on its own). The
+    name is the run of ASCII word characters right before the suffix (at most 60 of them)
+    and starts with a capital: a suffix at the start of a line is no name, whatever the line
+    before ends with.
     """
     names: dict[str, None] = {}
-    for count, match in enumerate(_SUFFIX.finditer(text), 1):
-        start = match.start()
+    count = 0
+    size = len(text)
+    error = text.find("Error")
+    exception = text.find("Exception")
+    while error != -1 or exception != -1:
+        if exception == -1 or (error != -1 and error < exception):
+            start, end = error, error + 5
+            error = text.find("Error", end)
+        else:
+            start, end = exception, exception + 9
+            exception = text.find("Exception", end)
+        if end < size:
+            after = text[end]
+            if after == "_" or after.isalnum():  # a word character: no boundary (as re's \b)
+                continue
+        count += 1
         low = start - 60 if start > 60 else 0
         word = text[low:start]
         word = word[len(word.rstrip(_WORD_CHARS)) :]
         if word and word[0] in _UPPER:
-            names[word + match.group()] = None
+            names[word + text[start:end]] = None
         if count >= 8:
             break
     return list(names)

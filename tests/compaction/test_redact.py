@@ -7,8 +7,11 @@ import json
 from datetime import date
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction import CompactionConfig, compact
+from compaction import redact as redact_module
 from compaction.redact import redact
 from tests.compaction.builders import WORDS, assistant, call, result, system, user
 
@@ -105,3 +108,96 @@ def test_the_summarizer_input_and_the_summary_never_carry_a_secret():
         force=True,
     ).report.to_dict()
     assert classic["redactions"] == 0
+
+
+def _reference_redact(text: str) -> tuple[str, int]:
+    """The plain algorithm the one-scan gate must reproduce: each family in order, gated on
+    its exact literals in the text as replaced so far; literal-anchored families matched at
+    every start of a lower-cased literal."""
+    total = 0
+    for kind, literals, pattern in redact_module._PATTERNS:
+        if not any(literal in text for literal in literals):
+            continue
+        if kind in redact_module._AT_LITERALS:
+            lowered = text.lower()
+            where, needles = (
+                (lowered, tuple(dict.fromkeys(x.lower() for x in literals)))
+                if len(lowered) == len(text)
+                else (text, literals)
+            )
+            starts = {
+                at for needle in needles for at in range(len(where)) if where.startswith(needle, at)
+            }
+            pieces, done, count = [], 0, 0
+            for at in sorted(starts):
+                match = pattern.match(text, at) if at >= done else None
+                if match is None:
+                    continue
+                count += 1
+                span = match.span("secret") if match.groupdict().get("secret") else match.span()
+                pieces += [text[done : span[0]], redact_module.REDACTED.format(kind=kind)]
+                done = span[1]
+            if count:
+                text = "".join([*pieces, text[done:]])
+        else:
+            text, count = redact_module._replace(kind, text, pattern)
+        total += count
+    return text, total
+
+
+_FRAGMENTS = [
+    *SECRETS.values(),
+    "Bearer abcdef0123456789abcdef0123456789",
+    "BEARER xyz",
+    "postgres://admin:s3cretpw@db.example.com:5432/app",
+    "https://example.com/x",
+    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "DB_PASSWORD=hunter22",
+    '{"password": "swordfish"}',
+    "PassWord: abcd1234",
+    "pwd=",
+    "secretoken=abc123def456ghi",
+    "SECRET_KEY=0123456789abcdefXYZ",
+    "apiKey: 0123456789abcdefXYZ",
+    "Api-Key=abcdef0123456789",
+    "TOKEN = tok_0123456789abcdef",
+    "tokens: 500",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+    "[REDACTED:secret]",
+    "\u212a",  # Kelvin sign: lower-cases to "k"
+    "\u0130",  # dotted capital I: lower-cases to two characters
+    "\u017f",  # long s: RE2 folds it with "s", str.lower does not
+    "\ud800",  # a lone surrogate (valid in JSON-decoded text)
+    "é—⟪",
+    " ",
+    "\n",
+    "=",
+    ":",
+    "0123456789abcdef",
+    "sk-",
+    "sk_",
+    "k",
+    "token",
+    "api",
+    "_key",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=12))
+def test_the_one_scan_gate_redacts_like_the_plain_algorithm(parts):
+    text = "".join(parts)
+    assert redact(text) == _reference_redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "s3cr3t \ud800 password=hunter22",
+        "\u0130 api_key=0123456789abcdefXYZ",
+        "\u212aey: api\u212aey=0123456789abcdefXYZ",
+        "APIKEY=0123456789abcdefXYZ and apikey=0123456789abcdefXYZ",
+    ],
+)
+def test_unusual_characters_redact_like_the_plain_algorithm(text):
+    assert redact(text) == _reference_redact(text)

@@ -9,9 +9,14 @@ Fixtures reproduce the shapes met in real public transcripts (Claude Code ``Bash
 from __future__ import annotations
 
 import json
+import re
+import string
 from datetime import date
 
-from compaction import CompactionConfig, compact
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction import CompactionConfig, compact, resume
 from compaction.resume import is_wrapper, message_date
 from tests.compaction.builders import WORDS, assistant, call, result, system, user
 
@@ -193,3 +198,83 @@ def test_the_summary_stays_within_its_bound_and_keeps_the_facts_first():
     assert len(body) <= config.summary_chars
     assert "`make target-398` -> exit 0" in body
     assert "earlier actions omitted" in body
+
+
+def _reference_exception_names(text: str) -> list[str]:
+    """The regex formulation ``_exception_names`` must reproduce."""
+    names: dict[str, None] = {}
+    for count, match in enumerate(re.finditer(r"(?:Error|Exception)\b", text), 1):
+        start = match.start()
+        word = text[max(0, start - 60) : start]
+        word = word[len(word.rstrip(string.ascii_letters + string.digits + "_")) :]
+        if word and word[0].isupper() and word[0].isascii():
+            names[word + match.group()] = None
+        if count >= 8:
+            break
+    return list(names)
+
+
+_NAME_PARTS = [
+    "Error",
+    "Exception",
+    "Errors",
+    "ExceptionError",
+    "Value",
+    "value",
+    "_",
+    "Key",
+    "é",
+    "Ä",
+    "٣",  # a non-ASCII digit: a word character to re's \b
+    "9",
+    " ",
+    "\n",
+    ".",
+    ":",
+    "X" * 70,
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_NAME_PARTS), max_size=30))
+def test_exception_names_are_those_of_the_regex(parts):
+    text = "".join(parts)
+    assert resume._exception_names(text) == _reference_exception_names(text)
+
+
+_CONSTRAINT_PARTS = [
+    "must",
+    "MUST",
+    "Never",
+    "do not",
+    "Don't",
+    "shouldn't",
+    "make sure",
+    "only use",
+    "mu",
+    "st",
+    "muſt",  # long s: case-insensitively an "s" to re, not to str.lower
+    "\u212a",  # Kelvin sign
+    "x",
+    " ",
+    "\n",
+    ".",
+    "'",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_CONSTRAINT_PARTS), max_size=12))
+def test_the_constraint_prefilter_agrees_with_the_regex(parts):
+    text = "".join(parts)
+    assert resume._has_constraint(text) == (resume._CONSTRAINT.search(text) is not None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*resume._ERROR_HINTS, *resume._TEST_HINTS, "x", "é", "\ud800"])))
+def test_the_hint_scan_agrees_with_substring_checks(parts):
+    text = "".join(parts)
+    assert resume._hints(text) == (
+        any(h in text for h in resume._ERROR_HINTS),
+        any(h in text for h in resume._TEST_HINTS),
+    )
