@@ -137,3 +137,18 @@ def build_summarizer(choice: str = "auto"):
         api_key=settings.HERMES_CHAT_API_KEY or None,
         timeout=settings.HERMES_LLM_TIMEOUT,
     )
+
+
+@functools.cache
+def litellm_module() -> Any:
+    """litellm, imported once and set up the way every model call of the app wants it.
+
+    No litellm callbacks or response cache are configured here, so its streaming success
+    logging (a thread-pool task per streamed chunk, and more at the end of each stream) has
+    nothing to feed and only competes for the GIL with the request that is streaming.
+    """
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.disable_streaming_logging = True
+    return litellm

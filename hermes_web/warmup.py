@@ -59,9 +59,9 @@ def warm_worker() -> float:
 
     started = time.perf_counter()
     try:
-        import litellm
+        from hermes_web.llm_models import litellm_module
 
-        litellm.suppress_debug_info = True
+        litellm = litellm_module()
         from hermes_web.agent.tools import tool_schemas
         from hermes_web.llm_models import chat_model, is_demo_model
 

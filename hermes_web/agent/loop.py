@@ -25,7 +25,7 @@ from django.utils import timezone
 from hermes_web.agent.overflow import call_with_overflow_recovery, is_context_overflow, short_error
 from hermes_web.agent.provider import chat_provider_kwargs
 from hermes_web.agent.tools import run_tool, tool_schemas, workspace_for
-from hermes_web.llm_models import chat_model
+from hermes_web.llm_models import chat_model, litellm_module
 from hermes_web.models import AgentTurn, Compaction, Message, Session
 from hermes_web.services.chat import MAX_TOOL_ROUNDS
 from hermes_web.services.compactions import maybe_auto_compact
@@ -267,9 +267,7 @@ class TurnLoop:
         self, messages: list[dict], tools: list[dict], *, final: bool
     ) -> tuple[str, list[dict], str, dict]:
         """One streamed model call. Raises the provider's exception as is, or TurnStopped."""
-        import litellm
-
-        litellm.suppress_debug_info = True
+        litellm = litellm_module()
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,

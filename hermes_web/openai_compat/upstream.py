@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from hermes_web.agent.provider import chat_provider_kwargs
-from hermes_web.llm_models import DEMO_MODEL, chat_model, is_demo_model
+from hermes_web.llm_models import DEMO_MODEL, chat_model, is_demo_model, litellm_module
 from hermes_web.openai_compat.errors import ApiError
 
 
@@ -98,9 +98,7 @@ class Reply:
 
 @functools.cache
 def _import_litellm():
-    import litellm
-
-    litellm.suppress_debug_info = True
+    litellm = litellm_module()
     # litellm's import leaves ~400k long-lived objects; every full collection scanned them
     # again (330 ms measured on the loaded dev VM). Frozen, collections skip them.
     gc.freeze()
