@@ -80,8 +80,13 @@ def extract_facts(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
             for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
                 if CONSTRAINT_RE.search(sentence) and len(sentence) <= 300:
                     add("constraint", sentence, index)
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {} if isinstance(call, Mapping) else {}
+        calls = message.get("tool_calls")
+        # Stored rows may predate the entrance checks: a call list that is not a list, or a
+        # call that is not an object, has no arguments to audit.
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, Mapping):
+                continue
+            function = call.get("function") or {}
             arguments = function.get("arguments") if isinstance(function, Mapping) else None
             parsed = parse_arguments(call)
             for name in COMMAND_ARGS:

@@ -192,7 +192,12 @@ def audit_for(compaction: Compaction) -> dict | None:
             {"role": r.role, "content": r.content, "tool_calls": r.tool_calls}
             for r in rows.iterator(chunk_size=2000)
         )
-        audit = fact_survival_audit(middle, report.get("summary"))
+        try:
+            audit = fact_survival_audit(middle, report.get("summary"))
+        finally:
+            # Closes the database cursor at once, even if the audit failed half-way (on
+            # PostgreSQL a server-side cursor closed later would abort another transaction).
+            middle.close()
         cache.set(key, audit, AUDIT_SECONDS)
     return audit
 
