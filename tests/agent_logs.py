@@ -27,9 +27,13 @@ def _stamp(i: int) -> str:
 
 
 def claude_code_lines(
-    n_messages: int, seed: int = 5, sid: str = "5e55a1d0-0000-4000-8000-00000000abcd"
+    n_messages: int,
+    seed: int = 5,
+    sid: str = "5e55a1d0-0000-4000-8000-00000000abcd",
+    output: tuple[int, int] = (80, 400),
 ) -> Iterator[str]:
-    """JSONL lines of one Claude Code transcript holding about ``n_messages`` stored rows."""
+    """JSONL lines of one Claude Code transcript holding about ``n_messages`` stored rows
+    (tool outputs of ``output`` characters, now and then 3,000)."""
     rng = random.Random(seed)
     clock = 0
     uuid = 0
@@ -99,8 +103,8 @@ def claude_code_lines(
             "assistant", {"id": mid, "role": "assistant", "model": model, "content": second}
         )
         stored += 1
-        output = _words(rng, 3000 if rng.random() < 0.04 else rng.randint(80, 400))
-        result = {"type": "tool_result", "tool_use_id": a, "content": output}
+        body = _words(rng, 3000 if rng.random() < 0.04 else rng.randint(*output))
+        result = {"type": "tool_result", "tool_use_id": a, "content": body}
         yield record("user", {"role": "user", "content": [result]}, toolUseResult={"ok": True})
         stored += 2  # a's result, and b's (recorded or stub)
         if turn % 7 != 3:  # otherwise b keeps no result: a stub is stored
@@ -143,10 +147,13 @@ def claude_code_lines(
 
 
 def codex_lines(
-    n_messages: int, seed: int = 6, sid: str = "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0001"
+    n_messages: int,
+    seed: int = 6,
+    sid: str = "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0001",
+    output: tuple[int, int] = (80, 400),
 ) -> Iterator[str]:
     """JSONL lines of one Codex rollout (current wrapped form) holding about ``n_messages``
-    stored rows."""
+    stored rows (tool outputs of ``output`` characters, now and then 3,000)."""
     rng = random.Random(seed)
     clock = 0
     stored = 0
@@ -229,13 +236,13 @@ def codex_lines(
             },
         )
         stored += 1
-        output = _words(rng, 3000 if rng.random() < 0.04 else rng.randint(80, 400))
+        body = _words(rng, 3000 if rng.random() < 0.04 else rng.randint(*output))
         yield line(
             "response_item",
             {
                 "type": "function_call_output",
                 "call_id": a,
-                "output": {"output": output, "metadata": {}},
+                "output": {"output": body, "metadata": {}},
             },
         )
         stored += 2
