@@ -132,6 +132,7 @@ class Spool:
         self.count = 0
         self.turns = 0  # messages that are not meta rows
         self.archive_before = 0
+        self.index = 0  # of the next message replayed
 
     def write(self, messages: list[ParsedMessage]) -> None:
         """Append ``messages`` to the file and empty the list."""
@@ -146,17 +147,26 @@ class Spool:
         """Every active, non-meta message written so far is archived (on replay)."""
         self.archive_before = self.count
 
-    def replay(self) -> Iterator[ParsedMessage]:
-        """The messages written, in order, with the archive marks applied; closes the file."""
-        try:
-            self.file.seek(0)
-            for index in range(self.count):
-                message = ParsedMessage(**dict(zip(_SPOOLED, pickle.load(self.file), strict=True)))
-                if index < self.archive_before and message.active and not message.meta:
-                    message.active, message.archived = False, True
-                yield message
-        finally:
+    def replay(self) -> Spool:
+        """The messages written, in order, with the archive marks applied (this spool as an
+        iterator; the file is closed when it is exhausted, or by ``close``)."""
+        self.file.seek(0)
+        self.index = 0
+        return self
+
+    def __iter__(self) -> Spool:
+        return self
+
+    def __next__(self) -> ParsedMessage:
+        if self.index >= self.count:
             self.close()
+            raise StopIteration
+        row = pickle.load(self.file)  # our own file, written by ``write``
+        message = ParsedMessage(**dict(zip(_SPOOLED, row, strict=True)))
+        if self.index < self.archive_before and message.active and not message.meta:
+            message.active, message.archived = False, True
+        self.index += 1
+        return message
 
     def close(self) -> None:
         self.file.close()

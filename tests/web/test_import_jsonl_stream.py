@@ -176,4 +176,6 @@ def test_the_spool_file_is_closed_after_the_import_and_after_a_failure(alice, tm
     assert import_path(good, owner=alice, fmt="codex").ok
     failed = import_path(bad, owner=alice, fmt="codex")  # its problem's traceback is kept
     assert not failed.ok
+    again = import_path(good, owner=alice, fmt="codex")  # refused before the spool is read
+    assert again.duplicates
     assert _temp_files_open() == before
