@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = FIXTURES / "jsonl_import_golden.json"
 CLAUDE_SID = "5e55a1d0-0000-4000-8000-00000000abcd"
-SMALL = int(os.environ.get("HERMES_TEST_SMALL", "6000"))
+SMALL = 6000  # messages of the smaller file
 
 
 def _write(path: Path, lines) -> Path:
@@ -108,7 +108,7 @@ def test_import_memory_does_not_grow_with_the_file(fmt, django_user_model, tmp_p
     peaks, sizes = [], []
     for run, n in enumerate((SMALL, SMALL, 4 * SMALL)):  # the first one warms Django's caches
         # Outputs of a few kB, as agent sessions have: the per-call ids the store keeps
-        # (about 80 bytes a message) stay small next to a batch of messages.
+        # (about 100 bytes a message) stay small next to a batch of messages.
         path = _write(
             tmp_path / f"{CLAUDE_SID}-{run}.jsonl", lines(n, sid=f"s-{run}", output=(2500, 5000))
         )
