@@ -8,7 +8,9 @@ Everything runs against a throwaway SQLite database in a temp dir (never the rea
 Phases, each measured as the peak RSS (VmHWM, reset between phases) of the process doing it:
 - web (gunicorn, one sync worker, as Procfile.scaled runs it): the conversation page (first and
   newest window), the chat page, the streamed openai and hermes-jsonl exports, an upload over
-  the size limit (refused from its Content-Length), and an OpenAI-format import upload;
+  the size limit (refused from its Content-Length), and import uploads of the session as an
+  OpenAI JSON file, a Claude Code transcript and a Codex rollout (those two JSONL files are
+  larger than the upload limit at 1M messages: their phases raise it for that process);
 - worker: one compaction of the whole session (load, engine with the deterministic summarizer,
   commit by rotation), in a fresh process as a Celery task would run it; then the web process
   serving the inspector page of that compaction and its fact-survival audit.
@@ -19,6 +21,7 @@ Target: every phase under 300 MB. Prints each figure with PASS/MISS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -243,7 +246,7 @@ def free_port() -> int:
 class Web:
     """gunicorn with one sync worker (Procfile.scaled's shape) on the bench database."""
 
-    def __init__(self, data_dir: Path, info: dict):
+    def __init__(self, data_dir: Path, info: dict, env: dict | None = None):
         self.port = free_port()
         self.info = info
         self.log = open(data_dir / "gunicorn.log", "w")  # noqa: SIM115 - closed in stop()
@@ -264,7 +267,7 @@ class Web:
                 "--preload",
             ],
             cwd=ROOT,
-            env=django_env(data_dir),
+            env={**django_env(data_dir), **(env or {})},
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -289,8 +292,10 @@ class Web:
             conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
             total = 0
+            self.head = b""
             while chunk := response.read(1 << 20):
                 total += len(chunk)
+                self.head = self.head or chunk[:65536]
             return response.status, total
         finally:
             conn.close()
@@ -300,11 +305,14 @@ class Web:
         started = time.perf_counter()
         status, size = self.request(method, path, **kwargs)
         seconds = time.perf_counter() - started
-        return (
-            f"web  {label}",
-            hwm_mb(self.worker),
-            f"HTTP {status}, {size / 2**20:.1f} MB, {seconds:.1f}s",
-        )
+        detail = f"HTTP {status}, {size / 2**20:.1f} MB, {seconds:.1f}s"
+        if path == "/api/import" and status == 200:
+            with contextlib.suppress(ValueError, KeyError, IndexError):
+                imported = json.loads(self.head)["imported"][0]
+                kept = imported["fidelity"]
+                rows = kept["messages"] + kept["archived"] + kept["meta_rows"]
+                detail += f", {kept['records']:,} records stored as {rows:,} rows"
+        return (f"web  {label}", hwm_mb(self.worker), detail)
 
     def stop(self) -> None:
         os.killpg(self.proc.pid, signal.SIGTERM)
@@ -363,6 +371,29 @@ def write_import(data_dir: Path, n_messages: int) -> tuple[Path, str]:
                 message["tool_call_id"] = call_id
             out.write(("," if i else "") + json.dumps(message))
         out.write(f"]\r\n--{boundary}--\r\n")
+    return path, f"multipart/form-data; boundary={boundary}"
+
+
+def write_jsonl_import(data_dir: Path, fmt: str, n_messages: int) -> tuple[Path, str]:
+    """A multipart body holding a Claude Code transcript or a Codex rollout of about
+    ``n_messages`` stored rows (tests/agent_logs.py: split responses, stubs, meta rows,
+    compactions), on disk."""
+    from tests.agent_logs import claude_code_lines, codex_lines
+
+    boundary = "benchmemoryboundary"
+    if fmt == "claude-code":
+        lines, name = claude_code_lines(n_messages), "5e55a1d0-0000-4000-8000-00000000abcd.jsonl"
+    else:
+        lines, name = codex_lines(n_messages), "rollout-2026-02-23T11-40-00-bench.jsonl"
+    path = data_dir / f"import-{fmt}.multipart"
+    with path.open("w") as out:
+        out.write(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{name}"\r\nContent-Type: application/x-ndjson\r\n\r\n'
+        )
+        for line in lines:
+            out.write(line + "\n")
+        out.write(f"\r\n--{boundary}--\r\n")
     return path, f"multipart/form-data; boundary={boundary}"
 
 
@@ -434,9 +465,25 @@ def main() -> int:
                     },
                 )
             )
+            for fmt in ("claude-code", "codex"):
+                upload, content_type = write_jsonl_import(data_dir, fmt, n_import)
+                size = upload.stat().st_size
+                phases.append(
+                    (
+                        f"import {fmt} file ({size / 2**20:.0f} MB, ~{n_import:,} msgs)",
+                        "POST",
+                        "/api/import",
+                        {
+                            "body": upload,
+                            "headers": {"Content-Type": content_type, "Content-Length": str(size)},
+                            # Claude Code records are verbose: 1M messages is over 200 MB.
+                            "env": {"HERMES_MAX_UPLOAD_BYTES": str(max(size * 2, 200 * 2**20))},
+                        },
+                    )
+                )
         # A fresh web process per phase: what one request costs, not what earlier ones left.
         for label, method, path, kwargs in phases:
-            web = Web(data_dir, info)
+            web = Web(data_dir, info, kwargs.pop("env", None))
             try:
                 if isinstance(kwargs.get("body"), Path):
                     with kwargs["body"].open("rb") as body:

@@ -115,11 +115,14 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
 
 
 _DONE = object()
-_STREAMED = ("openai",)  # formats whose parser yields sessions with ``stream`` set
+# Formats whose parser yields sessions with ``stream`` set (Claude Code and Codex replay a
+# spool file written by a first pass).
+_STREAMED = ("openai", "claude-code", "codex")
 
 
 def _streamed(fmt: str, path: Path) -> bool:
-    """The parser yields sessions with ``stream`` set: an OpenAI file, a Hermes transcript."""
+    """The parser yields sessions with ``stream`` set: an OpenAI, Claude Code or Codex file,
+    a Hermes transcript."""
     return fmt in _STREAMED or (fmt == "hermes-jsonl" and hermes.is_transcript(path))
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pickle
 import re
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -95,6 +97,79 @@ class ParsedSession:
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
         self.skipped[why] += n
+
+
+_SPOOLED = (
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "reasoning",
+    "active",
+    "archived",
+    "is_summary",
+    "extra",
+    "created_at",
+    "meta",
+)
+
+
+class Spool:
+    """Parsed messages kept in an anonymous temporary file instead of a list, for parsers
+    that must read the whole file before the session can be stored (its id, title or
+    archive marks come late): the first pass writes each message as it is built, then
+    ``replay`` hands them back one at a time to the streamed store.
+
+    "Archive everything so far" (a compaction in the file) is recorded as a position, not
+    applied to earlier rows: ``replay`` archives the active, non-meta messages before the
+    last such position, which is what marking them at the time did. Messages must not be
+    changed once written.
+    """
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by replay or close
+        self.count = 0
+        self.turns = 0  # messages that are not meta rows
+        self.archive_before = 0
+        self.index = 0  # of the next message replayed
+
+    def write(self, messages: list[ParsedMessage]) -> None:
+        """Append ``messages`` to the file and empty the list."""
+        for message in messages:
+            row = tuple(getattr(message, name) for name in _SPOOLED)
+            pickle.dump(row, self.file, pickle.HIGHEST_PROTOCOL)
+            self.count += 1
+            self.turns += not message.meta
+        messages.clear()
+
+    def archive_all(self) -> None:
+        """Every active, non-meta message written so far is archived (on replay)."""
+        self.archive_before = self.count
+
+    def replay(self) -> Spool:
+        """The messages written, in order, with the archive marks applied (this spool as an
+        iterator; the file is closed when it is exhausted, or by ``close``)."""
+        self.file.seek(0)
+        self.index = 0
+        return self
+
+    def __iter__(self) -> Spool:
+        return self
+
+    def __next__(self) -> ParsedMessage:
+        if self.index >= self.count:
+            self.close()
+            raise StopIteration
+        row = pickle.load(self.file)  # our own file, written by ``write``
+        message = ParsedMessage(**dict(zip(_SPOOLED, row, strict=True)))
+        if self.index < self.archive_before and message.active and not message.meta:
+            message.active, message.archived = False, True
+        self.index += 1
+        return message
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:

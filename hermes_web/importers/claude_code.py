@@ -31,6 +31,7 @@ from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
+    Spool,
     append_turn,
     epoch,
     image_part,
@@ -107,9 +108,9 @@ def _simplify(parts: list[dict]) -> Any:
 class _Builder:
     """Collects one transcript's messages, merging split responses and ordering results."""
 
-    def __init__(self, session: ParsedSession, file: str) -> None:
-        self.session, self.file = session, file
-        self.messages = session.messages
+    def __init__(self, session: ParsedSession, file: str, spool: Spool) -> None:
+        self.session, self.file, self.spool = session, file, spool
+        self.messages: list[ParsedMessage] = []  # emitted, not yet written to the spool
         self.turn: ParsedMessage | None = None  # the open assistant message
         self.turn_id = ""
         self.results: dict[str, ParsedMessage] = {}
@@ -250,9 +251,8 @@ class _Builder:
     def compact_summary(self, text: str, when, extra: dict) -> None:
         """Claude Code compacted here: what came before is archived, the summary stays."""
         self.close()
-        for message in self.messages:
-            if message.active and not message.meta:
-                message.active, message.archived = False, True
+        self.spool.write(self.messages)
+        self.spool.archive_all()
         self.messages.append(
             ParsedMessage(
                 role="user",
@@ -270,15 +270,31 @@ def _session_id(records_ids: list[str], file: str) -> str:
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
-    """The whole file is one session: any bad line fails it (a transcript with a hole is wrong)."""
+    """The whole file is one session: any bad line fails it (a transcript with a hole is wrong).
+
+    Read in two passes so memory does not grow with the file: the messages are built line
+    by line into a ``Spool`` (the session id, title and compaction marks are only known at
+    the end), then the session is yielded with ``stream`` replaying them to the store."""
+    spool = Spool()
+    try:
+        session = _read(stream, file, spool)
+    except BaseException:
+        spool.close()
+        raise
+    session.stream = spool.replay()
+    yield session
+
+
+def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     session = ParsedSession(source=SOURCE, line=1)
-    build = _Builder(session, file)
+    build = _Builder(session, file, spool)
     session_ids: list[str] = []
     title, summary_title, model = "", "", ""
     first_time = None
     agent_id, sidechain_records, main_records = "", 0, 0
     meta_keys: dict[str, Any] = {}
     for number, text in iter_lines(stream, file):
+        spool.write(build.messages)
         if isinstance(text, ImportProblem):
             raise text
         session.records += 1
@@ -374,7 +390,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         if not title and not text_of(value).lstrip().startswith("<"):
             title = text_of(value)
     build.close()
-    if not any(m.meta == "" for m in session.messages):
+    spool.write(build.messages)
+    if not spool.turns:
         raise ImportProblem(file, 0, "no user or assistant records: not a Claude Code transcript")
     parent_id = session_ids[0] if session_ids else ""
     if sidechain_records and not main_records:
@@ -390,7 +407,7 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     session.model = model
     session.created_at = first_time
     session.extra = {"claude_code": meta_keys}
-    yield session
+    return session
 
 
 def _plain(content: Any) -> str:

@@ -24,6 +24,7 @@ from hermes_web.importers.base import (
     ImportProblem,
     ParsedMessage,
     ParsedSession,
+    Spool,
     append_turn,
     epoch,
     image_part,
@@ -99,9 +100,9 @@ def _output(value: Any, file: str, number: int) -> Any:
 
 
 class _Builder:
-    def __init__(self, session: ParsedSession, file: str) -> None:
-        self.session, self.file = session, file
-        self.messages = session.messages
+    def __init__(self, session: ParsedSession, file: str, spool: Spool) -> None:
+        self.session, self.file, self.spool = session, file, spool
+        self.messages: list[ParsedMessage] = []  # emitted, not yet written to the spool
         self.turn: ParsedMessage | None = None
         self.outputs_seen = False  # an output arrived since the open turn's last call
         self.results: dict[str, ParsedMessage] = {}
@@ -170,9 +171,8 @@ class _Builder:
 
     def compacted(self, summary: str, when, number: int) -> None:
         self.close()
-        for message in self.messages:
-            if message.active and not message.meta:
-                message.active, message.archived = False, True
+        self.spool.write(self.messages)
+        self.spool.archive_all()
         if summary.strip():
             self.messages.append(
                 ParsedMessage(
@@ -186,11 +186,25 @@ class _Builder:
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
+    """The whole rollout is one session, read in two passes as Claude Code's is (see
+    ``claude_code.parse``): built line by line into a ``Spool``, then replayed to the store."""
+    spool = Spool()
+    try:
+        session = _read(stream, file, spool)
+    except BaseException:
+        spool.close()
+        raise
+    session.stream = spool.replay()
+    yield session
+
+
+def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     session = ParsedSession(source=SOURCE, line=1)
-    build = _Builder(session, file)
+    build = _Builder(session, file, spool)
     session_id, model, created, title = "", "", None, ""
     meta: dict[str, Any] = {}
     for number, text in iter_lines(stream, file):
+        spool.write(build.messages)
         if isinstance(text, ImportProblem):
             raise text
         session.records += 1
@@ -239,14 +253,15 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         if first_user and not title:
             title = first_user
     build.close()
-    if not any(not m.meta for m in session.messages):
+    spool.write(build.messages)
+    if not spool.turns:
         raise ImportProblem(file, 0, "no response items: not a Codex rollout")
     session.public_id = safe_id(session_id)
     session.title = " ".join(title.split())[:80]
     session.model = model
     session.created_at = created
     session.extra = {"codex": meta}
-    yield session
+    return session
 
 
 def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bool = False) -> str:

@@ -39,7 +39,12 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     """One session, one transaction: the session row, all its messages and its parent links,
     or nothing."""
     if parsed.stream is not None:
-        return _store_streamed(parsed, owner, file, links)
+        close = getattr(parsed.stream, "close", None)
+        try:
+            return _store_streamed(parsed, owner, file, links)
+        finally:  # a spool file or an open reader, also when the session was refused unread
+            if close is not None:
+                close()
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
         pair_tool_results(parsed)
         check_session(parsed, file)
