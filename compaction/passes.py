@@ -20,6 +20,7 @@ Passes, in the order the engine runs them:
 # is a short function.
 from __future__ import annotations
 
+import functools
 import json
 import re
 from bisect import bisect_left
@@ -111,6 +112,15 @@ def output_lines(content: str) -> tuple[int, str | None]:
         return escaped - trailing + 1, (match.group(1) if match else None)
     if stripped.startswith("{"):
         data = _json_object(stripped)
+        if type(data) is dict and len(data) == 2:
+            # The terminal tool's own envelope, {"output": str, "exit_code": int}: what the
+            # general branch below computes for it.
+            output, exit_code = data.get("output"), data.get("exit_code")
+            if type(output) is str and type(exit_code) is int:
+                if not output or output.isspace():
+                    return 0, str(exit_code)
+                trailing = len(output) - len(output.rstrip("\n"))
+                return output.count("\n") - trailing + 1, str(exit_code)
         if isinstance(data, Mapping):
             get = data.get
             for key in _CODE_KEYS:
@@ -172,7 +182,15 @@ def _json_object(text: str) -> Any:
     except _OrjsonError:
         pass
     else:
-        if type(value) is not dict or not any(type(value.get(k)) is float for k in _CODE_KEYS):
+        if type(value) is not dict:
+            return value
+        get = value.get  # ``_CODE_KEYS``, spelled out: this runs once per terminal fold
+        if (
+            type(get("exit_code")) is not float
+            and type(get("returncode")) is not float
+            and type(get("exit_status")) is not float
+            and type(get("status_code")) is not float
+        ):
             return value
     try:
         value, end = _scan_json(text, 0)
@@ -188,11 +206,19 @@ def _json_object(text: str) -> Any:
     return value
 
 
+def _short_command(command: str) -> str:
+    """The command on one line, cut to 77 chars + "..." past 80."""
+    command = " ".join(command.split())
+    return command[:77] + "..." if len(command) > 80 else command
+
+
+# Agents rerun a handful of commands: each short one is shortened once.
+_short_command_cached = functools.lru_cache(maxsize=1_024)(_short_command)
+
+
 def _fold_terminal(tool: str, args: Mapping[str, Any], content: str) -> str:
     command = str(args.get("command") or args.get("cmd") or "")
-    command = " ".join(command.split())
-    if len(command) > 80:
-        command = command[:77] + "..."
+    command = _short_command_cached(command) if len(command) <= 2_000 else _short_command(command)
     lines, code = output_lines(content)
     return f"[{tool}] ran `{command}` -> exit {code or '?'}, {_plural(lines)} output"
 
@@ -446,6 +472,15 @@ def dedup(work: Work) -> None:
     seen: dict[str, int] = {}
     minimum = work.config.dedup_min_chars
     messages = work.messages
+    # Most conversations have no two equal outputs: one set of the candidate texts (built in
+    # C, the hashes cached on the strings) finds that without the loop below.
+    texts = [
+        c
+        for p in work.tool_rows
+        if type(c := messages[p].get("content")) is str and len(c) >= minimum
+    ]
+    if len(set(texts)) == len(texts):
+        return
     for pos in reversed(work.tool_rows):
         message = messages[pos]
         content = message.get("content")

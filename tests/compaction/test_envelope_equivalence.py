@@ -145,6 +145,20 @@ def test_output_lines_agrees_with_the_json_path(text: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries({"output": _texts | _leaves, "exit_code": _ints | _leaves}),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_terminal_envelope_agrees_with_the_json_path(
+    data: dict[str, Any], ascii_only: bool, reverse: bool
+) -> None:
+    items = list(data.items())
+    text = json.dumps(dict(reversed(items) if reverse else items), ensure_ascii=ascii_only)
+    assert output_lines(text) == _output_lines_by_json(text)
+
+
+@settings(max_examples=300, deadline=None)
 @given(_documents())
 def test_unwrap_agrees_with_the_json_path(text: str) -> None:
     assert _unwrap(text) == _unwrap_by_json(text)
@@ -161,6 +175,9 @@ def test_envelope_shapes_count_the_output_lines() -> None:
         '{"output": "x", "returncode": 99999999999999999999999}': (1, "99999999999999999999999"),
         '{"output": "\\ud800", "exit_code": 3}': (1, "3"),
         '{"output": "a", "exit_code": NaN}': (1, None),
+        '{"output": " \\n\\t", "exit_code": 0}': (0, "0"),
+        '{"output": "a\\n\\n\\n", "exit_code": -1}': (1, "-1"),
+        '{"output": "a", "exit_code": true}': (1, None),
     }
     for text, expected in cases.items():
         assert output_lines(text) == expected, text
