@@ -340,11 +340,16 @@ class Work:
                         if type(raw) is str:
                             if len(raw) > minimum:
                                 long = True
-                            if call.get("id"):
+                            cid = call.get("id")
+                            if cid:
                                 args = parsed.get(raw)
                                 if args is None:
                                     args = parsed[raw] = parse_arguments_text(raw)
-                                calls[str(call["id"])] = (str(fn.get("name") or "unknown"), args)
+                                # str(x) of an exact str is x: called only for other types.
+                                name = fn.get("name")
+                                if type(name) is not str or not name:
+                                    name = str(name or "unknown")
+                                calls[cid if type(cid) is str else str(cid)] = (name, args)
                                 continue
                     else:
                         long = True  # an unusual shape: let ``shrink_args`` decide
