@@ -543,8 +543,16 @@ def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[
         if "rror" not in text and "xception" not in text:
             continue
         scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
-        if unseen is not None and unseen.search(scanned) is None:
-            continue
+        if unseen is not None:
+            # Only the first 8 suffixes with a word boundary after them are read: when the
+            # text's head holds more than 8, the check stops there (the 9th one starts
+            # before the end of the head, so the boundary after each of the first 8 is
+            # checked on the text's own next character).
+            end = len(scanned)
+            if end > _CHECK_HEAD and len(_SUFFIX.findall(scanned, 0, _CHECK_HEAD)) > 8:
+                end = _CHECK_HEAD
+            if unseen.search(scanned, 0, end) is None:
+                continue
         new = [n for n in _exception_names(scanned) if n not in seen]
         if new:
             seen.update(new)
@@ -557,6 +565,7 @@ def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[
 
 
 _KNOWN_CHECK_MAX = 24  # seen names up to which ``_unseen_suffix`` is worth its lookbehinds
+_CHECK_HEAD = 4_096  # chars of a long text the known-names check reads when they suffice
 
 
 def _unseen_suffix(seen: Iterable[str]) -> re.Pattern[str]:

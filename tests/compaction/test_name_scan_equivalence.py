@@ -57,3 +57,30 @@ def test_many_texts_naming_the_same_error_give_one_group() -> None:
     texts = [f"line {i}\n    raise ValueError('empty value {i}')\n" * 9 for i in range(300)]
     texts.insert(200, "OSError: disk full")
     assert _name_groups(texts) == [["ValueError"], ["OSError"]]
+
+
+_LONG_PIECES = (*_PIECES, "y" * 1_000, " ValueError;" * 40, "KeyError " * 3, "\n" * 30)
+_long_texts = st.lists(st.sampled_from(_LONG_PIECES), min_size=5, max_size=60).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_long_texts, min_size=1, max_size=8))
+def test_long_texts_are_checked_on_their_head_only_when_it_decides(texts: list[str]) -> None:
+    # Texts over 4,096 chars: the known-names check may stop after the first 9 suffixes.
+    assert _name_groups(texts) == _name_groups(texts, skip_known=False)
+
+
+def test_a_new_name_among_the_first_eight_suffixes_past_the_head_is_found() -> None:
+    known = "x = 1\n" * 700 + " ValueError;" * 5  # 5 suffixes, all past 4,096 chars
+    texts = ["ValueError", known + " OSError;" + " ValueError;" * 30]
+    assert _name_groups(texts) == [["ValueError"], ["OSError"]]
+    few = " ValueError;" * 3 + "x = 1\n" * 700 + " OSError;"  # 3 in the head, the 4th past it
+    assert _name_groups(["ValueError", few]) == [["ValueError"], ["OSError"]]
+    # 7 suffixes, then "ValueErrorx" ending the head: no boundary after it in the text, so
+    # the 8th suffix read is OSError, past the head.
+    seven = " ValueError;" * 7
+    edge = seven + " " * (4_096 - len(seven) - 10) + "ValueErrorx OSError;"
+    assert edge.index("x OSError") == 4_096
+    assert _name_groups(["ValueError", edge]) == [["ValueError"], ["OSError"]]
+    crowded = " ValueError;" * 9 + "y" * 5_000 + " OSError"  # OSError is the 10th suffix
+    assert _name_groups(["ValueError", crowded]) == [["ValueError"]]
