@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import re2
 
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
@@ -376,20 +377,8 @@ class _Scan:
 
     def _names(self, tool_rows: Sequence[int]) -> None:
         """Exception names, ordered by their newest occurrence (oldest first)."""
-        groups: list[list[str]] = []
-        seen: set[str] = set()
-        for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:]):
-            text = self._text(pos)
-            if "rror" not in text and "xception" not in text:
-                continue
-            scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
-            new = [n for n in _exception_names(scanned) if n not in seen]
-            if new:
-                seen.update(new)
-                groups.append(new)
-                if len(seen) >= _MAX_NAMES:
-                    break
-        for group in reversed(groups):
+        texts = (self._text(pos) for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:]))
+        for group in reversed(_name_groups(texts)):
             self.exception_names.update(dict.fromkeys(group))
 
     def action_detail(self, pos: int, call_pos: int) -> tuple[str, str]:
@@ -426,7 +415,7 @@ class _Scan:
             if command:
                 self.command_ok[command] = pos
             return
-        body = _unwrap(_clean(scanned))
+        body = _unwrap(_clean(scanned) if "\x1b" in scanned else scanned)  # no ANSI: no copy
         found = 0
         if errors_possible:
             for line in _error_lines(body, 4):
@@ -538,6 +527,68 @@ def _exception_names(text: str) -> list[str]:
     return list(names)
 
 
+def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[str]]:
+    """The new exception names of each text (``_exception_names``; texts newest first), one
+    group per text that adds any, until ``_MAX_NAMES`` are seen.
+
+    A session repeats its few exception names in result after result (a code listing can
+    name one in every other line), so the list rarely fills and most texts add nothing.
+    ``skip_known`` skips a text in one regex scan when every "Error"/"Exception" in it ends
+    a name already seen (see ``_unseen_suffix``): the full scan would add nothing.
+    """
+    groups: list[list[str]] = []
+    seen: set[str] = set()
+    unseen: re.Pattern[str] | None = None
+    for text in texts:
+        if "rror" not in text and "xception" not in text:
+            continue
+        scanned = text if len(text) <= 2 * _SCAN else text[:_SCAN] + "\n" + text[-_SCAN:]
+        if unseen is not None:
+            # Only the first 8 suffixes with a word boundary after them are read: when the
+            # text's head holds more than 8, the check stops there (the 9th one starts
+            # before the end of the head, so the boundary after each of the first 8 is
+            # checked on the text's own next character).
+            end = len(scanned)
+            if end > _CHECK_HEAD and len(_SUFFIX.findall(scanned, 0, _CHECK_HEAD)) > 8:
+                end = _CHECK_HEAD
+            if unseen.search(scanned, 0, end) is None:
+                continue
+        new = [n for n in _exception_names(scanned) if n not in seen]
+        if new:
+            seen.update(new)
+            groups.append(new)
+            if len(seen) >= _MAX_NAMES:
+                break
+            if skip_known:
+                unseen = _unseen_suffix(seen) if len(seen) <= _KNOWN_CHECK_MAX else None
+    return groups
+
+
+_KNOWN_CHECK_MAX = 24  # seen names up to which ``_unseen_suffix`` is worth its lookbehinds
+_CHECK_HEAD = 4_096  # chars of a long text the known-names check reads when they suffice
+
+
+def _unseen_suffix(seen: Iterable[str]) -> re.Pattern[str]:
+    """A pattern matching every "Error"/"Exception" that does not end one of the ``seen``
+    names as ``_exception_names`` reads names.
+
+    ``_exception_names`` names a suffix by the run of ASCII word characters before it (at
+    most 60). A suffix preceded by a seen name's word, itself preceded by a non-word
+    character or the start of the text, is that seen name (or no name at all when no word
+    boundary follows it): the lookbehinds exclude exactly those. The pattern starts with the
+    literal "E", which the regex engine scans for fast.
+    """
+
+    def known(suffix: str) -> str:
+        return "".join(
+            f"(?<!(?<![A-Za-z0-9_]){re.escape(name)})"
+            for name in sorted(seen)
+            if name.endswith(suffix)
+        )
+
+    return re.compile(f"E(?:rror{known('Error')}|xception{known('Exception')})")
+
+
 def _exit_code(text: str) -> str | None:
     """The exit code a result reports (JSON ``exit_code``/``returncode``, or "Exit code: N"),
     looked for at the end first where tools write it."""
@@ -558,9 +609,14 @@ def _unwrap(text: str) -> str:
         return text
     if len(text) <= 64_000:
         try:
-            data = json.loads(text)
+            # orjson is about 3× faster and, on the documents it accepts, gives the same
+            # strings (only the string values are read); what it rejects goes through json.
+            data = orjson.loads(text)
         except ValueError:
-            data = None
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
         if isinstance(data, Mapping):
             inner = [data.get(k) for k in ("output", "stdout", "stderr", "error", "content")]
             return "\n".join(v for v in inner if isinstance(v, str) and v)
