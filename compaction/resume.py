@@ -498,7 +498,8 @@ def _exception_names(text: str) -> list[str]:
     found here with ``str.find``: the two never overlap, so each is found on its own). The
     name is the run of ASCII word characters right before the suffix (at most 60 of them)
     and starts with a capital: a suffix at the start of a line is no name, whatever the line
-    before ends with.
+    before ends with. The letter of a JSON escape (``\\n``, ``\\t`` …) right before the name
+    is not part of it: terminal results are often a JSON envelope read as raw text.
     """
     names: dict[str, None] = {}
     count = 0
@@ -520,11 +521,26 @@ def _exception_names(text: str) -> list[str]:
         low = start - 60 if start > 60 else 0
         word = text[low:start]
         word = word[len(word.rstrip(_WORD_CHARS)) :]
+        if word and word[0] in _JSON_ESCAPES and _escaped(text, start - len(word)):
+            # "\\nIndexError" in a JSON-encoded result is "IndexError" starting a line.
+            word = word[1:]
         if word and word[0] in _UPPER:
             names[word + text[start:end]] = None
         if count >= 8:
             break
     return list(names)
+
+
+_JSON_ESCAPES = frozenset("nrtbf")  # letters of the escapes that end a line or a field
+
+
+def _escaped(text: str, at: int) -> bool:
+    """Whether ``text[at]`` is the letter of a backslash escape (an odd run of backslashes
+    before it): a result stored as JSON text spells its line breaks ``\\n``."""
+    run = 0
+    while at - run > 0 and text[at - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[str]]:

@@ -119,14 +119,14 @@ CASES = {
 GOLDEN = {
     "capped_tail": "c2834c3e7ba22a28",
     "long_words": "18c7f7d57a430732",
-    "secrets_failures": "a596ad93db33952d",
-    "secrets_failures_small": "81069abf77ee741b",
-    "synthetic_10000_cached": "ac9aec46daee690e",
-    "synthetic_2000": "1f15d366dcee6587",
-    "synthetic_2000_cached": "06783641a75b73c1",
-    "synthetic_300": "a693fc68a57f7022",
-    "synthetic_8k_window": "70158672941bf6e9",
-    "synthetic_small_window": "82322f24d0a416f5",
+    "secrets_failures": "feaebd9caaa0cd43",
+    "secrets_failures_small": "472ac67a7a6347bf",
+    "synthetic_10000_cached": "4266d3d124ce7abe",
+    "synthetic_2000": "8a975cff8b8f21f2",
+    "synthetic_2000_cached": "60c2552a32a5286d",
+    "synthetic_300": "c437d48bc4810ccf",
+    "synthetic_8k_window": "6bed79c2360aafe6",
+    "synthetic_small_window": "b717311798f67317",
 }
 
 

@@ -207,11 +207,26 @@ def _reference_exception_names(text: str) -> list[str]:
         start = match.start()
         word = text[max(0, start - 60) : start]
         word = word[len(word.rstrip(string.ascii_letters + string.digits + "_")) :]
+        backslashes = re.search(r"\\*\Z", text[: start - len(word)])
+        if word and word[0] in "nrtbf" and backslashes and len(backslashes.group()) % 2:
+            word = word[1:]  # a JSON escape's letter, not the name's
         if word and word[0].isupper() and word[0].isascii():
             names[word + match.group()] = None
         if count >= 8:
             break
     return list(names)
+
+
+def test_an_exception_name_starting_a_line_of_a_json_envelope_is_read_without_the_escape():
+    envelope = json.dumps(
+        {
+            "output": "Traceback (most recent call last):\nIndexError: list index\n\tKeyError",
+            "exit_code": 1,
+        }
+    )
+    assert resume._exception_names(envelope) == ["IndexError", "KeyError"]
+    # An escaped backslash before the letter is a real "n": no escape, no capital, no name.
+    assert resume._exception_names(r"path\\nIndexError") == []
 
 
 _NAME_PARTS = [
@@ -232,6 +247,9 @@ _NAME_PARTS = [
     ".",
     ":",
     "X" * 70,
+    "\\",
+    "n",
+    "t",
 ]
 
 
