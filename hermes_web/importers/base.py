@@ -13,7 +13,7 @@ import pickle
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -170,6 +170,21 @@ class Spool:
 
     def close(self) -> None:
         self.file.close()
+
+
+def spooled_session(
+    read: Callable[[IO[bytes], str, Spool], ParsedSession], stream: IO[bytes], file: str
+) -> ParsedSession:
+    """The session ``read`` builds into a fresh ``Spool`` (its first pass), set to replay
+    the spooled messages to the store; the spool is closed if reading fails."""
+    spool = Spool()
+    try:
+        session = read(stream, file, spool)
+    except BaseException:
+        spool.close()
+        raise
+    session.stream = spool.replay()
+    return session
 
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:

@@ -38,6 +38,7 @@ from hermes_web.importers.base import (
     iter_lines,
     json_line,
     safe_id,
+    spooled_session,
     strip_ansi,
     text_of,
 )
@@ -275,14 +276,7 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     Read in two passes so memory does not grow with the file: the messages are built line
     by line into a ``Spool`` (the session id, title and compaction marks are only known at
     the end), then the session is yielded with ``stream`` replaying them to the store."""
-    spool = Spool()
-    try:
-        session = _read(stream, file, spool)
-    except BaseException:
-        spool.close()
-        raise
-    session.stream = spool.replay()
-    yield session
+    yield spooled_session(_read, stream, file)
 
 
 def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:

@@ -31,6 +31,7 @@ from hermes_web.importers.base import (
     iter_lines,
     json_line,
     safe_id,
+    spooled_session,
     text_of,
 )
 from hermes_web.models import Session
@@ -188,14 +189,7 @@ class _Builder:
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
     """The whole rollout is one session, read in two passes as Claude Code's is (see
     ``claude_code.parse``): built line by line into a ``Spool``, then replayed to the store."""
-    spool = Spool()
-    try:
-        session = _read(stream, file, spool)
-    except BaseException:
-        spool.close()
-        raise
-    session.stream = spool.replay()
-    yield session
+    yield spooled_session(_read, stream, file)
 
 
 def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
