@@ -14,7 +14,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import IO, Any
 
 from django.conf import settings
@@ -99,20 +99,8 @@ class ParsedSession:
         self.skipped[why] += n
 
 
-_SPOOLED = (
-    "role",
-    "content",
-    "tool_calls",
-    "tool_call_id",
-    "tool_name",
-    "reasoning",
-    "active",
-    "archived",
-    "is_summary",
-    "extra",
-    "created_at",
-    "meta",
-)
+# Every field, so a field added to ParsedMessage is never dropped on the way through a spool.
+_SPOOLED = tuple(f.name for f in fields(ParsedMessage))
 
 
 class Spool:
