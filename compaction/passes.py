@@ -48,6 +48,7 @@ from compaction.slimming import (
     is_stub,
     make_action,
 )
+from compaction.tokens import estimate_message_tokens
 
 __all__ = [
     "ARGS_MARKER",
@@ -111,16 +112,25 @@ def output_lines(content: str) -> tuple[int, str | None]:
         trailing = stripped.count('\\n"')  # values ending in a newline add no line
         return escaped - trailing + 1, (match.group(1) if match else None)
     if stripped.startswith("{"):
-        data = _json_object(stripped)
-        if type(data) is dict and len(data) == 2:
-            # The terminal tool's own envelope, {"output": str, "exit_code": int}: what the
-            # general branch below computes for it.
-            output, exit_code = data.get("output"), data.get("exit_code")
-            if type(output) is str and type(exit_code) is int:
-                if not output or output.isspace():
-                    return 0, str(exit_code)
-                trailing = len(output) - len(output.rstrip("\n"))
-                return output.count("\n") - trailing + 1, str(exit_code)
+        try:
+            data = _orjson_loads(stripped)
+        except _OrjsonError:
+            data = _json_object(stripped)
+        else:
+            if type(data) is dict and len(data) == 2:
+                # The terminal tool's own envelope, {"output": str, "exit_code": int}: what
+                # the general branch below computes for it (an int exit code is exactly what
+                # json gives, so orjson's value is used as it is).
+                output, exit_code = data.get("output"), data.get("exit_code")
+                if type(output) is str and type(exit_code) is int:
+                    if not output or output.isspace():
+                        return 0, str(exit_code)
+                    if output[-1] != "\n":  # no trailing newline: no stripped copy
+                        return output.count("\n") + 1, str(exit_code)
+                    trailing = len(output) - len(output.rstrip("\n"))
+                    return output.count("\n") - trailing + 1, str(exit_code)
+            if type(data) is dict and _float_code(data):
+                data = _json_object(stripped)  # an integer past 64 bits: json's int
         if isinstance(data, Mapping):
             get = data.get
             for key in _CODE_KEYS:
@@ -169,6 +179,18 @@ _orjson_loads = orjson.loads
 _OrjsonError = orjson.JSONDecodeError
 
 
+def _float_code(data: dict[str, Any]) -> bool:
+    """True when one of ``_CODE_KEYS`` holds a float: orjson's value of an integer past 64
+    bits, where json gives an int."""
+    get = data.get  # ``_CODE_KEYS``, spelled out: this runs once per terminal fold
+    return (
+        type(get("exit_code")) is float
+        or type(get("returncode")) is float
+        or type(get("exit_status")) is float
+        or type(get("status_code")) is float
+    )
+
+
 def _json_object(text: str) -> Any:
     """``json.loads(text)``, or None when it is not JSON.
 
@@ -182,15 +204,7 @@ def _json_object(text: str) -> Any:
     except _OrjsonError:
         pass
     else:
-        if type(value) is not dict:
-            return value
-        get = value.get  # ``_CODE_KEYS``, spelled out: this runs once per terminal fold
-        if (
-            type(get("exit_code")) is not float
-            and type(get("returncode")) is not float
-            and type(get("exit_status")) is not float
-            and type(get("status_code")) is not float
-        ):
+        if type(value) is not dict or not _float_code(value):
             return value
     try:
         value, end = _scan_json(text, 0)
@@ -379,8 +393,6 @@ class Work:
             cid = message.get("tool_call_id")
             chars = len(content) + (len(str(cid)) if cid else 0)
             return (chars + 3) // 4 + self.config.per_message_overhead
-        from compaction.tokens import estimate_message_tokens
-
         return estimate_message_tokens(message, self.config)
 
     def flush(self) -> None:
@@ -422,8 +434,10 @@ class Work:
         low, high, immediate = self.exact_head, self.exact_from, self.immediate
         done = 0
         for pos in positions:
+            if pos in folded:
+                continue
             message = messages[pos]
-            if message.get("role") != "tool" or pos in folded:
+            if message.get("role") != "tool":
                 continue
             content = message.get("content")
             text = content if type(content) is str else content_text(content)
@@ -431,18 +445,20 @@ class Work:
             if len(text) <= minimum or (text[:1] == "[" and _done(text)):
                 continue
             cid = message.get("tool_call_id")
-            name, args = calls_get(cid if type(cid) is str else str(cid or ""), _UNKNOWN)
+            if type(cid) is not str:
+                cid = str(cid or "")
+            name, args = calls_get(cid, _UNKNOWN)
             line = hermes_fold(name, args, text, pos)
             new = {**message, "content": line}
             if immediate or not (low <= pos < high):
                 self.put(pos, new)
             else:  # ``put`` of a row only estimated, inlined: this runs for most tool rows
                 messages[pos] = new
-                if new.get("tool_calls"):
+                if "tool_calls" in message and message["tool_calls"]:
                     tokens[pos] = self._estimate(new)
                 else:
-                    chars = len(line) + (len(str(cid)) if cid else 0)
-                    tokens[pos] = (chars + 3) // 4 + overhead
+                    # ``len(str(cid))`` of the row's own id ("" when it has none).
+                    tokens[pos] = (len(line) + len(cid) + 3) // 4 + overhead
             folded.add(pos)
             # ``make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)``
             actions.append(
@@ -525,15 +541,20 @@ def fold_before(work: Work, boundary: int) -> None:
     work.fold_rows(rows[: bisect_left(rows, boundary)], "fold")
 
 
+def _shrink_text(value: str, keep: int, ref_text: str) -> tuple[str, int]:
+    """``(value, chars removed)``: a string leaf longer than ``keep`` cut to it + marker."""
+    if len(value) <= keep or _MARKER_OPEN in value:
+        return value, 0
+    marker = ARGS_MARKER.format(omitted=len(value) - keep, total=len(value), ref=ref_text)
+    if keep + len(marker) >= len(value):
+        return value, 0
+    return value[:keep] + marker, len(value) - keep - len(marker)
+
+
 def _shrink_leaves(value: Any, keep: int, ref_text: str) -> tuple[Any, int]:
     """``(value, chars removed)`` with every long string leaf cut to ``keep`` + marker."""
     if isinstance(value, str):
-        if len(value) <= keep or _MARKER_OPEN in value:
-            return value, 0
-        marker = ARGS_MARKER.format(omitted=len(value) - keep, total=len(value), ref=ref_text)
-        if keep + len(marker) >= len(value):
-            return value, 0
-        return value[:keep] + marker, len(value) - keep - len(marker)
+        return _shrink_text(value, keep, ref_text)
     if isinstance(value, list):
         out, saved = [], 0
         for item in value:
@@ -544,7 +565,15 @@ def _shrink_leaves(value: Any, keep: int, ref_text: str) -> tuple[Any, int]:
     if isinstance(value, dict):
         out_d, saved = {}, 0
         for k, item in value.items():
-            new, s = _shrink_leaves(item, keep, ref_text)
+            # Most arguments are a flat object of strings: a short one is kept as it is
+            # without a call, a long one is cut here.
+            if type(item) is str:
+                if len(item) <= keep:
+                    out_d[k] = item
+                    continue
+                new, s = _shrink_text(item, keep, ref_text)
+            else:
+                new, s = _shrink_leaves(item, keep, ref_text)
             out_d[k] = new
             saved += s
         return out_d, saved
@@ -580,7 +609,7 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
             except ValueError:
                 new_calls.append(call)
                 continue
-        shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, ref(pos))
+        shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, f"[ref:{pos}]")  # ref(pos)
         if saved <= 0:
             new_calls.append(call)
             continue
