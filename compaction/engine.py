@@ -11,6 +11,7 @@ import copy
 import functools
 import gc
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -118,13 +119,17 @@ class _Clock:
         return self.phases
 
 
-def _scan_input(messages: Sequence[Message], token_counts: Sequence[int] | None) -> list[int]:
-    """Validate the input; return the positions of summary-bearing messages.
+def _scan_input(
+    messages: Sequence[Message], token_counts: Sequence[int] | None
+) -> tuple[list[int], list[int]]:
+    """Validate the input; return the positions of summary-bearing messages and of the user
+    and assistant messages whose content is not a string (parts that may hold images).
 
-    One pass does both: on large inputs every extra walk over the messages costs as much as
-    the work done in it.
+    One pass does all three: on large inputs every extra walk over the messages costs as much
+    as the work done in it.
     """
     summaries: list[int] = []
+    parted: list[int] = []
     for i, message in enumerate(messages):
         if type(message) is not dict and not isinstance(message, Mapping):
             raise InputError(f"expected a dict, got {type(message).__name__}", i)
@@ -134,8 +139,13 @@ def _scan_input(messages: Sequence[Message], token_counts: Sequence[int] | None)
         if role == "user" or role == "assistant":
             content = message.get("content")
             # Plain text is checked directly: this runs for every message of the input.
-            if is_summary_text(content) if type(content) is str else is_summary_message(message):
-                summaries.append(i)
+            if type(content) is str:
+                if is_summary_text(content):
+                    summaries.append(i)
+            else:
+                parted.append(i)
+                if is_summary_message(message):
+                    summaries.append(i)
     if token_counts is not None:
         if len(token_counts) != len(messages):
             raise InputError(
@@ -147,7 +157,7 @@ def _scan_input(messages: Sequence[Message], token_counts: Sequence[int] | None)
             for i, value in enumerate(token_counts):
                 if type(value) is not int or value < 0:
                     raise InputError(f"token count {value!r} is not a non-negative integer", i)
-    return summaries
+    return summaries, parted
 
 
 def _gc_paused(function: Callable[P, R]) -> Callable[P, R]:
@@ -301,6 +311,7 @@ def _slim_and_measure(
     cfg: CompactionConfig,
     prepared: Any,
     clock: _Clock,
+    parted_rows: Sequence[int] = (),
 ) -> tuple[Slimming, RecordSizes, MiddleGathered | None]:
     """Phases "slimming", "serialize" (measuring) and, for classic, "summarize" (gathering):
     ``(the slimmed middle, its summarizer record sizes, what the classic deterministic
@@ -313,6 +324,9 @@ def _slim_and_measure(
     an LLM). On a conversation that does not fit the CPU cache, a block read right after
     slimming it is still cached, where separate walks over the whole middle would fetch
     every message from memory again (50k messages: 15-20 % of the pipeline).
+
+    hermes: the passes already folded most of the middle's results, so only the rows that
+    slimming can still change are visited (``_still_slimmable``).
     """
     hermes = prepared is not None
     if hermes:  # the passes indexed every call of the input
@@ -324,9 +338,14 @@ def _slim_and_measure(
     # (resume.py) takes its facts in its own walk and never reads it.
     gathered = None if hermes else MiddleGathered()
     fold = hermes_fold if hermes else None
+    slimmable = _still_slimmable(prepared, indices, parted_rows) if hermes else None
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
-        slim_range(slimming, indices, cfg, start, stop, fold)
+        if slimmable is None:
+            slim_range(slimming, indices, cfg, start, stop, fold)
+        else:
+            block = slimmable[bisect_left(slimmable, start) : bisect_left(slimmable, stop)]
+            slim_range(slimming, indices, cfg, start, stop, fold, positions=block)
         clock.lap("slimming", add=True)
         measure_records(
             slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
@@ -336,6 +355,30 @@ def _slim_and_measure(
             gather_middle(facts_middle, start, stop, slimming.calls, gathered)
             clock.lap("summarize", add=True)
     return slimming, sizes, gathered
+
+
+def _still_slimmable(
+    prepared: Any, indices: range | list[int], parted_rows: Sequence[int]
+) -> list[int] | None:
+    """hermes: the middle positions ``slim_range`` can still change, in order, or None to
+    visit every row (a summary-bearing row left the middle, so positions shifted).
+
+    Those are the tool results no pass folded and the rows whose content is not a string
+    (images). Any other row is left as it is: a folded result's line is a stub, and the
+    passes indexed every call already."""
+    if type(indices) is not range:
+        return None
+    h, t = indices.start, indices.stop
+    work = prepared.work
+    folded, tool_rows = work.folded, work.tool_rows
+    rows = [
+        p - h
+        for p in tool_rows[bisect_left(tool_rows, h) : bisect_left(tool_rows, t)]
+        if p not in folded
+    ]
+    rows.extend(p - h for p in (*parted_rows, *work.odd_rows) if h <= p < t)
+    rows.sort()
+    return rows
 
 
 def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:
@@ -533,7 +576,7 @@ def compact(
     # over every message object, once to copy and once to free).
     msgs = messages if type(messages) is list else list(messages)
     original = msgs  # the input; the hermes passes replace ``msgs`` with a slimmed copy
-    summary_positions = _scan_input(msgs, token_counts)
+    summary_positions, parted_rows = _scan_input(msgs, token_counts)
     if isinstance(now, datetime):
         now = now.date()
     day = now or date.today()
@@ -644,7 +687,7 @@ def compact(
         )
 
     slimming, sizes, gathered = _slim_and_measure(
-        middle, facts_middle, indices, msgs[:h], cfg, prepared, clock
+        middle, facts_middle, indices, msgs[:h], cfg, prepared, clock, parted_rows
     )
     actions, folds = slimming.actions, slimming.folds
     if pre_actions:

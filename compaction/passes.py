@@ -286,6 +286,8 @@ class Work:
         long_rows: those of them with a call whose arguments ``shrink_args`` may shrink.
         other_tool_rows: the tool rows whose content is not a string (only these can hold
             images: a pass only ever writes string content over a string).
+        odd_rows: the rows of other roles than tool, user and assistant whose content is
+            not a string.
         parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
         exact_head, exact_from: rows before ``exact_head`` or from ``exact_from`` on have
             exact token counts (recounted by ``flush``); the rows between are estimated.
@@ -307,6 +309,7 @@ class Work:
     call_rows: list[int] = field(default_factory=list)
     long_rows: list[int] = field(default_factory=list)
     other_tool_rows: list[int] = field(default_factory=list)
+    odd_rows: list[int] = field(default_factory=list)
     parsed_args: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
@@ -370,6 +373,8 @@ class Work:
                     _index_calls({"tool_calls": [call]}, calls)  # the general shapes
                 if long:
                     long_rows.append(pos)
+            elif role != "user" and type(message.get("content")) is not str:
+                work.odd_rows.append(pos)
         return work
 
     def put(self, pos: int, message: dict[str, Any]) -> None:

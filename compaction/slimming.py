@@ -385,8 +385,10 @@ def slim_range(
     start: int,
     stop: int,
     fold: Callable[[str, Mapping[str, Any], str, int], str] | None = None,
+    positions: Sequence[int] | None = None,
 ) -> None:
-    """Slim ``slimming.messages[start:stop]`` (see ``slim_middle``).
+    """Slim ``slimming.messages[start:stop]`` (see ``slim_middle``), or only ``positions``
+    of it (ascending) when the caller knows the other rows cannot change.
 
     Ranges must come in order, each after the previous one: a result is folded with the
     call indexed before it. The engine slims a long middle in blocks and measures each
@@ -397,7 +399,7 @@ def slim_range(
     actions, folds, calls = slimming.actions, slimming.folds, slimming.calls
     fold_min = config.fold_min_chars
     index_calls = not slimming.indexed
-    for pos in range(start, stop):
+    for pos in range(start, stop) if positions is None else positions:
         message = slimming.messages[pos]
         content = message.get("content")
         if type(content) is list and any(is_data_image(p) for p in content):
