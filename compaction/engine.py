@@ -10,11 +10,13 @@ from __future__ import annotations
 import copy
 import functools
 import gc
+import operator
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from itertools import compress
 from typing import Any, ParamSpec, TypeVar, cast
 
 from compaction.assemble import assemble
@@ -28,7 +30,14 @@ from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
 from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
-from compaction.serialize import RecordSizes, measure_records, serialize_middle
+from compaction.serialize import (
+    TOOL_LABEL_CHARS as _TOOL_LABEL_CHARS,
+)
+from compaction.serialize import (
+    RecordSizes,
+    measure_records,
+    serialize_middle,
+)
 from compaction.slimming import (
     SlimAction,
     Slimming,
@@ -123,7 +132,7 @@ def _scan_input(
     messages: Sequence[Message], token_counts: Sequence[int] | None
 ) -> tuple[list[int], list[int]]:
     """Validate the input; return the positions of summary-bearing messages and of the user
-    and assistant messages whose content is not a string (parts that may hold images).
+    and assistant messages whose content is a list of parts (which may hold images).
 
     One pass does all three: on large inputs every extra walk over the messages costs as much
     as the work done in it.
@@ -143,7 +152,8 @@ def _scan_input(
                 if is_summary_text(content):
                     summaries.append(i)
             else:
-                parted.append(i)
+                if type(content) is list:
+                    parted.append(i)
                 if is_summary_message(message):
                     summaries.append(i)
     if token_counts is not None:
@@ -326,7 +336,8 @@ def _slim_and_measure(
     every message from memory again (50k messages: 15-20 % of the pipeline).
 
     hermes: the passes already folded most of the middle's results, so only the rows that
-    slimming can still change are visited (``_still_slimmable``).
+    slimming can still change are visited, and only the records not noted by the fold pass
+    are measured (``_Settled``).
     """
     hermes = prepared is not None
     if hermes:  # the passes indexed every call of the input
@@ -338,18 +349,35 @@ def _slim_and_measure(
     # (resume.py) takes its facts in its own walk and never reads it.
     gathered = None if hermes else MiddleGathered()
     fold = hermes_fold if hermes else None
-    slimmable = _still_slimmable(prepared, indices, parted_rows) if hermes else None
+    settled = _settled(prepared, indices, parted_rows) if hermes else None
+    if settled is not None:
+        sizes.chars += settled.known_chars
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
-        if slimmable is None:
+        if settled is None:
             slim_range(slimming, indices, cfg, start, stop, fold)
         else:
-            block = slimmable[bisect_left(slimmable, start) : bisect_left(slimmable, stop)]
+            rows = settled.slimmable
+            block = rows[bisect_left(rows, start) : bisect_left(rows, stop)]
             slim_range(slimming, indices, cfg, start, stop, fold, positions=block)
         clock.lap("slimming", add=True)
-        measure_records(
-            slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
-        )
+        if settled is None:
+            measure_records(
+                slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
+            )
+        else:
+            rows = settled.measured
+            block = rows[bisect_left(rows, start) : bisect_left(rows, stop)]
+            measure_records(
+                slimming.messages,
+                cfg,
+                sizes,
+                start,
+                stop,
+                folds=slimming.folds,
+                indices=indices,
+                positions=block,
+            )
         clock.lap("serialize", add=True)
         if gathered is not None:
             gather_middle(facts_middle, start, stop, slimming.calls, gathered)
@@ -357,28 +385,46 @@ def _slim_and_measure(
     return slimming, sizes, gathered
 
 
-def _still_slimmable(
-    prepared: Any, indices: range | list[int], parted_rows: Sequence[int]
-) -> list[int] | None:
-    """hermes: the middle positions ``slim_range`` can still change, in order, or None to
-    visit every row (a summary-bearing row left the middle, so positions shifted).
+@dataclass(slots=True)
+class _Settled:
+    """hermes: what the passes settled in the middle, by middle position (ascending).
 
-    Those are the tool results no pass folded and the rows whose content is not a string
-    (images). Any other row is left as it is: a folded result's line is a stub, and the
-    passes indexed every call already."""
+    Attributes:
+        slimmable: the rows ``slim_range`` can still change: the tool results no pass
+            folded and the rows whose content is a list of parts (images). A folded result's
+            line is a stub, and the passes indexed every call already.
+        measured: the rows whose summarizer record is measured: all but the folded results
+            whose record length the fold pass noted (``Work.line_chars``).
+        known_chars: the summed record length of the others.
+    """
+
+    slimmable: list[int]
+    measured: list[int]
+    known_chars: int
+
+
+def _settled(
+    prepared: Any, indices: range | list[int], parted_rows: Sequence[int]
+) -> _Settled | None:
+    """hermes: the middle's ``_Settled``, or None to visit every row (a summary-bearing row
+    left the middle, so positions shifted)."""
     if type(indices) is not range:
         return None
     h, t = indices.start, indices.stop
     work = prepared.work
     folded, tool_rows = work.folded, work.tool_rows
-    rows = [
+    slimmable = [
         p - h
         for p in tool_rows[bisect_left(tool_rows, h) : bisect_left(tool_rows, t)]
         if p not in folded
     ]
-    rows.extend(p - h for p in (*parted_rows, *work.odd_rows) if h <= p < t)
-    rows.sort()
-    return rows
+    slimmable.extend(p - h for p in (*parted_rows, *work.odd_rows) if h <= p < t)
+    slimmable.sort()
+    known = work.line_chars[h:t]
+    # The rows with no noted length, picked in C (this runs over the whole middle).
+    measured = list(compress(range(t - h), map(operator.not_, known)))
+    noted = t - h - len(measured)
+    return _Settled(slimmable, measured, sum(known) + _TOOL_LABEL_CHARS * noted)
 
 
 def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:

@@ -286,8 +286,11 @@ class Work:
         long_rows: those of them with a call whose arguments ``shrink_args`` may shrink.
         other_tool_rows: the tool rows whose content is not a string (only these can hold
             images: a pass only ever writes string content over a string).
-        odd_rows: the rows of other roles than tool, user and assistant whose content is
-            not a string.
+        odd_rows: the rows of other roles than tool, user and assistant whose content is a
+            list of parts.
+        line_chars: per row, 0 or, for a folded row whose line is short enough to be sent
+            whole, the length of its line plus its call id's as the summarizer record writes
+            it (``"?"`` for none): the record's length without a second look at the row.
         parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
         exact_head, exact_from: rows before ``exact_head`` or from ``exact_from`` on have
             exact token counts (recounted by ``flush``); the rows between are estimated.
@@ -310,6 +313,7 @@ class Work:
     long_rows: list[int] = field(default_factory=list)
     other_tool_rows: list[int] = field(default_factory=list)
     odd_rows: list[int] = field(default_factory=list)
+    line_chars: list[int] = field(default_factory=list)
     parsed_args: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
@@ -323,6 +327,7 @@ class Work:
     ) -> Work:
         """A work list over ``messages`` (never mutated)."""
         work = cls(list(messages), list(tokens), count, config)
+        work.line_chars = [0] * len(work.messages)
         work.count_many = count_many or (lambda batch: [count(m) for m in batch])
         # One walk indexes every call (as ``build_call_index``) and finds the rows each pass
         # visits: the passes then skip the rows they never change.
@@ -373,7 +378,7 @@ class Work:
                     _index_calls({"tool_calls": [call]}, calls)  # the general shapes
                 if long:
                     long_rows.append(pos)
-            elif role != "user" and type(message.get("content")) is not str:
+            elif role != "user" and type(message.get("content")) is list:
                 work.odd_rows.append(pos)
         return work
 
@@ -435,6 +440,8 @@ class Work:
         messages, tokens, folded, actions = self.messages, self.tokens, self.folded, self.actions
         calls_get = self.calls.get
         minimum = self.config.fold_min_chars
+        sent_whole = self.config.content_max
+        line_chars = self.line_chars
         overhead = self.config.per_message_overhead
         low, high, immediate = self.exact_head, self.exact_from, self.immediate
         done = 0
@@ -465,6 +472,8 @@ class Work:
                     # ``len(str(cid))`` of the row's own id ("" when it has none).
                     tokens[pos] = (len(line) + len(cid) + 3) // 4 + overhead
             folded.add(pos)
+            if len(line) <= sent_whole:
+                line_chars[pos] = len(line) + (len(cid) or 1)
             # ``make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)``
             actions.append(
                 {

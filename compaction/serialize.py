@@ -23,9 +23,16 @@ from compaction.config import CompactionConfig
 from compaction.messages import Message, content_text, raw_arguments, tool_call_name, tool_calls
 from compaction.slimming import SlimAction, make_action, truncate_text
 
-__all__ = ["RecordSizes", "measure_records", "serialize_message", "serialize_middle"]
+__all__ = [
+    "TOOL_LABEL_CHARS",
+    "RecordSizes",
+    "measure_records",
+    "serialize_message",
+    "serialize_middle",
+]
 
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL | re.IGNORECASE)
+TOOL_LABEL_CHARS = len("[TOOL RESULT ]: ")  # a tool record: this label, its call id, its text
 _ARGS_MAX = 1_500
 _ARGS_HEAD = 1_200
 
@@ -94,8 +101,11 @@ def _record_length(
     role, text, sent = _texts(message, config, fold)
     if role == "tool":
         call_id = message.get("tool_call_id") or "?"
-        # "[TOOL RESULT " + id + "]: "
-        return 16 + len(call_id if type(call_id) is str else str(call_id)) + len(sent), text, sent
+        return (
+            TOOL_LABEL_CHARS + len(call_id if type(call_id) is str else str(call_id)) + len(sent),
+            text,
+            sent,
+        )
     length = len(role) + 4 + len(sent)  # "[ROLE]: "
     if role == "assistant" and message.get("tool_calls"):
         calls = tool_calls(message)
@@ -131,8 +141,10 @@ def measure_records(
     folds: Mapping[int, str] | None = None,
     indices: Sequence[int] | None = None,
     first_index: int = 0,
+    positions: Sequence[int] | None = None,
 ) -> None:
-    """Add the records of ``middle[start:stop]`` to ``sizes`` (lengths only, no record built).
+    """Add the records of ``middle[start:stop]`` to ``sizes`` (lengths only, no record built),
+    or of ``positions`` (in that range) only, when the caller knows the others' lengths.
 
     Args:
         middle: the slimmed middle (folded results may still hold their original content).
@@ -145,7 +157,7 @@ def measure_records(
     """
     folds = folds or {}
     chars = 0
-    for pos in range(start, stop):
+    for pos in range(start, stop) if positions is None else positions:
         message = middle[pos]
         length, full, sent = _record_length(message, config, folds.get(pos))
         chars += length
