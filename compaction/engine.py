@@ -24,7 +24,7 @@ from compaction.boundary import find_boundaries
 from compaction.config import CompactionConfig
 from compaction.errors import InputError, SummaryAborted
 from compaction.messages import Message, content_text
-from compaction.passes import hermes_fold
+from compaction.passes import Work, hermes_fold
 from compaction.redact import redact
 from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
@@ -156,18 +156,21 @@ def _scan_input(
                     parted.append(i)
                 if is_summary_message(message):
                     summaries.append(i)
+    _check_token_counts(token_counts, len(messages))
+    return summaries, parted
+
+
+def _check_token_counts(token_counts: Sequence[int] | None, n: int) -> None:
+    """``InputError`` unless ``token_counts`` is None or ``n`` non-negative integers."""
     if token_counts is not None:
-        if len(token_counts) != len(messages):
-            raise InputError(
-                f"token_counts has {len(token_counts)} entries for {len(messages)} messages"
-            )
+        if len(token_counts) != n:
+            raise InputError(f"token_counts has {len(token_counts)} entries for {n} messages")
         # type() is int excludes bool; both checks run in C, the per-item loop runs only to
         # name the bad entry.
         if token_counts and (set(map(type, token_counts)) != {int} or min(token_counts) < 0):
             for i, value in enumerate(token_counts):
                 if type(value) is not int or value < 0:
                     raise InputError(f"token count {value!r} is not a non-negative integer", i)
-    return summaries, parted
 
 
 def _gc_paused(function: Callable[P, R]) -> Callable[P, R]:
@@ -622,11 +625,27 @@ def compact(
     # over every message object, once to copy and once to free).
     msgs = messages if type(messages) is list else list(messages)
     original = msgs  # the input; the hermes passes replace ``msgs`` with a slimmed copy
-    summary_positions, parted_rows = _scan_input(msgs, token_counts)
+    hermes = cfg.profile != "classic"
+    counter = tokenizer or tiktoken_counter(cfg.model)
+    work = None
+    if hermes:
+        # The passes' list is started here: its walk validates the input as ``_scan_input``
+        # does (one walk over the messages, not two).
+        work = Work.start(
+            msgs,
+            lambda m: count_message_tokens(m, cfg, counter),
+            cfg,
+            # Changed rows are mostly one-line folds: counted one by one (a thread-pool batch
+            # costs more per short text than the encoding itself).
+            lambda batch: [count_message_tokens(m, cfg, counter) for m in batch],
+        )
+        summary_positions, parted_rows = work.summary_rows, work.parted_rows
+        _check_token_counts(token_counts, len(msgs))
+    else:
+        summary_positions, parted_rows = _scan_input(msgs, token_counts)
     if isinstance(now, datetime):
         now = now.date()
     day = now or date.today()
-    counter = tokenizer or tiktoken_counter(cfg.model)
     tokens, estimated, exact_span = _input_tokens(msgs, cfg, token_counts, tokenizer)
     before = sum(tokens)
     clock.lap("tokens")
@@ -672,20 +691,10 @@ def compact(
     # summary part of each one below.
     previous_body = previous_summary or _previous_summary_in(msgs, summary_positions) or None
     first_n = 0 if cfg.decay_head_after_first and previous_body else cfg.protect_first_n
-    hermes = cfg.profile != "classic"
     prepared = None
     work_tokens: Sequence[int]
-    if hermes:
-        prepared = prepare(
-            msgs,
-            tokens,
-            lambda m: count_message_tokens(m, cfg, counter),
-            cfg,
-            first_n,
-            # Changed rows are mostly one-line folds: counted one by one (a thread-pool batch
-            # costs more per short text than the encoding itself).
-            lambda batch: [count_message_tokens(m, cfg, counter) for m in batch],
-        )
+    if work is not None:
+        prepared = prepare(work, tokens, first_n)
         msgs, work_tokens = prepared.work.messages, prepared.work.tokens
         bounds = prepared.bounds
         if exact_span is not None:

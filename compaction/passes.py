@@ -31,6 +31,8 @@ from typing import Any
 import orjson
 
 from compaction.config import CompactionConfig
+from compaction.errors import InputError
+from compaction.markers import is_summary_message, is_summary_text
 from compaction.messages import (
     Message,
     content_text,
@@ -291,6 +293,8 @@ class Work:
         line_chars: per row, 0 or, for a folded row whose line is short enough to be sent
             whole, the length of its line plus its call id's as the summarizer record writes
             it (``"?"`` for none): the record's length without a second look at the row.
+        summary_rows: the user and assistant rows that bear a summary.
+        parted_rows: the user and assistant rows whose content is a list of parts.
         parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
         exact_head, exact_from: rows before ``exact_head`` or from ``exact_from`` on have
             exact token counts (recounted by ``flush``); the rows between are estimated.
@@ -314,19 +318,26 @@ class Work:
     other_tool_rows: list[int] = field(default_factory=list)
     odd_rows: list[int] = field(default_factory=list)
     line_chars: list[int] = field(default_factory=list)
+    summary_rows: list[int] = field(default_factory=list)
+    parted_rows: list[int] = field(default_factory=list)
     parsed_args: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def start(
         cls,
         messages: Sequence[Message],
-        tokens: Sequence[int],
         count: Callable[[Message], int],
         config: CompactionConfig,
         count_many: Callable[[list[Message]], list[int]] | None = None,
     ) -> Work:
-        """A work list over ``messages`` (never mutated)."""
-        work = cls(list(messages), list(tokens), count, config)
+        """A work list over ``messages`` (never mutated), validated as the engine's input
+        scan does (``InputError`` naming the first bad message) and with its summary-bearing
+        and parted rows listed; ``tokens`` are set by the caller.
+
+        The hermes profile's one walk over the whole input: on large inputs every extra walk
+        costs as much as the work done in it.
+        """
+        work = cls(list(messages), [], count, config)
         work.line_chars = [0] * len(work.messages)
         work.count_many = count_many or (lambda batch: [count(m) for m in batch])
         # One walk indexes every call (as ``build_call_index``) and finds the rows each pass
@@ -337,13 +348,32 @@ class Work:
         # argument string is parsed once and its dict shared (no consumer mutates one).
         parsed = work.parsed_args
         other_rows = work.other_tool_rows
+        summaries, parted = work.summary_rows, work.parted_rows
         for pos, message in enumerate(work.messages):
+            if type(message) is not dict and not isinstance(message, Mapping):
+                raise InputError(f"expected a dict, got {type(message).__name__}", pos)
             role = message.get("role")
             if role == "tool":
                 tool_rows.append(pos)
                 if type(message.get("content")) is not str:
                     other_rows.append(pos)
-            elif role == "assistant":
+                continue
+            if role == "assistant" or role == "user":
+                # The engine's summary and parts check (``_scan_input``), in this walk.
+                content = message.get("content")
+                if type(content) is str:
+                    if is_summary_text(content):
+                        summaries.append(pos)
+                else:
+                    if type(content) is list:
+                        parted.append(pos)
+                    if is_summary_message(message):
+                        summaries.append(pos)
+            elif type(role) is not str and not isinstance(role, str):
+                raise InputError("missing or non-string 'role'", pos)
+            elif type(message.get("content")) is list:
+                work.odd_rows.append(pos)
+            if role == "assistant":
                 row_calls = message.get("tool_calls")
                 if not row_calls:
                     continue
@@ -378,8 +408,6 @@ class Work:
                     _index_calls({"tool_calls": [call]}, calls)  # the general shapes
                 if long:
                     long_rows.append(pos)
-            elif role != "user" and type(message.get("content")) is list:
-                work.odd_rows.append(pos)
         return work
 
     def put(self, pos: int, message: dict[str, Any]) -> None:

@@ -16,12 +16,11 @@ single message that does not fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.boundary import AlignmentEvent, Boundaries, find_bounded_boundaries, tail_ceiling
 from compaction.config import CompactionConfig
-from compaction.messages import Message
 from compaction.passes import (
     Work,
     dedup,
@@ -78,16 +77,11 @@ class Prepared:
     events: list[AlignmentEvent] = field(default_factory=list)
 
 
-def prepare(
-    messages: Sequence[Message],
-    tokens: Sequence[int],
-    count: Callable[[Message], int],
-    config: CompactionConfig,
-    protect_first_n: int,
-    count_many: Callable[[list[Message]], list[int]] | None = None,
-) -> Prepared:
-    """Run the hermes passes, cut, and make room (see the module docstring)."""
-    work = Work.start(messages, tokens, count, config, count_many)
+def prepare(work: Work, tokens: Sequence[int], protect_first_n: int) -> Prepared:
+    """Run the hermes passes over ``work`` (``Work.start``) with the input's ``tokens``, cut,
+    and make room (see the module docstring)."""
+    config = work.config
+    work.tokens = list(tokens)
     work.exact_head, work.exact_from = exact_region(tokens, config)
     budget = config.tail_budget_tokens
     dedup(work)
