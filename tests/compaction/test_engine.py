@@ -173,6 +173,34 @@ def test_bad_input_raises_input_error():
         compact([system(), user("x")], token_counts=[1])
 
 
+@pytest.mark.parametrize("profile", ["classic", "hermes"])
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ("nope", "message 2: expected a dict, got str"),
+        ({"content": "no role"}, "message 2: missing or non-string 'role'"),
+        ({"role": 7, "content": "x"}, "message 2: missing or non-string 'role'"),
+        ({"role": ["user"], "content": "x"}, "message 2: missing or non-string 'role'"),
+    ],
+)
+def test_each_profile_names_the_first_bad_message(profile, bad, match):
+    # The hermes profile validates in its passes' own walk: the same errors as classic's scan.
+    messages = [system(), user("a"), bad, *long_conversation()]
+    counts = [5] * len(messages)
+    counts[0] = -1  # a bad count too: the bad message is named first
+    with pytest.raises(InputError, match=match):
+        compact(messages, config=CompactionConfig(profile=profile), token_counts=counts)
+
+
+@pytest.mark.parametrize("profile", ["classic", "hermes"])
+def test_rows_of_other_roles_are_accepted_by_each_profile(profile):
+    parts = [{"type": "text", "text": "note"}]
+    messages = [system(), user("a"), {"role": "developer", "content": parts}, *long_conversation()]
+    config = CompactionConfig(tail_token_budget=300, profile=profile)
+    result = compact(messages, config=config, now=DAY)
+    assert result.report.status == "compacted"
+
+
 def test_middle_is_slimmed_and_summarizer_sees_the_serialized_middle():
     recorder = Recording()
     messages = long_conversation()
