@@ -293,6 +293,7 @@ class Work:
         line_chars: per row, 0 or, for a folded row whose line is short enough to be sent
             whole, the length of its line plus its call id's as the summarizer record writes
             it (``"?"`` for none): the record's length without a second look at the row.
+        long_outputs: the string tool outputs of at least ``dedup_min_chars`` at the start.
         summary_rows: the user and assistant rows that bear a summary.
         parted_rows: the user and assistant rows whose content is a list of parts.
         parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
@@ -318,6 +319,7 @@ class Work:
     other_tool_rows: list[int] = field(default_factory=list)
     odd_rows: list[int] = field(default_factory=list)
     line_chars: list[int] = field(default_factory=list)
+    long_outputs: list[str] = field(default_factory=list)
     summary_rows: list[int] = field(default_factory=list)
     parted_rows: list[int] = field(default_factory=list)
     parsed_args: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -349,14 +351,18 @@ class Work:
         parsed = work.parsed_args
         other_rows = work.other_tool_rows
         summaries, parted = work.summary_rows, work.parted_rows
+        outputs, dedup_min = work.long_outputs, config.dedup_min_chars
         for pos, message in enumerate(work.messages):
             if type(message) is not dict and not isinstance(message, Mapping):
                 raise InputError(f"expected a dict, got {type(message).__name__}", pos)
             role = message.get("role")
             if role == "tool":
                 tool_rows.append(pos)
-                if type(message.get("content")) is not str:
+                content = message.get("content")
+                if type(content) is not str:
                     other_rows.append(pos)
+                elif len(content) >= dedup_min:
+                    outputs.append(content)
                 continue
             if role == "assistant" or role == "user":
                 # The engine's summary and parts check (``_scan_input``), in this walk.
@@ -535,13 +541,11 @@ def dedup(work: Work) -> None:
     seen: dict[str, int] = {}
     minimum = work.config.dedup_min_chars
     messages = work.messages
-    # Most conversations have no two equal outputs: one set of the candidate texts (built in
-    # C, the hashes cached on the strings) finds that without the loop below.
-    texts = [
-        c
-        for p in work.tool_rows
-        if type(c := messages[p].get("content")) is str and len(c) >= minimum
-    ]
+    # Most conversations have no two equal outputs: one set of the candidate texts (listed by
+    # ``Work.start``; built in C, the hashes cached on the strings) finds that without the
+    # loop below. Passes only ever write lines the loop skips, so the list found at the start
+    # stays a sound check whenever this runs.
+    texts = work.long_outputs
     if len(set(texts)) == len(texts):
         return
     for pos in reversed(work.tool_rows):
