@@ -212,9 +212,6 @@ def find_bounded_boundaries(
         events.append(AlignmentEvent("tool_group_kept_whole", cut, aligned))
         cut = aligned
 
-    suffix = [0] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + token_counts[i]
     for role, pulled, summarized in (
         ("user", "latest_user_pulled_in", "latest_user_summarized"),
         ("assistant", "latest_assistant_pulled_in", "latest_assistant_summarized"),
@@ -224,7 +221,8 @@ def find_bounded_boundaries(
             continue
         target = _align_backward(messages, found) if role == "assistant" else found
         target = max(target, head_end + 1) if target <= head_end else target
-        if suffix[target] <= soft and target > head_end:
+        # The tail from ``target`` on: summed in C for the (at most two) rows asked about.
+        if target > head_end and sum(token_counts[target:]) <= soft:
             events.append(AlignmentEvent(pulled, cut, target))
             cut = target
         else:
