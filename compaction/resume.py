@@ -193,14 +193,34 @@ _CONSTRAINT_WORDS = (
 )
 
 
+# ``_CONSTRAINT`` without IGNORECASE, for lower-cased ASCII text: there a case-insensitive
+# match is exactly a match in the lower-cased copy (same length, same word characters; the
+# non-ASCII letters re folds onto "k" and "s" cannot occur).
+_CONSTRAINT_LOWER = re.compile(r"\b(?:" + "|".join(map(re.escape, _CONSTRAINT_WORDS)) + r")\b")
+
+
 def _has_constraint(text: str) -> bool:
     """``_CONSTRAINT.search(text)`` is not None. ASCII text is first checked for the words
-    in its lower-cased copy (C-speed substring checks): a case-insensitive match of ASCII
-    text is one of them, lower-cased; the regex runs only where one is found."""
+    in its lower-cased copy (C-speed substring checks, spelled out: a generator over the
+    words costs more than the checks on the short texts this reads), then searched there
+    with ``_CONSTRAINT_LOWER``."""
     if text.isascii():
         lowered = text.lower()
-        if not any(word in lowered for word in _CONSTRAINT_WORDS):
+        if not (
+            "must" in lowered
+            or "never" in lowered
+            or "always" in lowered
+            or "do not" in lowered
+            or "don't" in lowered
+            or "make sure" in lowered
+            or "avoid" in lowered
+            or "only use" in lowered
+            or "prefer" in lowered
+            or "should not" in lowered
+            or "shouldn't" in lowered
+        ):
             return False
+        return _CONSTRAINT_LOWER.search(lowered) is not None
     return _CONSTRAINT.search(text) is not None
 
 
@@ -593,11 +613,17 @@ def _unseen_suffix(seen: Iterable[str]) -> re.Pattern[str]:
     character or the start of the text, is that seen name (or no name at all when no word
     boundary follows it): the lookbehinds exclude exactly those. The pattern starts with the
     literal "E", which the regex engine scans for fast.
+
+    A seen name right after a backslash and the letter of a JSON escape (``\\nValueError``
+    in a JSON result read as raw text) is that name when the backslash escapes the letter,
+    and no name otherwise (the word then starts with the lower-case letter; a name is at
+    most 60 characters, so a 61-character word is read as the name): the second lookbehind
+    excludes those too.
     """
 
     def known(suffix: str) -> str:
         return "".join(
-            f"(?<!(?<![A-Za-z0-9_]){re.escape(name)})"
+            rf"(?<!(?<![A-Za-z0-9_]){re.escape(name)})(?<!\\[nrtbf]{re.escape(name)})"
             for name in sorted(seen)
             if name.endswith(suffix)
         )
@@ -647,6 +673,15 @@ _ERROR_LITERALS = re.compile(
 )
 
 
+# ``_ERROR_LINE`` behind a lookahead every one of its matches satisfies (each alternative
+# starts at a line start or at a word boundary before one of these letters): the same
+# matches, but a position where none can start costs one check instead of the 12 branches.
+_ERROR_LINE_AT = re.compile(
+    r"(?:^|\b(?=[A-Z]|error|fatal:|panicked at|command not found))(?:" + _ERROR_LINE.pattern + ")",
+    re.MULTILINE,
+)
+
+
 def _error_lines(body: str, limit: int) -> list[str]:
     """The first ``limit`` error lines of ``body`` (a line once per ``_ERROR_LINE`` match in
     it), matched line by line on the lines holding one of ``_ERROR_LITERALS``."""
@@ -660,7 +695,7 @@ def _error_lines(body: str, limit: int) -> list[str]:
         end = body.find("\n", hint.start())
         if end == -1:
             end = len(body)
-        for _ in _ERROR_LINE.finditer(body, start, end):
+        for _ in _ERROR_LINE_AT.finditer(body, start, end):
             lines.append(body[start:end])
             if len(lines) >= limit:
                 break
