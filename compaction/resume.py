@@ -297,32 +297,39 @@ class _Scan:
         # call id -> (call position, tool name, arguments, shell command or None)
         pending: dict[str, tuple[int, str, dict[str, Any], str | None]] = {}
         runs: dict[str, list[int]] = {}  # command -> positions of its results
-        tool_rows: list[int] = []
+        # id(arguments) -> (arguments, tool name, shell command or None). Repeated calls share
+        # their arguments dict (``Work.start``): a call whose dict was already read for the
+        # same tool adds no path, verb or command, so only its pairing is done.
+        by_args: dict[int, tuple[dict[str, Any], str, str | None]] = {}
         kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
         actions = self.actions
         paths, commands = self.paths, self.commands
-        by_args: dict[int, tuple[dict[str, Any], list[str], str | None, bool]] = {}
+        add_action = actions.append
+        take_pending = pending.pop
+        last_reply_pos = -1
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
-                tool_rows.append(pos)
                 cid = message.get("tool_call_id")
-                entry = pending.pop(cid if type(cid) is str else str(cid or ""), None)
+                entry = take_pending(cid if type(cid) is str else str(cid or ""), None)
                 if entry is None:
-                    actions.append((pos, "tool", {}, pos, None))
+                    add_action((pos, "tool", {}, pos, None))
                     continue
                 call_pos, name, args, command = entry
-                actions.append((call_pos, name, args, pos, None))
+                add_action((call_pos, name, args, pos, None))
                 if command:
-                    runs.setdefault(command, []).append(pos)
+                    positions = runs.get(command)
+                    if positions is None:
+                        runs[command] = [pos]
+                    else:
+                        positions.append(pos)
             elif role == "assistant":
                 content = message.get("content")
                 if type(content) is str:
-                    replied = bool(content) and not content.isspace()
-                else:
-                    replied = bool(content_text(content, images=False).strip())
-                if replied:
-                    self.last_reply_pos = pos
+                    if content and not content.isspace():
+                        last_reply_pos = pos
+                elif content_text(content, images=False).strip():
+                    last_reply_pos = pos
                 for call in message.get("tool_calls") or ():
                     if type(call) is not dict and not isinstance(call, Mapping):
                         continue
@@ -331,33 +338,29 @@ class _Scan:
                         cid = tool_call_id(call) or f"#{pos}"
                     found = known.get(cid)
                     name, args = found if found else (tool_call_name(call), parse_arguments(call))
-                    kind = kinds.get(name)
-                    if kind is None:
-                        lowered = name.lower()
-                        verb = _VERBS.get(lowered, "USED").lower()
-                        kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
-                    # Paths and command once per arguments dict: repeated calls share theirs
-                    # (``Work.start``). The dict is kept in the entry, so its id stays its own.
                     of_args = by_args.get(id(args))
-                    if of_args is None or of_args[0] is not args:
+                    if of_args is None or of_args[0] is not args or of_args[1] != name:
+                        kind = kinds.get(name)
+                        if kind is None:
+                            lowered = name.lower()
+                            verb = _VERBS.get(lowered, "USED").lower()
+                            kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
+                        verb = kind[0]
+                        for path in _paths_of(args):
+                            verbs = paths.get(path)
+                            if verbs is None:
+                                paths[path] = {verb}
+                            else:
+                                verbs.add(verb)
                         command = _command_of(args) if kind[1] else None
-                        of_args = by_args[id(args)] = (args, _paths_of(args), command, kind[1])
-                    elif of_args[3] != kind[1]:  # the same arguments, another tool
-                        command = _command_of(args) if kind[1] else None
-                    else:
-                        command = of_args[2]
-                    verb = kind[0]
-                    for path in of_args[1]:
-                        verbs = paths.get(path)
-                        if verbs is None:
-                            paths[path] = {verb}
-                        else:
-                            verbs.add(verb)
-                    if command and command not in commands:
-                        commands[command] = "?"
-                    pending[cid] = (pos, name, args, command)
+                        if command and command not in commands:
+                            commands[command] = "?"
+                        # The dict is kept in the entry, so its id stays its own.
+                        of_args = by_args[id(args)] = (args, name, command)
+                    pending[cid] = (pos, name, args, of_args[2])
             elif role == "user":
-                raw = content_text(message.get("content"), images=False)
+                content = message.get("content")
+                raw = content if type(content) is str else content_text(content, images=False)
                 text = (_clean(raw) if "\x1b" in raw else raw).strip()
                 if is_wrapper(text):
                     continue
@@ -374,6 +377,7 @@ class _Scan:
                         if 8 <= len(sentence) <= 400 and _has_constraint(sentence):
                             key = " ".join(sentence.split()).lower()
                             self.constraints.setdefault(key, sentence)
+        self.last_reply_pos = last_reply_pos
         # Error lines and test counts come from the newest results only (the latest failures).
         # (One action per tool row, in order: the last actions are the newest results.)
         for _, name, args, pos, _ in self.actions[-_FULL_SCAN_RESULTS:]:
@@ -384,7 +388,7 @@ class _Scan:
                 if code is not None:
                     self.commands[command] = code
                     break
-        self._names(tool_rows)
+        self._names([action[3] for action in actions[-_NAME_SCAN_RESULTS:]])
 
     def _text(self, pos: int) -> str:
         content = self.facts.middle[pos].get("content")
