@@ -638,14 +638,30 @@ def _unseen_suffix(seen: Iterable[str]) -> re.Pattern[str]:
 def _exit_code(text: str) -> str | None:
     """The exit code a result reports (JSON ``exit_code``/``returncode``, or "Exit code: N"),
     looked for at the end first where tools write it."""
-    match = _EXIT_RE.search(text, max(0, len(text) - 400)) or (
-        _EXIT_RE.search(text, 0, 400) if len(text) > 400 else None
+    size = len(text)
+    match = _exit_search(text, max(0, size - 400), size) or (
+        _exit_search(text, 0, 400) if size > 400 else None
     )
-    if match is None and len(text) <= 64_000 and '"exit_code"' in text:
+    if match is None and size <= 64_000 and '"exit_code"' in text:
         match = _EXIT_RE.search(text)
     if match is None:
         return None
     return match.group(1) or match.group(2)
+
+
+# Every match of ``_EXIT_RE`` starts at one of these literals (or one character before it).
+_EXIT_STARTS = (('"exit_', 0), ('"returncode"', 0), ("xit ", 1))
+
+
+def _exit_search(text: str, start: int, stop: int) -> re.Match[str] | None:
+    """``_EXIT_RE.search(text, start, stop)``, run from the first place a match can start
+    (found with ``str.find``: the pattern's own scan stops at every "e")."""
+    at = stop
+    for literal, back in _EXIT_STARTS:
+        found = text.find(literal, start, stop)
+        if found != -1 and found - back < at:
+            at = max(start, found - back)
+    return None if at >= stop else _EXIT_RE.search(text, at, stop)
 
 
 def _unwrap(text: str) -> str:
@@ -677,13 +693,39 @@ _ERROR_LITERALS = re.compile(
 )
 
 
-# ``_ERROR_LINE`` behind a lookahead every one of its matches satisfies (each alternative
-# starts at a line start or at a word boundary before one of these letters): the same
-# matches, but a position where none can start costs one check instead of the 12 branches.
-_ERROR_LINE_AT = re.compile(
-    r"(?:^|\b(?=[A-Z]|error|fatal:|panicked at|command not found))(?:" + _ERROR_LINE.pattern + ")",
-    re.MULTILINE,
+# ``_ERROR_LINE`` split for one line at a time. Its alternatives anchored at a line start
+# (``_LINE_START``, tried at the line's start only) and the others, each starting at a word
+# boundary before a letter (``_IN_LINE``: the boundary is checked by a lookbehind after
+# that letter, so the pattern starts with a character set the regex engine scans for).
+# At any position at most one alternative can match (their first words differ), so the
+# order of the alternatives decides nothing.
+_LINE_START = re.compile(r"^\s*(?:FAILED|ERROR)\b|^\s*E\s{2,}\S|^--- FAIL:", re.MULTILINE)
+_IN_LINE = re.compile(
+    r"[A-Z](?<!\w[A-Z])[A-Za-z0-9_]*(?:Error|Exception)\b(?!\")"
+    r"|e(?<!\we)rror(?:\[\w+\])?:"
+    r"|T(?<!\wT)raceback \(most recent call last\)"
+    r"|p(?<!\wp)anicked at\b"
+    r"|f(?<!\wf)atal:"
+    r"|c(?<!\wc)ommand not found\b"
+    r"|N(?<!\wN)o such file or directory\b"
 )
+
+
+def _error_matches(body: str, start: int, end: int, most: int) -> int:
+    """How many ``_ERROR_LINE`` matches ``finditer(body, start, end)`` gives (at most
+    ``most``) for the line ``body[start:end]`` (``start`` a line start, no newline in it)."""
+    count = 0
+    pos = start
+    match = _LINE_START.match(body, start, end)
+    if match is not None:
+        count = 1
+        pos = match.end()
+    if count < most:
+        for _ in _IN_LINE.finditer(body, pos, end):
+            count += 1
+            if count >= most:
+                break
+    return count
 
 
 def _error_lines(body: str, limit: int) -> list[str]:
@@ -699,10 +741,9 @@ def _error_lines(body: str, limit: int) -> list[str]:
         end = body.find("\n", hint.start())
         if end == -1:
             end = len(body)
-        for _ in _ERROR_LINE_AT.finditer(body, start, end):
-            lines.append(body[start:end])
-            if len(lines) >= limit:
-                break
+        count = _error_matches(body, start, end, limit - len(lines))
+        if count:
+            lines.extend([body[start:end]] * count)
         at = end + 1
     return lines
 

@@ -3,8 +3,6 @@ input: each reference below is the replaced code, kept verbatim."""
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,9 +10,12 @@ from compaction import resume
 from compaction.resume import (
     _CONSTRAINT,
     _ERROR_LINE,
-    _ERROR_LINE_AT,
     _ERROR_LITERALS,
+    _EXIT_RE,
     _error_lines,
+    _error_matches,
+    _exit_code,
+    _exit_search,
     _has_constraint,
     _name_groups,
     _unseen_suffix,
@@ -85,16 +86,19 @@ def _reference_error_lines(body: str, limit: int) -> list[str]:
     return lines
 
 
-def _spans(pattern: re.Pattern[str], text: str, pos: int, endpos: int) -> list[tuple[int, int]]:
-    return [m.span() for m in pattern.finditer(text, pos, endpos)]
-
-
-@settings(max_examples=1_500, deadline=None)
-@given(_line_texts, st.integers(0, 40), st.integers(0, 400))
-def test_the_guarded_error_pattern_matches_where_the_plain_one_does(
-    text: str, pos: int, endpos: int
+@settings(max_examples=2_000, deadline=None)
+@given(_line_texts, _line_texts, st.integers(0, 30), st.integers(1, 4))
+def test_a_line_has_as_many_matches_as_the_plain_pattern_finds(
+    before: str, line: str, cut: int, most: int
 ) -> None:
-    assert _spans(_ERROR_LINE_AT, text, pos, endpos) == _spans(_ERROR_LINE, text, pos, endpos)
+    # The line is cut at its first newline (a line has none) and perhaps shortened: the
+    # pattern sees the text before it (lookbehinds, word boundaries) but not past its end.
+    line = line.split("\n")[0]
+    body = before + "\n" + line + "\n" + before if before else line + "\n" + before
+    start = len(before) + 1 if before else 0
+    end = max(start, start + len(line) - cut)
+    expected = min(most, sum(1 for _ in _ERROR_LINE.finditer(body, start, end)))
+    assert _error_matches(body, start, end, most) == expected
 
 
 @settings(max_examples=1_000, deadline=None)
@@ -205,3 +209,59 @@ def test_a_known_name_after_a_json_escape_needs_no_full_scan() -> None:
     assert unseen.search("\\\\nIndexError") is None
     assert unseen.search("xIndexError") is not None
     assert unseen.search("AnIndexError") is not None
+
+
+_EXIT_PIECES = (
+    '"exit_code": 0',
+    '"exit_code":1',
+    '"exit_code": x',
+    '"exit_status" : 2',
+    '"returncode": -3',
+    '"returncode"',
+    "Exit code: 4",
+    "exit status 5",
+    "exit code",
+    "Exit statu",
+    "xit code: 6",
+    "exit",
+    "E",
+    "e",
+    '"',
+    ":",
+    " ",
+    "\n",
+    "7",
+    "x" * 50,
+    "y" * 390,
+)
+_exit_texts = st.lists(st.sampled_from(_EXIT_PIECES), max_size=14).map("".join)
+
+
+def _reference_exit_code(text: str) -> str | None:
+    """``_exit_code`` as it was: ``_EXIT_RE`` searched from the window's start."""
+    match = _EXIT_RE.search(text, max(0, len(text) - 400)) or (
+        _EXIT_RE.search(text, 0, 400) if len(text) > 400 else None
+    )
+    if match is None and len(text) <= 64_000 and '"exit_code"' in text:
+        match = _EXIT_RE.search(text)
+    if match is None:
+        return None
+    return match.group(1) or match.group(2)
+
+
+@settings(max_examples=1_500, deadline=None)
+@given(_exit_texts, st.integers(0, 60), st.integers(0, 900))
+def test_the_exit_code_search_finds_what_the_pattern_finds(
+    text: str, start: int, stop: int
+) -> None:
+    found = _exit_search(text, start, stop)
+    expected = _EXIT_RE.search(text, start, stop)
+    assert (found and (found.span(), found.groups())) == (
+        expected and (expected.span(), expected.groups())
+    )
+
+
+@settings(max_examples=800, deadline=None)
+@given(_exit_texts)
+def test_exit_codes_are_those_of_the_reference(text: str) -> None:
+    assert _exit_code(text) == _reference_exit_code(text)
