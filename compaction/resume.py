@@ -25,6 +25,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -129,7 +130,10 @@ def message_date(message: Mapping[str, Any]) -> date | None:
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    # Printable text has no whitespace but " " (every other whitespace character is a
+    # control or separator character): without doubled or edge spaces it is one line already.
+    if not (text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "):
+        text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -225,7 +229,7 @@ def _has_constraint(text: str) -> bool:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [sentence for part in _SENTENCE_END.split(text) if (sentence := part.strip())]
 
 
 def _section_lines(body: str) -> dict[str, list[str]]:
@@ -362,7 +366,7 @@ class _Scan:
                 content = message.get("content")
                 raw = content if type(content) is str else content_text(content, images=False)
                 text = (_clean(raw) if "\x1b" in raw else raw).strip()
-                if is_wrapper(text):
+                if not text or text.startswith(_WRAPPERS):  # ``is_wrapper`` of stripped text
                     continue
                 if self.first_user is None:
                     self.first_user = text
@@ -401,7 +405,11 @@ class _Scan:
 
     def _names(self, tool_rows: Sequence[int]) -> None:
         """Exception names, ordered by their newest occurrence (oldest first)."""
-        texts = (self._text(pos) for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:]))
+        middle = self.facts.middle
+        texts = (
+            content if type(content := middle[pos].get("content")) is str else content_text(content)
+            for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:])
+        )
         for group in reversed(_name_groups(texts)):
             self.exception_names.update(dict.fromkeys(group))
 
@@ -589,7 +597,10 @@ def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[
             # before the end of the head, so the boundary after each of the first 8 is
             # checked on the text's own next character).
             end = len(scanned)
-            if end > _CHECK_HEAD and len(_SUFFIX.findall(scanned, 0, _CHECK_HEAD)) > 8:
+            # More than 8 suffixes in the head: a 9th is found (the scan stops there).
+            if end > _CHECK_HEAD and next(
+                islice(_SUFFIX.finditer(scanned, 0, _CHECK_HEAD), 8, None), None
+            ):
                 end = _CHECK_HEAD
             if unseen.search(scanned, 0, end) is None:
                 continue
@@ -774,11 +785,14 @@ def resume_summary(facts: SummaryFacts) -> str:
     commands = merged(
         "Commands Run", [f"- `{c}` -> exit {code}" for c, code in scan.commands.items()]
     )
-    error_lines = []
+    labels: dict[str, str] = {}  # command or tool -> its label (errors repeat a few)
+    entries = []  # one per error, in order
     for _, source, line in scan.errors:
-        entry = f"- [{_one_line(source, 80)}] {line}"
-        if entry not in error_lines:
-            error_lines.append(entry)
+        label = labels.get(source)
+        if label is None:
+            label = labels[source] = _one_line(source, 80)
+        entries.append(f"- [{label}] {line}")
+    error_lines = list(dict.fromkeys(entries))
     if scan.exception_names:
         names = list(scan.exception_names)[-_MAX_NAMES:]
         error_lines.append("- Exception names seen: " + ", ".join(names))
@@ -788,13 +802,14 @@ def resume_summary(facts: SummaryFacts) -> str:
 
     # Blocked: errors of the last two user turns whose command did not succeed later.
     since = scan.user_positions[-2] if len(scan.user_positions) >= 2 else -1
-    blocked = []
-    for pos, source, line in scan.errors:
-        if pos < since or scan.command_ok.get(source, -1) > pos:
-            continue
-        entry = f"- [{_one_line(source, 80)}] {line}"
-        if entry not in blocked:
-            blocked.append(entry)
+    ok = scan.command_ok
+    blocked = list(
+        dict.fromkeys(
+            entry
+            for (pos, source, _), entry in zip(scan.errors, entries, strict=True)
+            if pos >= since and ok.get(source, -1) <= pos
+        )
+    )
 
     if scan.last_user is not None:
         active = scan.last_user[1][:2_000]

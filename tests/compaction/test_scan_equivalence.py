@@ -18,6 +18,7 @@ from compaction.resume import (
     _exit_search,
     _has_constraint,
     _name_groups,
+    _one_line,
     _unseen_suffix,
 )
 
@@ -265,3 +266,36 @@ def test_the_exit_code_search_finds_what_the_pattern_finds(
 @given(_exit_texts)
 def test_exit_codes_are_those_of_the_reference(text: str) -> None:
     assert _exit_code(text) == _reference_exit_code(text)
+
+
+def test_every_whitespace_but_the_space_is_unprintable() -> None:
+    # ``_one_line`` leaves printable text without doubled or edge spaces as it is: that is
+    # its split-and-join only if no other whitespace character is printable.
+    for code in range(0x110000):
+        char = chr(code)
+        if char.isspace() and char != " ":
+            assert not char.isprintable(), hex(code)
+
+
+_ONE_LINE_PIECES = (
+    "a",
+    "bc",
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "\u00a0",
+    "\u2028",
+    "\x1c",
+    "é",
+    "…",
+    "x" * 30,
+)
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(st.lists(st.sampled_from(_ONE_LINE_PIECES), max_size=12).map("".join), st.integers(1, 80))
+def test_one_line_is_the_split_and_join(text: str, limit: int) -> None:
+    joined = " ".join(text.split())
+    expected = joined if len(joined) <= limit else joined[: limit - 1] + "…"
+    assert _one_line(text, limit) == expected
