@@ -597,11 +597,11 @@ def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[
             # before the end of the head, so the boundary after each of the first 8 is
             # checked on the text's own next character).
             end = len(scanned)
-            # More than 8 suffixes in the head: a 9th is found (the scan stops there).
-            if end > _CHECK_HEAD and next(
-                islice(_SUFFIX.finditer(scanned, 0, _CHECK_HEAD), 8, None), None
-            ):
-                end = _CHECK_HEAD
+            if end > _CHECK_HEAD:
+                # More than 8 suffixes in the head: a 9th is found (the scan stops there).
+                ninth = next(islice(_SUFFIX.finditer(scanned, 0, _CHECK_HEAD), 8, None), None)
+                if ninth is not None:
+                    end = _CHECK_HEAD
             if unseen.search(scanned, 0, end) is None:
                 continue
         new = [n for n in _exception_names(scanned) if n not in seen]
