@@ -25,6 +25,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -129,7 +130,10 @@ def message_date(message: Mapping[str, Any]) -> date | None:
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    # Printable text has no whitespace but " " (every other whitespace character is a
+    # control or separator character): without doubled or edge spaces it is one line already.
+    if not (text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "):
+        text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -193,19 +197,39 @@ _CONSTRAINT_WORDS = (
 )
 
 
+# ``_CONSTRAINT`` without IGNORECASE, for lower-cased ASCII text: there a case-insensitive
+# match is exactly a match in the lower-cased copy (same length, same word characters; the
+# non-ASCII letters re folds onto "k" and "s" cannot occur).
+_CONSTRAINT_LOWER = re.compile(r"\b(?:" + "|".join(map(re.escape, _CONSTRAINT_WORDS)) + r")\b")
+
+
 def _has_constraint(text: str) -> bool:
     """``_CONSTRAINT.search(text)`` is not None. ASCII text is first checked for the words
-    in its lower-cased copy (C-speed substring checks): a case-insensitive match of ASCII
-    text is one of them, lower-cased; the regex runs only where one is found."""
+    in its lower-cased copy (C-speed substring checks, spelled out: a generator over the
+    words costs more than the checks on the short texts this reads), then searched there
+    with ``_CONSTRAINT_LOWER``."""
     if text.isascii():
         lowered = text.lower()
-        if not any(word in lowered for word in _CONSTRAINT_WORDS):
+        if not (
+            "must" in lowered
+            or "never" in lowered
+            or "always" in lowered
+            or "do not" in lowered
+            or "don't" in lowered
+            or "make sure" in lowered
+            or "avoid" in lowered
+            or "only use" in lowered
+            or "prefer" in lowered
+            or "should not" in lowered
+            or "shouldn't" in lowered
+        ):
             return False
+        return _CONSTRAINT_LOWER.search(lowered) is not None
     return _CONSTRAINT.search(text) is not None
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [sentence for part in _SENTENCE_END.split(text) if (sentence := part.strip())]
 
 
 def _section_lines(body: str) -> dict[str, list[str]]:
@@ -277,32 +301,39 @@ class _Scan:
         # call id -> (call position, tool name, arguments, shell command or None)
         pending: dict[str, tuple[int, str, dict[str, Any], str | None]] = {}
         runs: dict[str, list[int]] = {}  # command -> positions of its results
-        tool_rows: list[int] = []
+        # id(arguments) -> (arguments, tool name, shell command or None). Repeated calls share
+        # their arguments dict (``Work.start``): a call whose dict was already read for the
+        # same tool adds no path, verb or command, so only its pairing is done.
+        by_args: dict[int, tuple[dict[str, Any], str, str | None]] = {}
         kinds: dict[str, tuple[str, bool]] = {}  # tool name -> (verb, is a shell)
         actions = self.actions
         paths, commands = self.paths, self.commands
-        by_args: dict[int, tuple[dict[str, Any], list[str], str | None, bool]] = {}
+        add_action = actions.append
+        take_pending = pending.pop
+        last_reply_pos = -1
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
-                tool_rows.append(pos)
                 cid = message.get("tool_call_id")
-                entry = pending.pop(cid if type(cid) is str else str(cid or ""), None)
+                entry = take_pending(cid if type(cid) is str else str(cid or ""), None)
                 if entry is None:
-                    actions.append((pos, "tool", {}, pos, None))
+                    add_action((pos, "tool", {}, pos, None))
                     continue
                 call_pos, name, args, command = entry
-                actions.append((call_pos, name, args, pos, None))
+                add_action((call_pos, name, args, pos, None))
                 if command:
-                    runs.setdefault(command, []).append(pos)
+                    positions = runs.get(command)
+                    if positions is None:
+                        runs[command] = [pos]
+                    else:
+                        positions.append(pos)
             elif role == "assistant":
                 content = message.get("content")
                 if type(content) is str:
-                    replied = bool(content) and not content.isspace()
-                else:
-                    replied = bool(content_text(content, images=False).strip())
-                if replied:
-                    self.last_reply_pos = pos
+                    if content and not content.isspace():
+                        last_reply_pos = pos
+                elif content_text(content, images=False).strip():
+                    last_reply_pos = pos
                 for call in message.get("tool_calls") or ():
                     if type(call) is not dict and not isinstance(call, Mapping):
                         continue
@@ -311,35 +342,31 @@ class _Scan:
                         cid = tool_call_id(call) or f"#{pos}"
                     found = known.get(cid)
                     name, args = found if found else (tool_call_name(call), parse_arguments(call))
-                    kind = kinds.get(name)
-                    if kind is None:
-                        lowered = name.lower()
-                        verb = _VERBS.get(lowered, "USED").lower()
-                        kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
-                    # Paths and command once per arguments dict: repeated calls share theirs
-                    # (``Work.start``). The dict is kept in the entry, so its id stays its own.
                     of_args = by_args.get(id(args))
-                    if of_args is None or of_args[0] is not args:
+                    if of_args is None or of_args[0] is not args or of_args[1] != name:
+                        kind = kinds.get(name)
+                        if kind is None:
+                            lowered = name.lower()
+                            verb = _VERBS.get(lowered, "USED").lower()
+                            kind = kinds[name] = (verb, lowered in SHELL_TOOLS)
+                        verb = kind[0]
+                        for path in _paths_of(args):
+                            verbs = paths.get(path)
+                            if verbs is None:
+                                paths[path] = {verb}
+                            else:
+                                verbs.add(verb)
                         command = _command_of(args) if kind[1] else None
-                        of_args = by_args[id(args)] = (args, _paths_of(args), command, kind[1])
-                    elif of_args[3] != kind[1]:  # the same arguments, another tool
-                        command = _command_of(args) if kind[1] else None
-                    else:
-                        command = of_args[2]
-                    verb = kind[0]
-                    for path in of_args[1]:
-                        verbs = paths.get(path)
-                        if verbs is None:
-                            paths[path] = {verb}
-                        else:
-                            verbs.add(verb)
-                    if command and command not in commands:
-                        commands[command] = "?"
-                    pending[cid] = (pos, name, args, command)
+                        if command and command not in commands:
+                            commands[command] = "?"
+                        # The dict is kept in the entry, so its id stays its own.
+                        of_args = by_args[id(args)] = (args, name, command)
+                    pending[cid] = (pos, name, args, of_args[2])
             elif role == "user":
-                raw = content_text(message.get("content"), images=False)
+                content = message.get("content")
+                raw = content if type(content) is str else content_text(content, images=False)
                 text = (_clean(raw) if "\x1b" in raw else raw).strip()
-                if is_wrapper(text):
+                if not text or text.startswith(_WRAPPERS):  # ``is_wrapper`` of stripped text
                     continue
                 if self.first_user is None:
                     self.first_user = text
@@ -354,6 +381,7 @@ class _Scan:
                         if 8 <= len(sentence) <= 400 and _has_constraint(sentence):
                             key = " ".join(sentence.split()).lower()
                             self.constraints.setdefault(key, sentence)
+        self.last_reply_pos = last_reply_pos
         # Error lines and test counts come from the newest results only (the latest failures).
         # (One action per tool row, in order: the last actions are the newest results.)
         for _, name, args, pos, _ in self.actions[-_FULL_SCAN_RESULTS:]:
@@ -364,7 +392,7 @@ class _Scan:
                 if code is not None:
                     self.commands[command] = code
                     break
-        self._names(tool_rows)
+        self._names([action[3] for action in actions[-_NAME_SCAN_RESULTS:]])
 
     def _text(self, pos: int) -> str:
         content = self.facts.middle[pos].get("content")
@@ -377,7 +405,11 @@ class _Scan:
 
     def _names(self, tool_rows: Sequence[int]) -> None:
         """Exception names, ordered by their newest occurrence (oldest first)."""
-        texts = (self._text(pos) for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:]))
+        middle = self.facts.middle
+        texts = (
+            content if type(content := middle[pos].get("content")) is str else content_text(content)
+            for pos in reversed(tool_rows[-_NAME_SCAN_RESULTS:])
+        )
         for group in reversed(_name_groups(texts)):
             self.exception_names.update(dict.fromkeys(group))
 
@@ -565,8 +597,11 @@ def _name_groups(texts: Iterable[str], *, skip_known: bool = True) -> list[list[
             # before the end of the head, so the boundary after each of the first 8 is
             # checked on the text's own next character).
             end = len(scanned)
-            if end > _CHECK_HEAD and len(_SUFFIX.findall(scanned, 0, _CHECK_HEAD)) > 8:
-                end = _CHECK_HEAD
+            if end > _CHECK_HEAD:
+                # More than 8 suffixes in the head: a 9th is found (the scan stops there).
+                ninth = next(islice(_SUFFIX.finditer(scanned, 0, _CHECK_HEAD), 8, None), None)
+                if ninth is not None:
+                    end = _CHECK_HEAD
             if unseen.search(scanned, 0, end) is None:
                 continue
         new = [n for n in _exception_names(scanned) if n not in seen]
@@ -593,11 +628,17 @@ def _unseen_suffix(seen: Iterable[str]) -> re.Pattern[str]:
     character or the start of the text, is that seen name (or no name at all when no word
     boundary follows it): the lookbehinds exclude exactly those. The pattern starts with the
     literal "E", which the regex engine scans for fast.
+
+    A seen name right after a backslash and the letter of a JSON escape (``\\nValueError``
+    in a JSON result read as raw text) is that name when the backslash escapes the letter,
+    and no name otherwise (the word then starts with the lower-case letter; a name is at
+    most 60 characters, so a 61-character word is read as the name): the second lookbehind
+    excludes those too.
     """
 
     def known(suffix: str) -> str:
         return "".join(
-            f"(?<!(?<![A-Za-z0-9_]){re.escape(name)})"
+            rf"(?<!(?<![A-Za-z0-9_]){re.escape(name)})(?<!\\[nrtbf]{re.escape(name)})"
             for name in sorted(seen)
             if name.endswith(suffix)
         )
@@ -608,14 +649,30 @@ def _unseen_suffix(seen: Iterable[str]) -> re.Pattern[str]:
 def _exit_code(text: str) -> str | None:
     """The exit code a result reports (JSON ``exit_code``/``returncode``, or "Exit code: N"),
     looked for at the end first where tools write it."""
-    match = _EXIT_RE.search(text, max(0, len(text) - 400)) or (
-        _EXIT_RE.search(text, 0, 400) if len(text) > 400 else None
+    size = len(text)
+    match = _exit_search(text, max(0, size - 400), size) or (
+        _exit_search(text, 0, 400) if size > 400 else None
     )
-    if match is None and len(text) <= 64_000 and '"exit_code"' in text:
+    if match is None and size <= 64_000 and '"exit_code"' in text:
         match = _EXIT_RE.search(text)
     if match is None:
         return None
     return match.group(1) or match.group(2)
+
+
+# Every match of ``_EXIT_RE`` starts at one of these literals (or one character before it).
+_EXIT_STARTS = (('"exit_', 0), ('"returncode"', 0), ("xit ", 1))
+
+
+def _exit_search(text: str, start: int, stop: int) -> re.Match[str] | None:
+    """``_EXIT_RE.search(text, start, stop)``, run from the first place a match can start
+    (found with ``str.find``: the pattern's own scan stops at every "e")."""
+    at = stop
+    for literal, back in _EXIT_STARTS:
+        found = text.find(literal, start, stop)
+        if found != -1 and found - back < at:
+            at = max(start, found - back)
+    return None if at >= stop else _EXIT_RE.search(text, at, stop)
 
 
 def _unwrap(text: str) -> str:
@@ -647,6 +704,41 @@ _ERROR_LITERALS = re.compile(
 )
 
 
+# ``_ERROR_LINE`` split for one line at a time. Its alternatives anchored at a line start
+# (``_LINE_START``, tried at the line's start only) and the others, each starting at a word
+# boundary before a letter (``_IN_LINE``: the boundary is checked by a lookbehind after
+# that letter, so the pattern starts with a character set the regex engine scans for).
+# At any position at most one alternative can match (their first words differ), so the
+# order of the alternatives decides nothing.
+_LINE_START = re.compile(r"^\s*(?:FAILED|ERROR)\b|^\s*E\s{2,}\S|^--- FAIL:", re.MULTILINE)
+_IN_LINE = re.compile(
+    r"[A-Z](?<!\w[A-Z])[A-Za-z0-9_]*(?:Error|Exception)\b(?!\")"
+    r"|e(?<!\we)rror(?:\[\w+\])?:"
+    r"|T(?<!\wT)raceback \(most recent call last\)"
+    r"|p(?<!\wp)anicked at\b"
+    r"|f(?<!\wf)atal:"
+    r"|c(?<!\wc)ommand not found\b"
+    r"|N(?<!\wN)o such file or directory\b"
+)
+
+
+def _error_matches(body: str, start: int, end: int, most: int) -> int:
+    """How many ``_ERROR_LINE`` matches ``finditer(body, start, end)`` gives (at most
+    ``most``) for the line ``body[start:end]`` (``start`` a line start, no newline in it)."""
+    count = 0
+    pos = start
+    match = _LINE_START.match(body, start, end)
+    if match is not None:
+        count = 1
+        pos = match.end()
+    if count < most:
+        for _ in _IN_LINE.finditer(body, pos, end):
+            count += 1
+            if count >= most:
+                break
+    return count
+
+
 def _error_lines(body: str, limit: int) -> list[str]:
     """The first ``limit`` error lines of ``body`` (a line once per ``_ERROR_LINE`` match in
     it), matched line by line on the lines holding one of ``_ERROR_LITERALS``."""
@@ -660,10 +752,9 @@ def _error_lines(body: str, limit: int) -> list[str]:
         end = body.find("\n", hint.start())
         if end == -1:
             end = len(body)
-        for _ in _ERROR_LINE.finditer(body, start, end):
-            lines.append(body[start:end])
-            if len(lines) >= limit:
-                break
+        count = _error_matches(body, start, end, limit - len(lines))
+        if count:
+            lines.extend([body[start:end]] * count)
         at = end + 1
     return lines
 
@@ -694,11 +785,14 @@ def resume_summary(facts: SummaryFacts) -> str:
     commands = merged(
         "Commands Run", [f"- `{c}` -> exit {code}" for c, code in scan.commands.items()]
     )
-    error_lines = []
+    labels: dict[str, str] = {}  # command or tool -> its label (errors repeat a few)
+    entries = []  # one per error, in order
     for _, source, line in scan.errors:
-        entry = f"- [{_one_line(source, 80)}] {line}"
-        if entry not in error_lines:
-            error_lines.append(entry)
+        label = labels.get(source)
+        if label is None:
+            label = labels[source] = _one_line(source, 80)
+        entries.append(f"- [{label}] {line}")
+    error_lines = list(dict.fromkeys(entries))
     if scan.exception_names:
         names = list(scan.exception_names)[-_MAX_NAMES:]
         error_lines.append("- Exception names seen: " + ", ".join(names))
@@ -708,13 +802,14 @@ def resume_summary(facts: SummaryFacts) -> str:
 
     # Blocked: errors of the last two user turns whose command did not succeed later.
     since = scan.user_positions[-2] if len(scan.user_positions) >= 2 else -1
-    blocked = []
-    for pos, source, line in scan.errors:
-        if pos < since or scan.command_ok.get(source, -1) > pos:
-            continue
-        entry = f"- [{_one_line(source, 80)}] {line}"
-        if entry not in blocked:
-            blocked.append(entry)
+    ok = scan.command_ok
+    blocked = list(
+        dict.fromkeys(
+            entry
+            for (pos, source, _), entry in zip(scan.errors, entries, strict=True)
+            if pos >= since and ok.get(source, -1) <= pos
+        )
+    )
 
     if scan.last_user is not None:
         active = scan.last_user[1][:2_000]
