@@ -31,9 +31,6 @@ from compaction.report import CompactionReport
 from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
 from compaction.serialize import (
-    TOOL_LABEL_CHARS as _TOOL_LABEL_CHARS,
-)
-from compaction.serialize import (
     RecordSizes,
     measure_records,
     serialize_middle,
@@ -396,8 +393,8 @@ class _Settled:
         slimmable: the rows ``slim_range`` can still change: the tool results no pass
             folded and the rows whose content is a list of parts (images). A folded result's
             line is a stub, and the passes indexed every call already.
-        measured: the rows whose summarizer record is measured: all but the folded results
-            whose record length the fold pass noted (``Work.line_chars``).
+        measured: the rows whose summarizer record is measured: all but those whose record
+            length the passes noted (``Work.record_chars``).
         known_chars: the summed record length of the others.
     """
 
@@ -423,11 +420,10 @@ def _settled(
     ]
     slimmable.extend(p - h for p in (*parted_rows, *work.odd_rows) if h <= p < t)
     slimmable.sort()
-    known = work.line_chars[h:t]
+    known = work.record_chars[h:t]
     # The rows with no noted length, picked in C (this runs over the whole middle).
     measured = list(compress(range(t - h), map(operator.not_, known)))
-    noted = t - h - len(measured)
-    return _Settled(slimmable, measured, sum(known) + _TOOL_LABEL_CHARS * noted)
+    return _Settled(slimmable, measured, sum(known))
 
 
 def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) -> str | None:

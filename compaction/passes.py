@@ -40,6 +40,14 @@ from compaction.messages import (
     parse_arguments_text,
     tool_call_id,
 )
+from compaction.serialize import (
+    ARGS_MAX,
+    ARGS_SHOWN_MAX,
+    ASSISTANT_LABEL_CHARS,
+    CALL_LINE_CHARS,
+    CALLS_FRAME_CHARS,
+    TOOL_LABEL_CHARS,
+)
 from compaction.slimming import (
     FOLDERS,
     CallIndex,
@@ -290,9 +298,11 @@ class Work:
             images: a pass only ever writes string content over a string).
         odd_rows: the rows of other roles than tool, user and assistant whose content is a
             list of parts.
-        line_chars: per row, 0 or, for a folded row whose line is short enough to be sent
-            whole, the length of its line plus its call id's as the summarizer record writes
-            it (``"?"`` for none): the record's length without a second look at the row.
+        record_chars: per row, 0 or the length of its summarizer record (``measure_records``)
+            as noted by the walk that saw it: an assistant row whose calls all have the
+            OpenAI shape and whose text is sent whole, a folded row whose line is. The
+            middle's records are then measured without a second look at those rows; ``put``
+            clears the note of a row it replaces.
         long_outputs: the string tool outputs of at least ``dedup_min_chars`` at the start.
         summary_rows: the user and assistant rows that bear a summary.
         parted_rows: the user and assistant rows whose content is a list of parts.
@@ -318,7 +328,7 @@ class Work:
     long_rows: list[int] = field(default_factory=list)
     other_tool_rows: list[int] = field(default_factory=list)
     odd_rows: list[int] = field(default_factory=list)
-    line_chars: list[int] = field(default_factory=list)
+    record_chars: list[int] = field(default_factory=list)
     long_outputs: list[str] = field(default_factory=list)
     summary_rows: list[int] = field(default_factory=list)
     parted_rows: list[int] = field(default_factory=list)
@@ -340,7 +350,7 @@ class Work:
         costs as much as the work done in it.
         """
         work = cls(list(messages), [], count, config)
-        work.line_chars = [0] * len(work.messages)
+        work.record_chars = [0] * len(work.messages)
         work.count_many = count_many or (lambda batch: [count(m) for m in batch])
         # One walk indexes every call (as ``build_call_index``) and finds the rows each pass
         # visits: the passes then skip the rows they never change.
@@ -352,6 +362,13 @@ class Work:
         other_rows = work.other_tool_rows
         summaries, parted = work.summary_rows, work.parted_rows
         outputs, dedup_min = work.long_outputs, config.dedup_min_chars
+        record_chars, sent_whole = work.record_chars, config.content_max
+        assistant_label, calls_frame, call_line = (
+            ASSISTANT_LABEL_CHARS,
+            CALLS_FRAME_CHARS,
+            CALL_LINE_CHARS,
+        )
+        args_max, args_shown_max = ARGS_MAX, ARGS_SHOWN_MAX
         for pos, message in enumerate(work.messages):
             if type(message) is not dict and not isinstance(message, Mapping):
                 raise InputError(f"expected a dict, got {type(message).__name__}", pos)
@@ -391,6 +408,15 @@ class Work:
                     continue
                 # ``_has_long_args(row_calls, minimum)``, decided in the same loop.
                 long = False
+                # The row's summarizer record length, noted when its text is sent whole (no
+                # reasoning block to strip, not truncated) and every call has the OpenAI shape
+                # (-1: measured later).
+                chars = -1
+                if content is None or (
+                    type(content) is str and len(content) <= sent_whole and "<" not in content
+                ):
+                    chars = assistant_label + (len(content) if content else 0)
+                    chars += calls_frame + len(row_calls) - 1
                 for call in row_calls:
                     fn = call.get("function") if type(call) is dict else None
                     if type(fn) is dict:
@@ -398,28 +424,37 @@ class Work:
                         if type(raw) is str:
                             if len(raw) > minimum:
                                 long = True
+                            # str(x) of an exact str is x: called only for other types.
+                            name = fn.get("name")
+                            if type(name) is not str or not name:
+                                name = str(name or "unknown")
+                            if chars >= 0:
+                                shown = len(raw) if len(raw) <= args_max else args_shown_max
+                                chars += call_line + len(name) + shown
                             cid = call.get("id")
                             if cid:
                                 args = parsed.get(raw)
                                 if args is None:
                                     args = parsed[raw] = parse_arguments_text(raw)
-                                # str(x) of an exact str is x: called only for other types.
-                                name = fn.get("name")
-                                if type(name) is not str or not name:
-                                    name = str(name or "unknown")
                                 calls[cid if type(cid) is str else str(cid)] = (name, args)
                                 continue
+                        else:
+                            chars = -1
                     else:
                         long = True  # an unusual shape: let ``shrink_args`` decide
+                        chars = -1
                     _index_calls({"tool_calls": [call]}, calls)  # the general shapes
                 if long:
                     long_rows.append(pos)
+                if chars >= 0:
+                    record_chars[pos] = chars
         return work
 
     def put(self, pos: int, message: dict[str, Any]) -> None:
         """Replace row ``pos``; its count is refreshed by ``flush`` (in one batch) or at once
         when ``immediate`` is set (a pass that decides row by row)."""
         self.messages[pos] = message
+        self.record_chars[pos] = 0
         if self.immediate:
             self.tokens[pos] = self.count(message)
         elif self.exact_head <= pos < self.exact_from:
@@ -475,7 +510,7 @@ class Work:
         calls_get = self.calls.get
         minimum = self.config.fold_min_chars
         sent_whole = self.config.content_max
-        line_chars = self.line_chars
+        record_chars, tool_label = self.record_chars, TOOL_LABEL_CHARS
         overhead = self.config.per_message_overhead
         low, high, immediate = self.exact_head, self.exact_from, self.immediate
         done = 0
@@ -507,7 +542,7 @@ class Work:
                     tokens[pos] = (len(line) + len(cid) + 3) // 4 + overhead
             folded.add(pos)
             if len(line) <= sent_whole:
-                line_chars[pos] = len(line) + (len(cid) or 1)
+                record_chars[pos] = tool_label + len(line) + (len(cid) or 1)
             # ``make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)``
             actions.append(
                 {

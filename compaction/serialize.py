@@ -24,6 +24,11 @@ from compaction.messages import Message, content_text, raw_arguments, tool_call_
 from compaction.slimming import SlimAction, make_action, truncate_text
 
 __all__ = [
+    "ARGS_MAX",
+    "ARGS_SHOWN_MAX",
+    "ASSISTANT_LABEL_CHARS",
+    "CALLS_FRAME_CHARS",
+    "CALL_LINE_CHARS",
     "TOOL_LABEL_CHARS",
     "RecordSizes",
     "measure_records",
@@ -32,8 +37,14 @@ __all__ = [
 ]
 
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL | re.IGNORECASE)
+# Record lengths, for the callers that note them without building a record:
 TOOL_LABEL_CHARS = len("[TOOL RESULT ]: ")  # a tool record: this label, its call id, its text
-_ARGS_MAX = 1_500
+ASSISTANT_LABEL_CHARS = len("[ASSISTANT]: ")  # an assistant record: this label, its text ...
+CALLS_FRAME_CHARS = len("\n[Tool calls:\n") + len("\n]")  # ... then its calls, one per line
+CALL_LINE_CHARS = len("  ()")  # "  name(arguments)"
+ARGS_MAX = 1_500  # arguments longer than this are shown cut to ...
+ARGS_SHOWN_MAX = 1_200 + len("...")  # ... this many chars
+_ARGS_MAX = ARGS_MAX
 _ARGS_HEAD = 1_200
 
 
@@ -110,11 +121,11 @@ def _record_length(
     if role == "assistant" and message.get("tool_calls"):
         calls = tool_calls(message)
         if calls:
-            length += len("\n[Tool calls:\n") + len("\n]") + len(calls) - 1
+            length += CALLS_FRAME_CHARS + len(calls) - 1
             for call in calls:
                 name, args = _call_parts(call)
-                shown = len(args) if len(args) <= _ARGS_MAX else _ARGS_HEAD + 3
-                length += 4 + len(name) + shown  # "  name(args)"
+                shown = len(args) if len(args) <= ARGS_MAX else ARGS_SHOWN_MAX
+                length += CALL_LINE_CHARS + len(name) + shown
     return length, text, sent
 
 
