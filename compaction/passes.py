@@ -47,6 +47,7 @@ from compaction.serialize import (
     CALL_LINE_CHARS,
     CALLS_FRAME_CHARS,
     TOOL_LABEL_CHARS,
+    USER_LABEL_CHARS,
 )
 from compaction.slimming import (
     FOLDERS,
@@ -300,7 +301,8 @@ class Work:
             list of parts.
         record_chars: per row, 0 or the length of its summarizer record (``measure_records``)
             as noted by the walk that saw it: an assistant row whose calls all have the
-            OpenAI shape and whose text is sent whole, a folded row whose line is. The
+            OpenAI shape and whose text is sent whole, a user or plain assistant row whose
+            text is, a folded row whose line is. The
             middle's records are then measured without a second look at those rows; ``put``
             clears the note of a row it replaces.
         long_outputs: the string tool outputs of at least ``dedup_min_chars`` at the start.
@@ -363,7 +365,8 @@ class Work:
         summaries, parted = work.summary_rows, work.parted_rows
         outputs, dedup_min = work.long_outputs, config.dedup_min_chars
         record_chars, sent_whole = work.record_chars, config.content_max
-        assistant_label, calls_frame, call_line = (
+        user_label, assistant_label, calls_frame, call_line = (
+            USER_LABEL_CHARS,
             ASSISTANT_LABEL_CHARS,
             CALLS_FRAME_CHARS,
             CALL_LINE_CHARS,
@@ -387,6 +390,13 @@ class Work:
                 if type(content) is str:
                     if is_summary_text(content):
                         summaries.append(pos)
+                    # The record of a plain-text row, noted when sent whole (an assistant
+                    # row's calls, if any, are added below).
+                    if len(content) <= sent_whole:
+                        if role == "user":
+                            record_chars[pos] = user_label + len(content)
+                        elif "<" not in content:
+                            record_chars[pos] = assistant_label + len(content)
                 else:
                     if type(content) is list:
                         parted.append(pos)
@@ -412,11 +422,11 @@ class Work:
                 # reasoning block to strip, not truncated) and every call has the OpenAI shape
                 # (-1: measured later).
                 chars = -1
-                if content is None or (
-                    type(content) is str and len(content) <= sent_whole and "<" not in content
-                ):
-                    chars = assistant_label + (len(content) if content else 0)
-                    chars += calls_frame + len(row_calls) - 1
+                if content is None:
+                    chars = assistant_label + calls_frame + len(row_calls) - 1
+                elif record_chars[pos]:
+                    chars = record_chars[pos] + calls_frame + len(row_calls) - 1
+                    record_chars[pos] = 0  # until every call is known to have the shape
                 for call in row_calls:
                     fn = call.get("function") if type(call) is dict else None
                     if type(fn) is dict:

@@ -30,6 +30,7 @@ __all__ = [
     "CALLS_FRAME_CHARS",
     "CALL_LINE_CHARS",
     "TOOL_LABEL_CHARS",
+    "USER_LABEL_CHARS",
     "RecordSizes",
     "measure_records",
     "serialize_message",
@@ -39,6 +40,7 @@ __all__ = [
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL | re.IGNORECASE)
 # Record lengths, for the callers that note them without building a record:
 TOOL_LABEL_CHARS = len("[TOOL RESULT ]: ")  # a tool record: this label, its call id, its text
+USER_LABEL_CHARS = len("[USER]: ")  # a user record: this label, its text
 ASSISTANT_LABEL_CHARS = len("[ASSISTANT]: ")  # an assistant record: this label, its text ...
 CALLS_FRAME_CHARS = len("\n[Tool calls:\n") + len("\n]")  # ... then its calls, one per line
 CALL_LINE_CHARS = len("  ()")  # "  name(arguments)"

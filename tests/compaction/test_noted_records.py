@@ -49,7 +49,7 @@ def _call(draw: Any, index: int) -> Any:
 def _conversation(draw: Any) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
     for turn in range(draw(st.integers(1, 12))):
-        messages.append({"role": "user", "content": f"turn {turn}"})
+        messages.append({"role": "user", "content": draw(_TEXTS)})
         calls = [draw(_call(turn * 10 + k)) for k in range(draw(st.integers(0, 3)))]
         row: dict[str, Any] = {"role": "assistant", "content": draw(_TEXTS)}
         if calls:
