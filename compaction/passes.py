@@ -388,7 +388,10 @@ class Work:
                 # The engine's summary and parts check (``_scan_input``), in this walk.
                 content = message.get("content")
                 if type(content) is str:
-                    if is_summary_text(content):
+                    # Every summary opening starts with "[" (or follows blanks): the other
+                    # texts skip the call.
+                    first = content[:1]
+                    if (first == "[" or first.isspace()) and is_summary_text(content):
                         summaries.append(pos)
                     # The record of a plain-text row, noted when sent whole (an assistant
                     # row's calls, if any, are added below).

@@ -98,3 +98,22 @@ def test_noting_changes_nothing_in_the_result(size, monkeypatch):
     assert noted.report.summarizer_input == measured.report.summarizer_input
     assert noted.report.slimming == measured.report.slimming
     assert noted.messages == measured.messages
+
+
+def test_every_summary_opening_starts_with_a_bracket():
+    # Work.start calls is_summary_text only for texts starting with "[" or a blank.
+    from compaction.markers import _OPENINGS
+
+    assert _OPENINGS
+    assert all(opening.startswith("[") for opening in _OPENINGS)
+
+
+@pytest.mark.parametrize("lead", ["", "  \n", "\u3000"])
+def test_a_summary_in_the_input_is_found_by_the_hermes_walk(lead):
+    from compaction.markers import wrap_summary
+
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+    messages.append({"role": "user", "content": lead + wrap_summary("## Goal\nport the parser")})
+    messages += generate_conversation(300, seed=3)[1:]
+    work = Work.start(messages, lambda m: 1, CompactionConfig())
+    assert work.summary_rows == [2]
