@@ -9,8 +9,9 @@ one plain tiktoken pass over the same text. Targets: 10k messages ≤ 150 ms; 50
 The multi-process timing below is of the ``classic`` profile (the seed's engine, the figures
 the README has tracked); a second table times both profiles in this process, with cached
 counts (best of a few runs, the profiles alternating) and without (one run: the engine counts
-tokens itself), and
-checks the default (hermes) profile's 10k cached time against 1.3× the classic one.
+tokens itself). The default (hermes) profile's 10k cached time is checked against 1.3× the
+classic one in each of the fresh processes (alternating runs), and the verdict is the median
+process's ratio, for the same reason as below; every process's pair is printed.
 
 On this kind of shared VM the same code runs up to 1.6× slower in one process than in the
 next (how the host backs the process's memory), while the runs inside one process agree.
@@ -78,8 +79,25 @@ def time_sizes(counts_file: str) -> dict[int, dict]:
         assert best is not None
         elapsed, report = best
         out[size] = {"elapsed": elapsed, "phases": {p: report.timings_ms[p] for p in PHASES}}
+        if size == 10_000:
+            out[size]["profiles"] = profile_bests(messages, counts)
         del messages, counts, result, best
     return out
+
+
+def profile_bests(messages: list[dict], counts: list[int]) -> dict[str, float]:
+    """Best cached time of each profile, their runs alternating (a slow spell of the machine
+    falls on both). Both profiles count tokens alike, so one list of counts serves both."""
+    configs = {profile: CompactionConfig(profile=profile) for profile in ("classic", "hermes")}
+    bests = dict.fromkeys(configs, float("inf"))
+    for _ in range(PROFILE_RUNS[10_000]):
+        for profile, config in configs.items():
+            gc.collect()
+            start = time.perf_counter()
+            result = compact(messages, config=config, token_counts=counts)
+            bests[profile] = min(bests[profile], time.perf_counter() - start)
+            del result
+    return bests
 
 
 def describe(size: int, config: CompactionConfig) -> tuple[dict, list[int]]:
@@ -143,10 +161,7 @@ def profiles_table() -> None:
                 f"{report.tokens['after']:>13,}  {codes}"
             )
     ratio = cached_10k["hermes"] / cached_10k["classic"]
-    verdict = "PASS" if ratio <= 1.3 else "MISS"
-    print(
-        f"{verdict}: default (hermes) profile at 10k cached is {ratio:.2f}× classic (target ≤ 1.3×)"
-    )
+    print(f"this process: hermes at 10k cached is {ratio:.2f}× classic (the verdict: below)")
 
 
 def main() -> None:
@@ -205,6 +220,24 @@ def main() -> None:
     verdict = "PASS" if ratio <= 5.5 else "MISS"
     print(f"{verdict}: 50k messages in {ratio:.2f}× the 10k time, median process (target ≤ 5.5×)")
     profiles_table()
+    print()
+    print(
+        f"{'process':>9} {'classic ms':>11} {'hermes ms':>10} {'ratio':>6}   (10k, cached, alternating)"
+    )
+    profile_ratios = []
+    for index, p in enumerate(processes, 1):
+        bests = p[10_000]["profiles"]
+        profile_ratios.append(bests["hermes"] / bests["classic"])
+        print(
+            f"{index:>9} {bests['classic'] * 1000:>11.1f} {bests['hermes'] * 1000:>10.1f} "
+            f"{profile_ratios[-1]:>5.2f}×"
+        )
+    median_ratio = statistics.median(profile_ratios)
+    verdict = "PASS" if median_ratio <= 1.3 else "MISS"
+    print(
+        f"{verdict}: default (hermes) profile at 10k cached is {median_ratio:.2f}× classic, "
+        "median process (target ≤ 1.3×)"
+    )
 
 
 if __name__ == "__main__":
