@@ -30,11 +30,7 @@ from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
 from compaction.room import exact_region, prepare
 from compaction.sanitize import sanitize_tool_pairs
-from compaction.serialize import (
-    RecordSizes,
-    measure_records,
-    serialize_middle,
-)
+from compaction.serialize import RecordSizes, measure_records, serialize_middle
 from compaction.slimming import (
     SlimAction,
     Slimming,
@@ -125,17 +121,14 @@ class _Clock:
         return self.phases
 
 
-def _scan_input(
-    messages: Sequence[Message], token_counts: Sequence[int] | None
-) -> tuple[list[int], list[int]]:
-    """Validate the input; return the positions of summary-bearing messages and of the user
-    and assistant messages whose content is a list of parts (which may hold images).
+def _scan_input(messages: Sequence[Message], token_counts: Sequence[int] | None) -> list[int]:
+    """Validate the input; return the positions of summary-bearing messages (classic; the
+    hermes profile does this in ``Work.start``'s walk).
 
-    One pass does all three: on large inputs every extra walk over the messages costs as much
-    as the work done in it.
+    One pass does both: on large inputs every extra walk over the messages costs as much as
+    the work done in it.
     """
     summaries: list[int] = []
-    parted: list[int] = []
     for i, message in enumerate(messages):
         if type(message) is not dict and not isinstance(message, Mapping):
             raise InputError(f"expected a dict, got {type(message).__name__}", i)
@@ -145,16 +138,10 @@ def _scan_input(
         if role == "user" or role == "assistant":
             content = message.get("content")
             # Plain text is checked directly: this runs for every message of the input.
-            if type(content) is str:
-                if is_summary_text(content):
-                    summaries.append(i)
-            else:
-                if type(content) is list:
-                    parted.append(i)
-                if is_summary_message(message):
-                    summaries.append(i)
+            if is_summary_text(content) if type(content) is str else is_summary_message(message):
+                summaries.append(i)
     _check_token_counts(token_counts, len(messages))
-    return summaries, parted
+    return summaries
 
 
 def _check_token_counts(token_counts: Sequence[int] | None, n: int) -> None:
@@ -321,7 +308,6 @@ def _slim_and_measure(
     cfg: CompactionConfig,
     prepared: Any,
     clock: _Clock,
-    parted_rows: Sequence[int] = (),
 ) -> tuple[Slimming, RecordSizes, MiddleGathered | None]:
     """Phases "slimming", "serialize" (measuring) and, for classic, "summarize" (gathering):
     ``(the slimmed middle, its summarizer record sizes, what the classic deterministic
@@ -349,35 +335,27 @@ def _slim_and_measure(
     # (resume.py) takes its facts in its own walk and never reads it.
     gathered = None if hermes else MiddleGathered()
     fold = hermes_fold if hermes else None
-    settled = _settled(prepared, indices, parted_rows) if hermes else None
+    settled = _settled(prepared, indices) if hermes else None
     if settled is not None:
         sizes.chars += settled.known_chars
     for start in range(0, len(middle), _BLOCK):
         stop = min(start + _BLOCK, len(middle))
-        if settled is None:
-            slim_range(slimming, indices, cfg, start, stop, fold)
-        else:
-            rows = settled.slimmable
-            block = rows[bisect_left(rows, start) : bisect_left(rows, stop)]
-            slim_range(slimming, indices, cfg, start, stop, fold, positions=block)
+        slimmed = measured = None  # every row of the block
+        if settled is not None:
+            slimmed = _within(settled.slimmable, start, stop)
+            measured = _within(settled.measured, start, stop)
+        slim_range(slimming, indices, cfg, start, stop, fold, positions=slimmed)
         clock.lap("slimming", add=True)
-        if settled is None:
-            measure_records(
-                slimming.messages, cfg, sizes, start, stop, folds=slimming.folds, indices=indices
-            )
-        else:
-            rows = settled.measured
-            block = rows[bisect_left(rows, start) : bisect_left(rows, stop)]
-            measure_records(
-                slimming.messages,
-                cfg,
-                sizes,
-                start,
-                stop,
-                folds=slimming.folds,
-                indices=indices,
-                positions=block,
-            )
+        measure_records(
+            slimming.messages,
+            cfg,
+            sizes,
+            start,
+            stop,
+            folds=slimming.folds,
+            indices=indices,
+            positions=measured,
+        )
         clock.lap("serialize", add=True)
         if gathered is not None:
             gather_middle(facts_middle, start, stop, slimming.calls, gathered)
@@ -403,9 +381,12 @@ class _Settled:
     known_chars: int
 
 
-def _settled(
-    prepared: Any, indices: range | list[int], parted_rows: Sequence[int]
-) -> _Settled | None:
+def _within(rows: list[int], start: int, stop: int) -> list[int]:
+    """The positions of ascending ``rows`` in ``[start, stop)``."""
+    return rows[bisect_left(rows, start) : bisect_left(rows, stop)]
+
+
+def _settled(prepared: Any, indices: range | list[int]) -> _Settled | None:
     """hermes: the middle's ``_Settled``, or None to visit every row (a summary-bearing row
     left the middle, so positions shifted)."""
     if type(indices) is not range:
@@ -413,12 +394,8 @@ def _settled(
     h, t = indices.start, indices.stop
     work = prepared.work
     folded, tool_rows = work.folded, work.tool_rows
-    slimmable = [
-        p - h
-        for p in tool_rows[bisect_left(tool_rows, h) : bisect_left(tool_rows, t)]
-        if p not in folded
-    ]
-    slimmable.extend(p - h for p in (*parted_rows, *work.odd_rows) if h <= p < t)
+    slimmable = [p - h for p in _within(tool_rows, h, t) if p not in folded]
+    slimmable.extend(p - h for p in _within(work.parted_rows, h, t))
     slimmable.sort()
     known = work.record_chars[h:t]
     # The rows with no noted length, picked in C (this runs over the whole middle).
@@ -635,10 +612,10 @@ def compact(
             # costs more per short text than the encoding itself).
             lambda batch: [count_message_tokens(m, cfg, counter) for m in batch],
         )
-        summary_positions, parted_rows = work.summary_rows, work.parted_rows
+        summary_positions = work.summary_rows
         _check_token_counts(token_counts, len(msgs))
     else:
-        summary_positions, parted_rows = _scan_input(msgs, token_counts)
+        summary_positions = _scan_input(msgs, token_counts)
     if isinstance(now, datetime):
         now = now.date()
     day = now or date.today()
@@ -738,7 +715,7 @@ def compact(
         )
 
     slimming, sizes, gathered = _slim_and_measure(
-        middle, facts_middle, indices, msgs[:h], cfg, prepared, clock, parted_rows
+        middle, facts_middle, indices, msgs[:h], cfg, prepared, clock
     )
     actions, folds = slimming.actions, slimming.folds
     if pre_actions:

@@ -297,17 +297,15 @@ class Work:
         long_rows: those of them with a call whose arguments ``shrink_args`` may shrink.
         other_tool_rows: the tool rows whose content is not a string (only these can hold
             images: a pass only ever writes string content over a string).
-        odd_rows: the rows of other roles than tool, user and assistant whose content is a
-            list of parts.
         record_chars: per row, 0 or the length of its summarizer record (``measure_records``)
             as noted by the walk that saw it: an assistant row whose calls all have the
             OpenAI shape and whose text is sent whole, a user or plain assistant row whose
-            text is, a folded row whose line is. The
-            middle's records are then measured without a second look at those rows; ``put``
-            clears the note of a row it replaces.
+            text is, a folded row whose line is. The middle's records are then measured
+            without a second look at those rows; ``put`` clears the note of a row it replaces.
         long_outputs: the string tool outputs of at least ``dedup_min_chars`` at the start.
         summary_rows: the user and assistant rows that bear a summary.
-        parted_rows: the user and assistant rows whose content is a list of parts.
+        parted_rows: the rows other than tool rows whose content is a list of parts (which
+            may hold images).
         parsed_args: argument string → its dict (``parse_arguments_text``), per distinct string.
         exact_head, exact_from: rows before ``exact_head`` or from ``exact_from`` on have
             exact token counts (recounted by ``flush``); the rows between are estimated.
@@ -329,7 +327,6 @@ class Work:
     call_rows: list[int] = field(default_factory=list)
     long_rows: list[int] = field(default_factory=list)
     other_tool_rows: list[int] = field(default_factory=list)
-    odd_rows: list[int] = field(default_factory=list)
     record_chars: list[int] = field(default_factory=list)
     long_outputs: list[str] = field(default_factory=list)
     summary_rows: list[int] = field(default_factory=list)
@@ -408,7 +405,7 @@ class Work:
             elif type(role) is not str and not isinstance(role, str):
                 raise InputError("missing or non-string 'role'", pos)
             elif type(message.get("content")) is list:
-                work.odd_rows.append(pos)
+                parted.append(pos)
             if role == "assistant":
                 row_calls = message.get("tool_calls")
                 if not row_calls:
@@ -703,7 +700,7 @@ def shrink_args(work: Work, pos: int, kind: str = "args_shrink") -> bool:
             except ValueError:
                 new_calls.append(call)
                 continue
-        shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, f"[ref:{pos}]")  # ref(pos)
+        shrunk, saved = _shrink_leaves(parsed, cfg.args_leaf_chars, ref(pos))
         if saved <= 0:
             new_calls.append(call)
             continue

@@ -44,10 +44,9 @@ USER_LABEL_CHARS = len("[USER]: ")  # a user record: this label, its text
 ASSISTANT_LABEL_CHARS = len("[ASSISTANT]: ")  # an assistant record: this label, its text ...
 CALLS_FRAME_CHARS = len("\n[Tool calls:\n") + len("\n]")  # ... then its calls, one per line
 CALL_LINE_CHARS = len("  ()")  # "  name(arguments)"
-ARGS_MAX = 1_500  # arguments longer than this are shown cut to ...
-ARGS_SHOWN_MAX = 1_200 + len("...")  # ... this many chars
-_ARGS_MAX = ARGS_MAX
+ARGS_MAX = 1_500  # arguments longer than this are shown cut to their head and "..."
 _ARGS_HEAD = 1_200
+ARGS_SHOWN_MAX = _ARGS_HEAD + len("...")
 
 
 def _texts(
@@ -95,7 +94,7 @@ def serialize_message(
         lines = []
         for call in tool_calls(message):
             name, args = _call_parts(call)
-            if len(args) > _ARGS_MAX:
+            if len(args) > ARGS_MAX:
                 args = args[:_ARGS_HEAD] + "..."
             lines.append(f"  {name}({args})")
         if lines:
