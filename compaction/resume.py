@@ -69,12 +69,6 @@ _PATH_KEY = re.compile(r"path$|^file$|^filename$|^notebook_path$", re.IGNORECASE
 _PATCH_HEADER = re.compile(r"\*\*\* ?(?:Add|Update|Delete|Move) File: ?(\S+)")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
-_ERROR_LINE = re.compile(
-    r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b(?!\")|^\s*(?:FAILED|ERROR)\b|^\s*E\s{2,}\S"
-    r"|\berror(?:\[\w+\])?:|\bTraceback \(most recent call last\)|^--- FAIL:|\bpanicked at\b"
-    r"|\bfatal:|\bcommand not found\b|\bNo such file or directory\b",
-    re.MULTILINE,
-)
 _TEST_COUNT = re.compile(
     r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|tests?|failures?)\b"
     r"|\bRan \d+ tests?\b|\btest result: \w+\.|\bTests?: +\d+",
@@ -111,8 +105,9 @@ _SCAN = 20_000  # chars of one tool result scanned for error lines and test coun
 def is_wrapper(text: str) -> bool:
     """True for user-role text that is no request of the user: harness wrappers, command
     echoes, interruption notes."""
-    head = text.lstrip()[:200]
-    return not head or head.startswith(_WRAPPERS)
+    if text[:1].isspace():  # a stripped copy only when there is something to strip
+        text = text.lstrip()
+    return not text or text.startswith(_WRAPPERS)
 
 
 def message_date(message: Mapping[str, Any]) -> date | None:
@@ -366,7 +361,7 @@ class _Scan:
                 content = message.get("content")
                 raw = content if type(content) is str else content_text(content, images=False)
                 text = (_clean(raw) if "\x1b" in raw else raw).strip()
-                if not text or text.startswith(_WRAPPERS):  # ``is_wrapper`` of stripped text
+                if is_wrapper(text):
                     continue
                 if self.first_user is None:
                     self.first_user = text
@@ -696,15 +691,18 @@ def _unwrap(text: str) -> str:
     return text.replace("\\n", "\n")
 
 
-# Every alternative of ``_ERROR_LINE`` holds one of these literals: a line without any is
-# never run through the (slow, many-branched) pattern.
+# Every error-line alternative (``_LINE_START``, ``_IN_LINE``) holds one of these literals: a
+# line without any is never run through the patterns.
 _ERROR_LITERALS = re.compile(
     r"Error|Exception|FAILED|ERROR|E\s|error|Traceback|--- FAIL:|panicked at|fatal:"
     r"|command not found|No such file or directory"
 )
 
 
-# ``_ERROR_LINE`` split for one line at a time. Its alternatives anchored at a line start
+# An error line, matched one line at a time: an exception or error name, a FAILED/ERROR or
+# pytest "E" line, an "error:" or "fatal:", a traceback, a Go test failure, a panic, a missing
+# command or file. (tests/compaction/test_scan_equivalence.py keeps the single pattern these
+# were split from as the reference.) The alternatives anchored at a line start
 # (``_LINE_START``, tried at the line's start only) and the others, each starting at a word
 # boundary before a letter (``_IN_LINE``: the boundary is checked by a lookbehind after
 # that letter, so the pattern starts with a character set the regex engine scans for).
@@ -723,8 +721,8 @@ _IN_LINE = re.compile(
 
 
 def _error_matches(body: str, start: int, end: int, most: int) -> int:
-    """How many ``_ERROR_LINE`` matches ``finditer(body, start, end)`` gives (at most
-    ``most``) for the line ``body[start:end]`` (``start`` a line start, no newline in it)."""
+    """How many error-line matches the line ``body[start:end]`` holds (at most ``most``;
+    ``start`` a line start, no newline in it)."""
     count = 0
     pos = start
     match = _LINE_START.match(body, start, end)
@@ -740,8 +738,8 @@ def _error_matches(body: str, start: int, end: int, most: int) -> int:
 
 
 def _error_lines(body: str, limit: int) -> list[str]:
-    """The first ``limit`` error lines of ``body`` (a line once per ``_ERROR_LINE`` match in
-    it), matched line by line on the lines holding one of ``_ERROR_LITERALS``."""
+    """The first ``limit`` error lines of ``body`` (a line once per error-line match in it),
+    matched line by line on the lines holding one of ``_ERROR_LITERALS``."""
     lines: list[str] = []
     at = 0
     while len(lines) < limit:

@@ -3,13 +3,14 @@ input: each reference below is the replaced code, kept verbatim."""
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction import resume
 from compaction.resume import (
     _CONSTRAINT,
-    _ERROR_LINE,
     _ERROR_LITERALS,
     _EXIT_RE,
     _error_lines,
@@ -20,6 +21,14 @@ from compaction.resume import (
     _name_groups,
     _one_line,
     _unseen_suffix,
+)
+
+# The error-line pattern ``_LINE_START`` and ``_IN_LINE`` were split from.
+_ERROR_LINE = re.compile(
+    r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b(?!\")|^\s*(?:FAILED|ERROR)\b|^\s*E\s{2,}\S"
+    r"|\berror(?:\[\w+\])?:|\bTraceback \(most recent call last\)|^--- FAIL:|\bpanicked at\b"
+    r"|\bfatal:|\bcommand not found\b|\bNo such file or directory\b",
+    re.MULTILINE,
 )
 
 # Pieces that start, end or break an error line, with the whitespace and word characters
