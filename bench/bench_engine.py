@@ -34,7 +34,6 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -44,7 +43,7 @@ from compaction.tokens import get_encoding, message_token_text  # noqa: E402
 SIZES = (1_000, 10_000, 50_000)
 RUNS = {1_000: 7, 10_000: 7, 50_000: 7}  # timed runs per size in each process
 PROCESSES = 5
-PROFILE_RUNS = {1_000: 7, 10_000: 7, 50_000: 1}  # cached runs per profile in profiles_table
+PROFILE_RUNS = {1_000: 7, 10_000: 7, 50_000: 1}  # cached runs per profile (profile_bests)
 PHASES = ("boundary", "slimming", "serialize", "summarize", "assemble", "sanitize")
 
 
@@ -80,22 +79,26 @@ def time_sizes(counts_file: str) -> dict[int, dict]:
         elapsed, report = best
         out[size] = {"elapsed": elapsed, "phases": {p: report.timings_ms[p] for p in PHASES}}
         if size == 10_000:
-            out[size]["profiles"] = profile_bests(messages, counts)
+            bests = profile_bests(messages, counts, PROFILE_RUNS[size])
+            out[size]["profiles"] = {profile: best[0] for profile, best in bests.items()}
         del messages, counts, result, best
     return out
 
 
-def profile_bests(messages: list[dict], counts: list[int]) -> dict[str, float]:
-    """Best cached time of each profile, their runs alternating (a slow spell of the machine
-    falls on both). Both profiles count tokens alike, so one list of counts serves both."""
+def profile_bests(messages: list[dict], counts: list[int], runs: int) -> dict[str, tuple]:
+    """``(best cached time, its report)`` of each profile over ``runs`` runs, their runs
+    alternating (a slow spell of the machine falls on both). Both profiles count tokens
+    alike, so one list of counts serves both."""
     configs = {profile: CompactionConfig(profile=profile) for profile in ("classic", "hermes")}
-    bests = dict.fromkeys(configs, float("inf"))
-    for _ in range(PROFILE_RUNS[10_000]):
+    bests: dict[str, tuple] = {}
+    for _ in range(runs):
         for profile, config in configs.items():
             gc.collect()
             start = time.perf_counter()
             result = compact(messages, config=config, token_counts=counts)
-            bests[profile] = min(bests[profile], time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            if profile not in bests or elapsed < bests[profile][0]:
+                bests[profile] = (elapsed, result.report)
             del result
     return bests
 
@@ -127,25 +130,12 @@ def profiles_table() -> None:
         "  warnings"
     )
     cached_10k = {}
-    profiles = ("classic", "hermes")
     for size in SIZES:
         messages = generate_conversation(size, seed=42)
-        configs = {profile: CompactionConfig(profile=profile) for profile in profiles}
-        counts_of = {p: count_messages_tokens(messages, configs[p]) for p in profiles}
-        # The profiles' runs alternate, so a slower spell of the machine falls on both.
-        bests: dict[str, tuple[float, Any]] = {}
-        for _ in range(PROFILE_RUNS[size]):
-            for profile in profiles:
-                gc.collect()
-                start = time.perf_counter()
-                result = compact(messages, config=configs[profile], token_counts=counts_of[profile])
-                elapsed = time.perf_counter() - start
-                if profile not in bests or elapsed < bests[profile][0]:
-                    bests[profile] = (elapsed, result.report)
-                del result
-        for profile in profiles:
-            config = configs[profile]
-            best, report = bests[profile]
+        counts = count_messages_tokens(messages, CompactionConfig())
+        bests = profile_bests(messages, counts, PROFILE_RUNS[size])
+        for profile, (best, report) in bests.items():
+            config = CompactionConfig(profile=profile)
             gc.collect()
             start = time.perf_counter()
             compact(messages, config=config)
