@@ -63,6 +63,12 @@ class ParsedMessage:
     # Set on rows that are not conversation turns (a tool's notes, command wrappers, hidden
     # context): stored inactive, marked ``extra["meta"]``, never given to the model or engine.
     meta: str = ""
+    # The agent's own compactions (``ParsedSession.native_compactions``, by index): the one
+    # that replaced this row (it is archived), the one whose summary this row is, the one
+    # that kept this row in the context it rebuilt (Codex's replacement history).
+    replaced_by: int | None = None
+    summary_of: int | None = None
+    kept_by: int | None = None
 
     def as_openai(self) -> dict:
         message: dict = {"role": self.role, "content": self.content}
@@ -71,6 +77,30 @@ class ParsedMessage:
         if self.tool_call_id:
             message["tool_call_id"] = self.tool_call_id
         return message
+
+
+@dataclass
+class NativeCompaction:
+    """A compaction the agent made itself, as its transcript recorded it.
+
+    The rows it replaced carry ``replaced_by`` (its index in the session's
+    ``native_compactions``) and are archived; its summary row, when the agent kept one,
+    carries ``summary_of``. Where only a marker was kept (Gemini CLI's "Context compressed
+    from 68% to 3%."), ``summary`` is empty and ``marker`` holds what was written.
+    """
+
+    source: str  # the agent: "claude-code", "codex", "gemini-cli", "openhands", "pi", ...
+    trigger: str = ""  # "auto" | "manual" | "" (not recorded)
+    created_at: dt.datetime | None = None
+    tokens_before: int | None = None  # as the agent recorded it (preTokens, tokensBefore, ...)
+    tokens_after: int | None = None
+    summary: str = ""  # the agent's summary, verbatim
+    marker: str = ""  # what the transcript says when it holds no summary
+    extra: dict = field(default_factory=dict)  # anything else recorded (line, ids, metadata)
+    # The summarizer's own transcript where the agent kept one (Claude Code's
+    # subagents/agent-acompact-*.jsonl): OpenAI-format messages in, and its reply.
+    summarizer_input: list[dict] | None = None
+    summarizer_output: str = ""
 
 
 @dataclass
@@ -93,6 +123,8 @@ class ParsedSession:
     # Set by a streaming parser (OpenAI JSON): the messages, read as they are stored, in
     # place of ``messages``; title and model may be filled in while it is read.
     stream: Iterator[ParsedMessage] | None = None
+    # The agent's own compactions found in the transcript, in order (see NativeCompaction).
+    native_compactions: list[NativeCompaction] = field(default_factory=list)
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
@@ -120,6 +152,9 @@ class Spool:
         self.count = 0
         self.turns = 0  # messages that are not meta rows
         self.archive_before = 0
+        # (position, compaction index or None) per "archive everything so far"
+        self.marks: list[tuple[int, int | None]] = []
+        self.mark = 0  # the first mark the next replayed message lies before
         self.index = 0  # of the next message replayed
 
     def write(self, messages: list[ParsedMessage]) -> None:
@@ -131,15 +166,19 @@ class Spool:
             self.turns += not message.meta
         messages.clear()
 
-    def archive_all(self) -> None:
-        """Every active, non-meta message written so far is archived (on replay)."""
+    def archive_all(self, compaction: int | None = None) -> None:
+        """Every active, non-meta message written so far is archived (on replay), marked
+        ``replaced_by=compaction`` when an agent's own compaction (its index in
+        ``ParsedSession.native_compactions``) replaced it."""
         self.archive_before = self.count
+        self.marks.append((self.count, compaction))
 
     def replay(self) -> Spool:
         """The messages written, in order, with the archive marks applied (this spool as an
         iterator; the file is closed when it is exhausted, or by ``close``)."""
         self.file.seek(0)
         self.index = 0
+        self.mark = 0
         return self
 
     def __iter__(self) -> Spool:
@@ -153,6 +192,11 @@ class Spool:
         message = ParsedMessage(**dict(zip(_SPOOLED, row, strict=True)))
         if self.index < self.archive_before and message.active and not message.meta:
             message.active, message.archived = False, True
+            # the first compaction after this row is the one that replaced it
+            while self.marks[self.mark][0] <= self.index:
+                self.mark += 1
+            if message.replaced_by is None:
+                message.replaced_by = self.marks[self.mark][1]
         self.index += 1
         return message
 
