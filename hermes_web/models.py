@@ -46,6 +46,15 @@ class Session(models.Model):
         IMPORT_CLAUDE_CODE = "import:claude-code", "Claude Code import"
         IMPORT_CODEX = "import:codex", "Codex import"
         IMPORT_OPENAI = "import:openai", "OpenAI import"
+        IMPORT_GEMINI_CLI = "import:gemini-cli", "Gemini CLI import"
+        IMPORT_AIDER = "import:aider", "Aider import"
+        IMPORT_OPENHANDS = "import:openhands", "OpenHands import"
+        IMPORT_CLINE = "import:cline", "Cline / Roo Code import"
+        IMPORT_CONTINUE = "import:continue", "Continue import"
+        IMPORT_PI = "import:pi", "Pi import"
+        IMPORT_SWE_AGENT = "import:swe-agent", "SWE-agent import"
+        IMPORT_COPILOT_CLI = "import:copilot-cli", "Copilot CLI import"
+        IMPORT_CURSOR = "import:cursor", "Cursor import"
         API = "api", "API client"
 
     class Mode(models.TextChoices):
