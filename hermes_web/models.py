@@ -252,13 +252,37 @@ class CompactionQuerySet(models.QuerySet):
         """Runs that were meant to change the conversation: every trigger but what-if."""
         return self.exclude(trigger=Compaction.Trigger.WHAT_IF)
 
+    def ours(self) -> "CompactionQuerySet":
+        """Runs of our engine, without the agents' own compactions found in imports."""
+        return self.filter(source=Compaction.Source.OURS)
+
+    def native(self) -> "CompactionQuerySet":
+        """The agents' own compactions, as their imported transcripts recorded them."""
+        return self.exclude(source=Compaction.Source.OURS)
+
     def for_lineage(self, session: "Session") -> "CompactionQuerySet":
         """Runs of every session of ``session``'s rotation chain (root and descendants)."""
         return self.filter(_lineage_q(session))
 
 
 class Compaction(models.Model):
-    """One compaction run of a session: queued, run by a worker, committed or not."""
+    """One compaction run of a session: queued, run by a worker, committed or not.
+
+    Or an agent's own compaction found in an imported transcript (``source`` names the
+    agent; "" is ours): stored committed, with the rows it replaced archived by it, the
+    agent's summary verbatim and what the transcript recorded about it. A what-if run with
+    ``replay_of`` set runs our engine on exactly the rows that compaction replaced.
+    """
+
+    class Source(models.TextChoices):
+        OURS = "", "hermes-web"
+        CLAUDE_CODE = "claude-code", "Claude Code"
+        CODEX = "codex", "Codex"
+        GEMINI_CLI = "gemini-cli", "Gemini CLI"
+        OPENHANDS = "openhands", "OpenHands"
+        PI = "pi", "Pi"
+        COPILOT_CLI = "copilot-cli", "Copilot CLI"
+        HERMES = "hermes", "Hermes"
 
     class Mode(models.TextChoices):
         ROTATION = "rotation", "rotation"
@@ -268,6 +292,7 @@ class Compaction(models.Model):
         AUTO = "auto"
         MANUAL = "manual"
         WHAT_IF = "what_if", "what-if"
+        UNKNOWN = "unknown", "not recorded"  # an agent's compaction whose transcript omits it
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -316,6 +341,16 @@ class Compaction(models.Model):
     queued_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(max_length=32, choices=Source.choices, default="", blank=True)
+    native_summary = models.TextField(blank=True)  # the agent's summary, verbatim
+    native_marker = models.TextField(blank=True)  # what the transcript says when no summary
+    # Everything else the transcript recorded: tokens before/after as written, line, ids.
+    native_record = models.JSONField(default=dict, blank=True)
+    # The agent's summarizer transcript where it kept one: {"input": [...], "output": "..."}.
+    summarizer_transcript = models.JSONField(null=True, blank=True)
+    replay_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replays"
+    )
 
     objects = CompactionQuerySet.as_manager()
 
@@ -338,6 +373,16 @@ class Compaction(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def is_native(self) -> bool:
+        """An agent's own compaction (imported), not a run of our engine."""
+        return self.source != self.Source.OURS
+
+    @property
+    def source_label(self) -> str:
+        """ "Claude Code's own compaction", or "" for ours."""
+        return f"{self.get_source_display()}'s own compaction" if self.is_native else ""
 
     @property
     def ratio(self) -> float | None:
@@ -372,8 +417,14 @@ class Compaction(models.Model):
         """The rows the engine compacted, in order (a queryset; slice it before evaluating).
 
         An in-place commit archived exactly those rows; a rotation parent (ended, never
-        written again) and a dry run keep them active up to the snapshot position.
+        written again) and a dry run keep them active up to the snapshot position. A replay
+        reads the rows of the compaction it replays.
         """
+        if self.replay_of_id is not None:
+            replayed = Compaction.objects.only(
+                "status", "mode", "session_id", "snapshot_position", "replay_of_id"
+            ).get(pk=self.replay_of_id)
+            return replayed.input_rows()
         if self.status == self.Status.COMMITTED and self.mode == self.Mode.IN_PLACE:
             return Message.objects.filter(archived_by=self).order_by("position")
         rows = Message.objects.filter(session_id=self.session_id, active=True)

@@ -12,8 +12,10 @@ metadata: counted in the fidelity report, never a turn.
 - Meta records (``isMeta``, the local-command caveat, ``<command-name>`` wrappers of slash
   commands, ``<local-command-stdout>`` with ANSI escapes stripped) are stored as meta rows:
   inactive, marked, never given to the model or the engine, never a title.
-- ``isCompactSummary`` (Claude Code's own compaction) becomes a summary row the engine
-  recognises as the previous summary; the rows it replaced are archived.
+- Claude Code's own compactions (a ``system`` record ``compact_boundary`` with
+  ``compactMetadata.trigger`` / ``preTokens``, then the ``isCompactSummary`` user record)
+  become ``NativeCompaction``s: the rows before the boundary are archived by it, the summary
+  becomes a summary row the engine recognises as the previous summary.
 - A sub-agent transcript (every record ``isSidechain`` with an ``agentId``; stored in
   ``<session>/subagents/agent-*.jsonl``) carries its parent's ``sessionId``: it becomes its
   own session ``<parent id>.agent-<agentId>`` linked to the parent.
@@ -29,6 +31,7 @@ from typing import IO, Any
 from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
+    NativeCompaction,
     ParsedMessage,
     ParsedSession,
     Spool,
@@ -118,6 +121,7 @@ class _Builder:
         self.held: list[ParsedMessage] = []  # meta rows met while a turn was open
         self.names: dict[str, str] = {}
         self.closed_calls: set[str] = set()
+        self.awaiting_summary = False  # a compact_boundary whose summary has not come yet
 
     def close(self) -> None:
         """Emit the open assistant message, then its results in call order."""
@@ -249,11 +253,47 @@ class _Builder:
         else:
             self._orphan(message)
 
-    def compact_summary(self, text: str, when, extra: dict) -> None:
-        """Claude Code compacted here: what came before is archived, the summary stays."""
+    def compact_boundary(self, record: dict, number: int) -> None:
+        """Claude Code compacted here (``system`` record ``compact_boundary``): the rows
+        before it are replaced; its ``compactMetadata`` says how and at what size. The
+        summary record that follows (``isCompactSummary``) is this compaction's summary."""
         self.close()
         self.spool.write(self.messages)
-        self.spool.archive_all()
+        meta = record.get("compactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        trigger = meta.get("trigger") if meta.get("trigger") in ("auto", "manual") else ""
+        extra: dict[str, Any] = {"line": number}
+        for key in ("uuid", "logicalParentUuid"):
+            if isinstance(record.get(key), str):
+                extra[key] = record[key]
+        for key in ("durationMs", "preservedMessages"):
+            if meta.get(key) is not None:
+                extra[key] = meta[key]
+        self.session.native_compactions.append(
+            NativeCompaction(
+                source="claude-code",
+                trigger=trigger,
+                created_at=epoch(record.get("timestamp")),
+                tokens_before=_count(meta.get("preTokens")),
+                tokens_after=_count(meta.get("postTokens")),
+                marker=record["content"] if isinstance(record.get("content"), str) else "",
+                extra=extra,
+            )
+        )
+        self.spool.archive_all(len(self.session.native_compactions) - 1)
+        self.awaiting_summary = True
+
+    def compact_summary(self, text: str, when, extra: dict) -> None:
+        """Claude Code's summary: of the boundary just before it, or (older versions, no
+        boundary record) of a compaction of its own; what came before is archived."""
+        self.close()
+        self.spool.write(self.messages)
+        natives = self.session.native_compactions
+        if not self.awaiting_summary:
+            natives.append(NativeCompaction(source="claude-code", created_at=when, extra={**extra}))
+            self.spool.archive_all(len(natives) - 1)
+        self.awaiting_summary = False
+        natives[-1].summary = text
         self.messages.append(
             ParsedMessage(
                 role="user",
@@ -261,8 +301,14 @@ class _Builder:
                 is_summary=True,
                 extra={**extra, "claude_code_summary": True},
                 created_at=when,
+                summary_of=len(natives) - 1,
             )
         )
+
+
+def _count(value: Any) -> int | None:
+    """A token count as recorded, or None when it is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _session_id(records_ids: list[str], file: str) -> str:
@@ -309,6 +355,10 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             session.skip("custom-title record (used as the title)")
             continue
         if kind not in MESSAGE_TYPES:
+            if kind == "system" and record.get("subtype") == "compact_boundary":
+                build.compact_boundary(record, number)
+                session.skip("system:compact_boundary record (kept as a compaction)")
+                continue
             if kind == "system" and record.get("subtype") == "local_command":
                 body = record.get("content")
                 if isinstance(body, str):
@@ -348,6 +398,8 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             # An older layout wrote sub-agent records inline in the main transcript.
             build.meta(_meta_row(_plain(content), "sidechain", record, number))
             continue
+        if not record.get("isCompactSummary") and not record.get("isMeta"):
+            build.awaiting_summary = False  # a boundary with no summary: a marker only
         if kind == "assistant":
             if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
                 model = model or message["model"]

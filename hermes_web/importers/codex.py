@@ -10,7 +10,9 @@ local_shell_call → an assistant tool call, *_output → a tool message with th
 marked stub), reasoning summaries → the next assistant message's reasoning, input_image →
 an image part. ``<environment_context>``, ``<user_instructions>``, AGENTS.md and IDE
 context blocks are metadata (meta rows, and cwd / git / CLI version / model on the session),
-never user turns. ``compacted`` archives what came before and keeps its summary.
+never user turns. ``compacted`` is Codex's own compaction (a ``NativeCompaction``): what came
+before is archived by it, its summary kept, its ``replacement_history`` replayed as the rows it
+kept; the last ``token_count`` event before it gives the tokens before, as Codex counted them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import IO, Any
 from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
+    NativeCompaction,
     ParsedMessage,
     ParsedSession,
     Spool,
@@ -111,6 +114,9 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.reasoning: list[str] = []
         self.reasoning_items: list[dict] = []
+        self.kept_by: int | None = None  # replaying a compaction's replacement history
+        self.last_usage: dict | None = None
+        self.context_window: int | None = None
 
     def close(self) -> None:
         if self.turn is not None:
@@ -153,7 +159,12 @@ class _Builder:
         if self.turn is None or self.outputs_seen:
             self.close()
             self.turn = ParsedMessage(
-                role="assistant", content=None, tool_calls=[], extra=extra, created_at=when
+                role="assistant",
+                content=None,
+                tool_calls=[],
+                extra=extra,
+                created_at=when,
+                kept_by=self.kept_by,
             )
             self._take_reasoning(self.turn)
         elif self.reasoning:  # reasoning between two calls of one turn
@@ -170,10 +181,52 @@ class _Builder:
         self.session.skip("call output answering no open call (kept as a meta row)")
         (self.held if self.turn is not None else self.messages).append(message)
 
-    def compacted(self, summary: str, when, number: int) -> None:
+    def compacted(self, payload: dict, when, number: int) -> None:
+        """Codex compacted here: what came before is archived by a ``NativeCompaction``; its
+        summary (``message``, often empty: newer versions keep it encrypted in a
+        ``compaction`` item) becomes a summary row, and the ``replacement_history`` it
+        rebuilt the context from is replayed as rows it kept (``kept_by``)."""
         self.close()
         self.spool.write(self.messages)
-        self.spool.archive_all()
+        summary = payload.get("message") if isinstance(payload.get("message"), str) else ""
+        history = payload.get("replacement_history")
+        history = history if isinstance(history, list) else []
+        sealed = sum(
+            1
+            for entry in history
+            if isinstance(entry, dict)
+            and entry.get("type") in ("compaction", "compaction_summary")
+            and entry.get("encrypted_content")
+        )
+        extra: dict[str, Any] = {"line": number, "replacement_history": len(history)}
+        if isinstance(payload.get("window_id"), str):
+            extra["window_id"] = payload["window_id"]
+        if self.last_usage is not None:
+            extra["tokens_before_from"] = "the last token_count event before it"
+            extra["last_token_usage"] = self.last_usage
+        if self.context_window is not None:
+            extra["model_context_window"] = self.context_window
+        marker = ""
+        if not summary.strip():
+            marker = (
+                "Codex kept its summary encrypted (readable by OpenAI only)"
+                if sealed
+                else "Codex recorded this compaction without a summary"
+            )
+        total = (self.last_usage or {}).get("total_tokens")
+        self.session.native_compactions.append(
+            NativeCompaction(
+                source="codex",
+                created_at=when,
+                tokens_before=total if isinstance(total, int) and total >= 0 else None,
+                summary=summary,
+                marker=marker,
+                extra=extra,
+            )
+        )
+        index = len(self.session.native_compactions) - 1
+        self.spool.archive_all(index)
+        self.last_usage = None
         if summary.strip():
             self.messages.append(
                 ParsedMessage(
@@ -182,8 +235,27 @@ class _Builder:
                     is_summary=True,
                     extra={"line": number, "codex_compacted": True},
                     created_at=when,
+                    summary_of=index,
                 )
             )
+        self.kept_by = index
+        for entry in history:
+            if isinstance(entry, dict) and "type" not in entry and "role" in entry:
+                entry = {**entry, "type": "message"}  # older replacement items: bare messages
+            _item(self, entry, when, number, self.file, replayed=True)
+        self.kept_by = None
+
+    def usage(self, item: dict) -> None:
+        """A ``token_count`` event: the newest recorded context size (tokens before the next
+        compaction, as Codex counted them)."""
+        info = item.get("info")
+        if not isinstance(info, dict):
+            return
+        last = info.get("last_token_usage")
+        if isinstance(last, dict):
+            self.last_usage = {k: v for k, v in last.items() if isinstance(v, int)}
+        if isinstance(info.get("model_context_window"), int):
+            self.context_window = info["model_context_window"]
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
@@ -223,6 +295,8 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             session.skip("session_meta record (kept as session metadata)")
             continue
         if kind in METADATA_TYPES or record.get("record_type") == "state":
+            if kind == "event_msg" and isinstance(item, dict) and item.get("type") == "token_count":
+                build.usage(item)
             if kind == "turn_context" and isinstance(item, dict):
                 if isinstance(item.get("model"), str):
                     model = model or item["model"]
@@ -233,11 +307,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             continue
         when = epoch(record.get("timestamp"))
         if kind == "compacted":
-            summary = item.get("message") if isinstance(item, dict) else None
-            build.compacted(summary if isinstance(summary, str) else "", when, number)
-            history = item.get("replacement_history") if isinstance(item, dict) else None
-            for entry in history if isinstance(history, list) else ():
-                _item(build, entry, when, number, file, replayed=True)
+            build.compacted(item if isinstance(item, dict) else {}, when, number)
             continue
         if kind != "response_item":
             item = record  # the older, unwrapped form
@@ -273,7 +343,9 @@ def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bo
         body = _content(item.get("content"), file, number)
         if role == "user":
             body = _split_ide_request(build, body, when, number)
-        message = ParsedMessage(role=role, content=body, extra=extra, created_at=when)
+        message = ParsedMessage(
+            role=role, content=body, extra=extra, created_at=when, kept_by=build.kept_by
+        )
         kind = context_kind(text_of(body)) if role == "user" else ""
         if kind:
             message.meta = kind
@@ -310,6 +382,7 @@ def _item(build: _Builder, item: Any, when, number: int, file: str, replayed: bo
                 tool_name=build.names.get(call_id, ""),
                 extra=extra,
                 created_at=when,
+                kept_by=build.kept_by,
             )
         )
         return ""

@@ -6,7 +6,8 @@ per line) and ``state.db`` (schema v30, opened read-only and immutable).
 See reference §13: message flags ``active``/``compacted``/``_compressed_summary``, content
 stored as ``"\\x00json:"`` / ``"\\x01json:"`` + JSON for lists and dicts, ``tool_calls`` as
 JSON text (``""`` or NULL when absent), rotation chains through ``parent_session_id``, rows
-of role ``session_meta`` holding session metadata (kept on the session, not as messages).
+of role ``session_meta`` holding session metadata (kept on the session, not as messages);
+summary rows after compacted rows, or opening a rotation child, are Hermes's own compactions.
 
 Over 450 lines on purpose: the four layouts share the row decoding (content prefixes,
 flags, summary rows, ids), which split across modules would be read in two places.
@@ -25,6 +26,7 @@ from compaction import PREFIX_OPENING
 from hermes_web.importers.base import (
     MAX_LINE_BYTES,
     ImportProblem,
+    NativeCompaction,
     ParsedMessage,
     ParsedSession,
     check_role,
@@ -191,7 +193,34 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
     parsed.records = len(messages) + 1
     if metas:
         parsed.skip("session_meta row (kept as session metadata)", len(metas))
+    _native_compactions(parsed)
     return parsed
+
+
+def _native_compactions(parsed: ParsedSession) -> None:
+    """Hermes's own compactions, as ``NativeCompaction``s: a summary row after compacted
+    (archived) rows of the same session compacted them in place; the summary row that opens
+    a child of a rotation chain is the rotation that ended its parent (the store moves it to
+    the parent once both are stored)."""
+    pending: list[ParsedMessage] = []
+    opened = False  # a turn other than the system prompt was seen in this session
+    for message in parsed.messages:
+        if message.archived and not message.extra.get("superseded"):
+            pending.append(message)
+            continue
+        if message.is_summary and message.active and (pending or (parsed.parent_id and not opened)):
+            native = NativeCompaction(
+                source="hermes", created_at=message.created_at, summary=text_of(message.content)
+            )
+            if not pending:
+                native.extra = {"rotation": True, "parent_id": parsed.parent_id}
+            parsed.native_compactions.append(native)
+            index = len(parsed.native_compactions) - 1
+            for row in pending:
+                row.replaced_by = index
+            message.summary_of = index
+            pending = []
+        opened = opened or message.role != "system"
 
 
 def _in_id_order(messages: list) -> list:

@@ -26,6 +26,7 @@ from hermes_web.importers.checks import (
     previous_summary,
 )
 from hermes_web.importers.links import Links, namespaced
+from hermes_web.importers.native import NativeRows
 from hermes_web.importers.validate import Invalid, check_text
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
@@ -74,8 +75,10 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
                 extra=extra,
                 **fields,
             )
-            _insert_messages(session, parsed, counts)
+            natives = NativeRows(session, parsed, file)
+            _insert_messages(session, parsed, counts, natives)
             links.link(session, parsed)
+            natives.finish()
     except ImportProblem as problem:
         links.rolled_back(session.pk if session else None)
         problem.file = problem.file or file
@@ -143,6 +146,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                 **({"public_id": public_id} if public_id else {}),
             )
             checker = Checker(parsed, file)
+            natives = NativeRows(session, parsed, file)
             batch: list = []
             stored = 0
             for message in pair_stream(parsed.stream, parsed):
@@ -150,11 +154,12 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                 tally.add(message)
                 batch.append(message)
                 if len(batch) >= _STREAM_BATCH:
-                    _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
+                    counts = count_tokens(batch, parsed.model)
+                    _insert_rows(session, batch, counts, stored, natives)
                     stored += len(batch)
                     batch = []
             if batch:
-                _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
+                _insert_rows(session, batch, count_tokens(batch, parsed.model), stored, natives)
             try:  # known once the stream is read
                 check_text(parsed.title, "title")
                 check_text(parsed.extra, "session metadata")
@@ -179,6 +184,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                 ]
             )
             links.link(session, parsed)
+            natives.finish()
     except ImportProblem as problem:
         links.rolled_back(session.pk if session else None)
         problem.file = problem.file or file
@@ -207,21 +213,27 @@ _INSERT_FIELDS = (
     "archived",
     "is_summary",
     "extra",
+    "archived_by",
     "created_at",
 )
 _BATCH = 500
 
 
-def _insert_messages(session: Session, parsed: ParsedSession, counts: list[int]) -> None:
+def _insert_messages(
+    session: Session, parsed: ParsedSession, counts: list[int], natives: NativeRows
+) -> None:
     """Every message of ``parsed`` (see ``_insert_rows``)."""
-    _insert_rows(session, parsed.messages, counts, 0)
+    _insert_rows(session, parsed.messages, counts, 0, natives)
 
 
-def _insert_rows(session: Session, messages: list, counts: list[int], start: int) -> None:
+def _insert_rows(
+    session: Session, messages: list, counts: list[int], start: int, natives: NativeRows
+) -> None:
     """A plain ``executemany`` INSERT: bulk_create's per-row model instances and SQL
     compilation cost more than the database on a 50 MB import. Values still go through
     each field's ``get_db_prep_save``, so JSON and datetimes are stored exactly as the ORM
-    stores them, on SQLite and PostgreSQL alike.
+    stores them, on SQLite and PostgreSQL alike. A row an agent's own compaction replaced
+    is archived by that compaction's row (``natives``).
 
     Meta rows are stored inactive and not archived, marked ``extra["meta"]``: every reader
     of the active conversation (chat, engine, exports) takes ``active=True`` rows only."""
@@ -236,7 +248,8 @@ def _insert_rows(session: Session, messages: list, counts: list[int], start: int
     batch: list[list] = []
     with connection.cursor() as cursor:
         for i, m in enumerate(messages):
-            extra = {**m.extra, "meta": m.meta} if m.meta else m.extra
+            archived_by, extra = natives.row(m, start + i, counts[i])
+            extra = {**extra, "meta": m.meta} if m.meta else extra
             row = [
                 session.pk,
                 start + i,
@@ -251,6 +264,7 @@ def _insert_rows(session: Session, messages: list, counts: list[int], start: int
                 m.archived and not m.meta,
                 m.is_summary,
                 extra,
+                archived_by,
                 created_field.get_db_prep_save(m.created_at or session.created_at, connection),
             ]
             for index, field in json_fields:

@@ -87,10 +87,12 @@ def request_compaction(
     config_overrides: dict | None = None,
     summarizer: str = "auto",
     run_now: bool = False,
+    replay_of: Compaction | None = None,
 ) -> Compaction:
     """Store a queued run and enqueue it after commit (or run it inline with ``run_now``).
 
-    ``trigger="what_if"`` is a dry run: the report is stored, nothing is committed.
+    ``trigger="what_if"`` is a dry run: the report is stored, nothing is committed. With
+    ``replay_of`` (an agent's own compaction) the dry run reads the rows that one replaced.
 
     Raises:
         compaction.ConfigError: a bad override (a ValueError naming the field).
@@ -105,6 +107,8 @@ def request_compaction(
         )
     mode = normalize_mode(mode) if mode else session.effective_mode
     config = compaction_config_for(session, config_overrides)
+    if replay_of is not None and trigger != Compaction.Trigger.WHAT_IF:
+        raise ValueError("a replay of an agent's compaction is a what-if (dry) run")
     if trigger != Compaction.Trigger.WHAT_IF and session.is_rotated:
         raise CompactionRefused(
             "this session was already compacted by rotation; compact its continuation"
@@ -121,6 +125,7 @@ def request_compaction(
                 focus=focus or "",
                 config=config.to_dict(),
                 summarizer=summarizer,
+                replay_of=replay_of,
             )
     except IntegrityError as error:
         raise CompactionBusy(in_progress(session)) from error
@@ -150,6 +155,7 @@ def lineage_history(session: Session) -> list[CompactionOutcome]:
     """Committed compactions of the whole rotation chain, oldest first (anti-thrash input)."""
     rows = (
         Compaction.objects.for_lineage(session)
+        .ours()  # an agent's own compactions say nothing about how our engine fares
         .committed()
         .filter(tokens_before__isnull=False, tokens_after__isnull=False)
         .order_by("finished_at", "pk")

@@ -83,6 +83,10 @@ def added_after(run: Compaction) -> list[Message]:
 def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]:
     wanted = Compaction.Status.COMMITTED if undoing else Compaction.Status.UNDONE
     verb = "undo" if undoing else "redo"
+    if run.is_native:
+        raise UndoRefused(
+            f"This is {run.source_label} (imported): it can be replayed and compared, not {verb}ne."
+        )
     if run.trigger == Compaction.Trigger.WHAT_IF or run.status != wanted:
         raise UndoRefused(
             f"Only a {'committed' if undoing else 'undone'} compaction can be {verb}ne; "
