@@ -166,9 +166,66 @@ def report_document(compaction: Compaction) -> dict:
             "error": compaction.error,
             "queued_at": compaction.queued_at.isoformat(),
             "finished_at": compaction.finished_at.isoformat() if compaction.finished_at else None,
+            "source": compaction.source,
+            "replay_of": compaction.replay_of.public_id if compaction.replay_of_id else None,
         },
         "report": compaction.report,
+        **(_native_document(compaction) if compaction.is_native else {}),
     }
+
+
+def _native_document(compaction: Compaction) -> dict:
+    """An agent's own compaction: what its transcript recorded, and our replays of it."""
+    return {
+        "native": {
+            "agent": compaction.get_source_display(),
+            "summary": compaction.native_summary,
+            "marker": compaction.native_marker,
+            "tokens_before_recorded": compaction.tokens_before,
+            "tokens_after_recorded": compaction.tokens_after,
+            "recorded": compaction.native_record,
+            "summarizer_transcript": compaction.summarizer_transcript,
+        },
+        "replays": replay_comparison(compaction),
+    }
+
+
+def replay_comparison(native: Compaction) -> list[dict]:
+    """Per finished replay of ``native`` (newest per profile): its tokens after, its summary
+    and the facts each side kept (``presenters.native.facts_kept``); what Compare shows."""
+    from hermes_web.presenters.native import facts_kept
+    from hermes_web.services.native import latest_replays
+
+    out = []
+    for run in latest_replays(native):
+        if not run.is_finished:
+            out.append({"id": run.public_id, "status": run.status})
+            continue
+        run.refresh_from_db(fields=["report"])
+        facts = facts_kept(native, run) or {}
+        tokens = (run.report or {}).get("tokens") or {}
+        out.append(
+            {
+                "id": run.public_id,
+                "status": run.status,
+                "profile": (run.config or {}).get("profile", ""),
+                "tokens_after": {"agent": native.tokens_after, "ours": tokens.get("after")},
+                "tokens_after_counted": {
+                    "agent": ((native.report or {}).get("tokens") or {}).get("counted_after"),
+                    "ours": tokens.get("after"),
+                },
+                "summary": {"agent": native.native_summary, "ours": run.report.get("summary")},
+                "facts": {
+                    "total": facts.get("total", 0),
+                    "agent": facts.get("a", 0),
+                    "ours": facts.get("b", 0),
+                    "by_kind": facts.get("by_kind", []),
+                    "only_agent": [f["value"] for f in facts.get("only_a", [])],
+                    "only_ours": [f["value"] for f in facts.get("only_b", [])],
+                },
+            }
+        )
+    return out
 
 
 def export_report_text(compaction: Compaction, fmt: str) -> str:

@@ -208,6 +208,12 @@ class CompactionOut(Schema):
     queued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    source: str = Field(
+        "", description="the agent whose own compaction this is (imported); empty for ours"
+    )
+    replay_of: str | None = Field(
+        None, description="the agent's compaction this dry run replays with our engine"
+    )
 
     @staticmethod
     def from_compaction(c) -> dict:
@@ -229,6 +235,8 @@ class CompactionOut(Schema):
             "queued_at": c.queued_at,
             "started_at": c.started_at,
             "finished_at": c.finished_at,
+            "source": c.source,
+            "replay_of": c.replay_of.public_id if c.replay_of_id else None,
         }
 
 

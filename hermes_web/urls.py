@@ -6,7 +6,7 @@ from django.http import Http404
 from django.urls import include, path, re_path
 
 from hermes_web.api import api
-from hermes_web.views import accounts, chat, conversations, imports, inspector
+from hermes_web.views import accounts, chat, conversations, imports, inspector, native
 from hermes_web.views import api_keys as api_key_views
 
 
@@ -60,6 +60,7 @@ urlpatterns = [
         inspector.compaction_report_md,
         name="compaction_report_md",
     ),
+    path("compactions/<str:public_id>/replay/", native.compaction_replay, name="compaction_replay"),
     path(
         "compactions/<str:public_id>/commit/", inspector.commit_compaction, name="commit_compaction"
     ),

@@ -8,6 +8,7 @@ from ninja import Router, Status
 from compaction import ConfigError
 from hermes_web.api.common import ERRORS, get_compaction, get_session
 from hermes_web.api.errors import Conflict, Unprocessable
+from hermes_web.exporters import replay_comparison
 from hermes_web.models import Compaction, Session
 from hermes_web.schemas import CompactionDetailOut, CompactionIn, CompactionOut, ErrorOut
 from hermes_web.services.compactions import (
@@ -17,6 +18,7 @@ from hermes_web.services.compactions import (
     in_progress,
     request_compaction,
 )
+from hermes_web.services.native import replay_native
 from hermes_web.services.sessions import resolve_tip
 
 router = Router(tags=["compactions"])
@@ -86,3 +88,27 @@ def commit(request: HttpRequest, compaction_id: str) -> Status:
     except CompactionRefused as error:
         raise Conflict(str(error)) from error
     return Status(202, CompactionOut.from_compaction(run))
+
+
+@router.post(
+    "/compactions/{compaction_id}/replay",
+    response={202: list[CompactionOut], 409: ErrorOut, **ERRORS},
+)
+def replay(request: HttpRequest, compaction_id: str) -> Status:
+    """Replay an agent's own compaction with our engine: a dry run per profile on exactly
+    the rows it replaced (each run's ``replay_of`` names it). GET /compactions/{id}/compare
+    gives the agent's summary against ours once they finished."""
+    native = get_compaction(request, compaction_id)
+    try:
+        runs = replay_native(native, requested_by=request.user)
+    except CompactionRefused as error:
+        raise Conflict(str(error)) from error
+    return Status(202, [CompactionOut.from_compaction(r) for r in runs])
+
+
+@router.get("/compactions/{compaction_id}/compare", response={200: dict, **ERRORS})
+def compare_replays(request: HttpRequest, compaction_id: str) -> dict:
+    """An agent's own compaction against our replays of it: the same document as
+    ``export_session <id> --format report-json`` gives under ``"replays"``."""
+    native = get_compaction(request, compaction_id)
+    return {"compaction": native.public_id, "replays": replay_comparison(native)}

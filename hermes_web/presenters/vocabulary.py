@@ -22,7 +22,13 @@ TRUNCATION_MARKER = "\n...[truncated]...\n"
 # One word per stored value, used by every page, the Markdown export and the API docs.
 # The engine says "forced" where the web layer stores "manual": both read "manual".
 VOCABULARY: dict[str, dict[str, str]] = {
-    "trigger": {"auto": "automatic", "manual": "manual", "forced": "manual", "what_if": "what-if"},
+    "trigger": {
+        "auto": "automatic",
+        "manual": "manual",
+        "forced": "manual",
+        "what_if": "what-if",
+        "unknown": "not recorded",  # an agent's own compaction whose transcript omits it
+    },
     "status": {
         "queued": "queued",
         "running": "running",
@@ -39,6 +45,14 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "main": "main model",
         "deterministic": "deterministic (no model)",
         "auto": "auto (auxiliary → main → deterministic)",
+        # An agent's own compaction: its summary was written by the agent.
+        "claude-code": "Claude Code's own",
+        "codex": "Codex's own",
+        "gemini-cli": "Gemini CLI's own",
+        "openhands": "OpenHands's own",
+        "pi": "Pi's own",
+        "copilot-cli": "Copilot CLI's own",
+        "hermes": "Hermes's own",
     },
     "profile": {"classic": "classic", "hermes": "hermes"},
     "slim": {

@@ -176,6 +176,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         else False
     )
     summarizer = build_summarizer(run.summarizer or "auto")
+    replay = run.replay_of_id is not None
 
     def engine(
         messages: list[dict], counts: list[int], provider_prompt: int | None, probe: bool = False
@@ -185,15 +186,25 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
             config=config,
             summarizer=DeterministicSummarizer() if probe else summarizer,
             now=timezone.now().date(),
-            previous_summary=session.previous_summary or None,
+            # A replay gives the engine the rows as they were before the agent compacted:
+            # the session's newest summary came after them.
+            previous_summary=None if replay else session.previous_summary or None,
             focus=run.focus or None,
             force=run.trigger != Compaction.Trigger.AUTO,
             token_counts=None if recount else counts,
             provider_prompt_tokens=provider_prompt,
         )
 
-    active, top = active_span(session.pk)
-    if is_bounded(active):
+    active, top = (0, 0) if replay else active_span(session.pk)
+    if replay:
+        # What-if on exactly the rows an agent's own compaction replaced (replay_of).
+        messages, token_counts, snapshot, provider_prompt = _load_rows(run.input_rows())
+        Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
+        run.snapshot_position = snapshot
+        result = engine(messages, token_counts, provider_prompt)
+        del messages, token_counts
+        report = result.report.to_dict()
+    elif is_bounded(active):
         # A session this long does not fit the worker's memory: the engine gets its head,
         # the middle's two ends and the rows the tail can reach (bounded_compaction).
         Compaction.objects.filter(pk=run.pk).update(snapshot_position=top)
@@ -252,10 +263,16 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
     """Active messages in engine format, their stored token counts, the last position, and
     the newest provider prompt count. Read as plain tuples: model instances for 10k rows
     cost more than the engine run itself."""
-    rows = (
-        Message.objects.filter(session_id=session_id, active=True)
-        .order_by("position")
-        .values_list("position", *Message.ENGINE_COLUMNS, "token_count", "provider_prompt_tokens")
+    return _load_rows(
+        Message.objects.filter(session_id=session_id, active=True).order_by("position")
+    )
+
+
+@db_retry
+def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
+    """``_load_active`` of any ordered queryset of messages (a replay's replaced rows)."""
+    rows = rows.values_list(
+        "position", *Message.ENGINE_COLUMNS, "token_count", "provider_prompt_tokens"
     )
     messages, counts, snapshot, provider_prompt = [], [], 0, None
     for (

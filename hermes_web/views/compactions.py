@@ -29,11 +29,13 @@ from hermes_web.presenters.inspector import (
 )
 from hermes_web.presenters.lineage import saved_chart
 from hermes_web.presenters.messages import message_view
+from hermes_web.presenters.native import native_context
 from hermes_web.services.compactions import (
     CompactionRefused,
     commit_what_if,
     run_compaction,
 )
+from hermes_web.services.native import latest_replays
 from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state
 
 # Dry runs on conversations up to this size run inside the request (deterministic summarizer
@@ -116,6 +118,10 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         ),
         panel_seconds=panel_seconds(compaction),
         **undo_panel(compaction),
+        # An agent's own compaction: what its transcript recorded, and our replays of it.
+        native=native_context(compaction) if compaction.is_native else None,
+        replays=latest_replays(compaction) if compaction.is_native else [],
+        replay_of=compaction.replay_of if compaction.replay_of_id else None,
     )
     template = "hermes_web/compaction_detail.html"
     panel = request.GET.get("panel", "")
@@ -138,7 +144,11 @@ def undo_panel(compaction: Compaction) -> dict:
     Only committed or undone runs have one; the history is read as one key of the report so
     the (possibly megabytes of) report is not loaded for it.
     """
-    if compaction.status not in UNDOABLE or compaction.trigger == Compaction.Trigger.WHAT_IF:
+    if (
+        compaction.status not in UNDOABLE
+        or compaction.trigger == Compaction.Trigger.WHAT_IF
+        or compaction.is_native  # the agent's own: there is no "before" of ours to go back to
+    ):
         return {"undo": None, "undo_history": []}
     undo = (
         Compaction.objects.filter(pk=compaction.pk).values_list("report__undo", flat=True).first()
@@ -294,7 +304,8 @@ def home_context(user) -> dict:
     runs = Compaction.objects.for_user(user).defer("report").select_related("session")
     recent = list(runs.order_by("-queued_at")[:6])
     committed = list(
-        runs.filter(status=Compaction.Status.COMMITTED, tokens_before__isnull=False)
+        runs.ours()
+        .filter(status=Compaction.Status.COMMITTED, tokens_before__isnull=False)
         .exclude(tokens_after__isnull=True)
         .order_by("-finished_at")[:30]
     )[::-1]

@@ -13,10 +13,12 @@ from hermes_web.http import HtmxHttpRequest
 from hermes_web.models import Compaction, Session
 from hermes_web.presenters.compare import fates_diff
 from hermes_web.presenters.inspector import card_context, summary_diff
+from hermes_web.presenters.native import facts_kept
 from hermes_web.services.compactions import (
     CompactionRefused,
     request_compaction,
 )
+from hermes_web.services.native import latest_replays
 from hermes_web.views.compactions import _runs_inline
 from hermes_web.views.what_if import PROFILES
 
@@ -113,6 +115,9 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
                 diff=summary_diff(a_summary, b_summary),
                 same_summary=a_summary == b_summary,
                 pending=not (a.is_finished and b.is_finished),
+                # An agent's compaction against our replay of it: the facts each kept.
+                facts=facts_kept(a, b) if a.is_finished and b.is_finished else None,
+                replays=latest_replays(a) if a.is_native else [],
             )
     if request.htmx and request.GET.get("panel") == "compare-result":
         return render(request, "hermes_web/compare.html#compare-result", context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Sum
+from django.db.models.fields.json import KT
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -89,6 +90,17 @@ def conversation_tree(request: HttpRequest, public_id: str) -> HttpResponse:
     )
 
 
+def _native_counts(runs: list[Compaction]) -> dict[int, tuple[int, int]]:
+    """Our token counts (before, after) of agents' own compactions, for what their
+    transcripts did not record; two keys of the report, not the whole report."""
+    if not runs:
+        return {}
+    rows = Compaction.objects.filter(pk__in=[c.pk for c in runs]).values_list(
+        "pk", KT("report__tokens__counted_before"), KT("report__tokens__counted_after")
+    )
+    return {pk: (int(before or 0), int(after or 0)) for pk, before, after in rows}
+
+
 @require_GET
 @login_required
 def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
@@ -101,12 +113,22 @@ def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
         .defer("report")
         .order_by("queued_at", "pk")
     )
+    counted = _native_counts([c for c in runs if c.is_native])
     points = [
         {
             "label": f"#{i}",
-            "title": f"{term('trigger', c.trigger)} {term('mode', c.mode)} · {term('status', c.status)}",
-            "before": c.tokens_before or 0,
-            "after": c.tokens_after if c.tokens_after is not None else (c.tokens_before or 0),
+            "title": (
+                f"{c.source_label + ' · ' if c.is_native else ''}{term('trigger', c.trigger)} "
+                f"{term('mode', c.mode)} · {term('status', c.status)}"
+            ),
+            "before": c.tokens_before or counted.get(c.pk, (0, 0))[0],
+            "after": (
+                c.tokens_after
+                if c.tokens_after is not None
+                else counted[c.pk][1]
+                if c.pk in counted
+                else (c.tokens_before or 0)
+            ),
             "status": c.status,
             "reason": c.reason,
             "url": reverse("compaction_detail", args=[c.public_id]),

@@ -28,130 +28,17 @@ def _cc(kind: str, n: int, when: int, **fields) -> dict:
     }
 
 
-def claude_code_lines(compacts: int = 3) -> list[str]:
-    """Blocks of four turns (a user request, a Bash call, its failing result, a reply),
-    each followed by a /compact: its boundary, its summary and the command wrapper."""
+def claude_code_lines(compacts: int = 3, rounds: int = 1) -> list[str]:
+    """Blocks of ``rounds`` x four turns (a user request, a Bash call, its failing result,
+    a reply), each block followed by a /compact: its boundary, its summary and the command
+    wrapper."""
     records = []
     clock = 0
     for k in range(compacts):
-        clock += 1
-        records.append(
-            _cc(
-                "user",
-                clock,
-                clock,
-                message={
-                    "role": "user",
-                    "content": f"Block {k}: edit src/app_{k}.py; never touch config/prod.yaml",
-                },
-            )
-        )
-        clock += 1
-        records.append(
-            _cc(
-                "assistant",
-                clock,
-                clock,
-                message={
-                    "id": f"msg_{k}",
-                    "role": "assistant",
-                    "model": "claude-sonnet-4-5",
-                    "content": [
-                        {
-                            "type": "tool_use",
-                            "id": f"toolu_{k}",
-                            "name": "Bash",
-                            "input": {"command": f"pytest -q tests/test_app_{k}.py"},
-                        }
-                    ],
-                },
-            )
-        )
-        clock += 1
-        records.append(
-            _cc(
-                "user",
-                clock,
-                clock,
-                message={
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": f"toolu_{k}",
-                            "content": f"FAILED tests/test_app_{k}.py::test_total\n"
-                            f"AssertionError: expected 12 rows, got {k}\n1 failed in 0.42s",
-                            "is_error": True,
-                        }
-                    ],
-                },
-            )
-        )
-        clock += 1
-        records.append(
-            _cc(
-                "assistant",
-                clock,
-                clock,
-                message={
-                    "id": f"msg_{k}b",
-                    "role": "assistant",
-                    "model": "claude-sonnet-4-5",
-                    "content": [{"type": "text", "text": f"The total in src/app_{k}.py is off."}],
-                },
-            )
-        )
-        meta = {"trigger": TRIGGERS[k % 3], "preTokens": PRE_TOKENS[k % 3]}
-        if POST_TOKENS[k % 3] is not None:
-            meta["postTokens"] = POST_TOKENS[k % 3]
-            meta["durationMs"] = 1234
-        clock += 1
-        records.append(
-            _cc(
-                "system",
-                clock,
-                clock,
-                subtype="compact_boundary",
-                content="Conversation compacted",
-                level="info",
-                parentUuid=None,
-                logicalParentUuid=f"a{clock - 1}",
-                compactMetadata=meta,
-            )
-        )
-        clock += 1
-        records.append(
-            _cc(
-                "user",
-                clock,
-                clock,
-                isCompactSummary=True,
-                isVisibleInTranscriptOnly=True,
-                message={
-                    "role": "user",
-                    "content": (
-                        f"Summary {k + 1}: This session is being continued from a previous "
-                        "conversation that ran out of context.\nAnalysis:\nThe user asked for "
-                        f"edits.\n\nSummary:\n1. Primary Request and Intent:\n   Edit "
-                        f"src/app_{k}.py.\n2. Errors and fixes:\n   A test failed.\n"
-                        "3. Pending Tasks:\n   None."
-                    ),
-                },
-            )
-        )
-        clock += 1
-        records.append(
-            _cc(
-                "user",
-                clock,
-                clock,
-                message={
-                    "role": "user",
-                    "content": "<command-name>/compact</command-name>\n"
-                    "<command-message>compact</command-message>",
-                },
-            )
-        )
+        records += _cc_block(k, rounds, clock)
+        clock += 4 * rounds
+        records += _cc_compact(k, clock)
+        clock += 3
     clock += 1
     records.append(_cc("user", clock, clock, message={"role": "user", "content": "continue"}))
     clock += 1
@@ -164,6 +51,98 @@ def claude_code_lines(compacts: int = 3) -> list[str]:
         )
     )
     return [json.dumps(r) for r in records]
+
+
+def _cc_block(k: int, rounds: int, clock: int) -> list[dict]:
+    """``rounds`` x (a user request, a Bash call, its failing result, a reply)."""
+    records = []
+    for r in range(rounds):
+        n = f"{k}_{r}" if rounds > 1 else str(k)
+        log = "\n".join(f"tests/test_app_{n}.py::test_case_{i} PASSED" for i in range(30 * r))
+        text = f"Block {k}: edit src/app_{n}.py; never touch config/prod.yaml"
+        call = {"command": f"pytest -q tests/test_app_{n}.py"}
+        result = (
+            f"{log}\nFAILED tests/test_app_{n}.py::test_total\n"
+            f"AssertionError: expected 12 rows, got {k}\n1 failed in 0.42s"
+        )
+        turns = [
+            ("user", {"role": "user", "content": text}),
+            (
+                "assistant",
+                {
+                    "id": f"msg_{n}",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [
+                        {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": call}
+                    ],
+                },
+            ),
+            (
+                "user",
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": f"toolu_{n}",
+                            "content": result,
+                            "is_error": True,
+                        }
+                    ],
+                },
+            ),
+            (
+                "assistant",
+                {
+                    "id": f"msg_{n}b",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [{"type": "text", "text": f"The total in src/app_{n}.py is off."}],
+                },
+            ),
+        ]
+        for kind, message in turns:
+            clock += 1
+            records.append(_cc(kind, clock, clock, message=message))
+    return records
+
+
+def _cc_compact(k: int, clock: int) -> list[dict]:
+    """One /compact: its boundary, its summary, the command wrapper."""
+    meta = {"trigger": TRIGGERS[k % 3], "preTokens": PRE_TOKENS[k % 3]}
+    if POST_TOKENS[k % 3] is not None:
+        meta["postTokens"] = POST_TOKENS[k % 3]
+        meta["durationMs"] = 1234
+    summary = (
+        f"Summary {k + 1}: This session is being continued from a previous conversation "
+        "that ran out of context.\nAnalysis:\nThe user asked for edits.\n\nSummary:\n"
+        f"1. Primary Request and Intent:\n   Edit src/app_{k}.py.\n2. Errors and fixes:\n"
+        "   A test failed.\n3. Pending Tasks:\n   None."
+    )
+    wrapper = "<command-name>/compact</command-name>\n<command-message>compact</command-message>"
+    return [
+        _cc(
+            "system",
+            clock + 1,
+            clock + 1,
+            subtype="compact_boundary",
+            content="Conversation compacted",
+            level="info",
+            parentUuid=None,
+            logicalParentUuid=f"a{clock}",
+            compactMetadata=meta,
+        ),
+        _cc(
+            "user",
+            clock + 2,
+            clock + 2,
+            isCompactSummary=True,
+            isVisibleInTranscriptOnly=True,
+            message={"role": "user", "content": summary},
+        ),
+        _cc("user", clock + 3, clock + 3, message={"role": "user", "content": wrapper}),
+    ]
 
 
 def _cx(kind: str, second: int, payload: dict) -> str:

@@ -1,0 +1,180 @@
+"""An agent's own compaction in the inspector and in Compare: what the agent recorded, the
+rows it replaced / its summary / the rows it kept, its summary by section, and the facts
+each side kept when our engine replays the same rows."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from compaction.messages import content_text
+from hermes_web.models import Compaction, Message
+from hermes_web.presenters.facts import FACT_KIND_LABELS, FACT_KINDS, fact_survival_audit
+from hermes_web.presenters.messages import message_view
+
+# Headings agents write in their summaries: Markdown ("## Files"), numbered ("1. Primary
+# Request and Intent:"), a bare label line ("Analysis:") or a bold line ("**Errors**").
+HEADING_RE = re.compile(
+    r"^\s{0,3}(?:#{1,4}\s+(?P<md>.+?)\s*#*|(?P<num>\d{1,2}\.\s+[^\n]{1,80}?):"
+    r"|(?P<label>[A-Z][\w /&()'-]{1,60}):|\*\*(?P<bold>[^*\n]{1,80})\*\*:?)\s*$"
+)
+SAMPLE_ROWS = 40  # replaced / kept rows listed on the page (the rest: a link to them)
+
+
+def native_sections(summary: str) -> dict[str, Any]:
+    """The agent's summary split at its headings: ``{"preamble", "sections": [{"heading",
+    "body"}]}``; no headings: everything is the preamble."""
+    preamble: list[str] = []
+    sections: list[dict[str, str]] = []
+    for line in (summary or "").splitlines():
+        match = HEADING_RE.match(line)
+        if match:
+            heading = next(v for v in match.groupdict().values() if v)
+            sections.append({"heading": heading.strip(), "body": ""})
+        elif sections:
+            sections[-1]["body"] += line + "\n"
+        else:
+            preamble.append(line)
+    for section in sections:
+        section["body"] = section["body"].strip("\n")
+    return {"preamble": "\n".join(preamble).strip(), "sections": sections}
+
+
+def _rows(rows: Iterable[Message]) -> list[dict[str, Any]]:
+    return [
+        {
+            "position": row.position,
+            "role": row.role,
+            "tokens": row.token_count,
+            "text": message_view({"content": row.content}, preview_chars=160)["text"],
+            "calls": len(row.tool_calls or ()),
+            "archived": row.archived,
+        }
+        for row in rows
+    ]
+
+
+def native_context(c: Compaction) -> dict[str, Any]:
+    """What the inspector shows of an agent's own compaction (pure reads of the stored rows
+    and of the report ``importers.native`` wrote)."""
+    report = c.report or {}
+    recorded = report.get("native") or {}
+    tokens = report.get("tokens") or {}
+    replaced = c.input_rows()
+    kept_positions = list(recorded.get("kept_positions") or ())
+    kept = Message.objects.filter(session_id=c.result_session_id, position__in=kept_positions)
+    summary_row = None
+    if recorded.get("summary_position") is not None:
+        summary_row = Message.objects.filter(
+            session_id=c.result_session_id, position=recorded["summary_position"]
+        ).first()
+    transcript = c.summarizer_transcript or {}
+    summarizer_input = transcript.get("input") or []
+    return {
+        "label": c.source_label,
+        "agent": c.get_source_display(),
+        "recorded": recorded,
+        "tokens_before_recorded": c.tokens_before,
+        "tokens_after_recorded": c.tokens_after,
+        "tokens_before_counted": tokens.get("counted_before"),
+        "tokens_after_counted": tokens.get("counted_after"),
+        "replaced_count": (report.get("counts") or {}).get("messages_before") or 0,
+        "replaced": _rows(replaced[:SAMPLE_ROWS]),
+        "first_position": recorded.get("first_position"),
+        "summary_row": summary_row,
+        "kept_count": len(kept_positions),
+        "kept": _rows(kept.order_by("position")[:SAMPLE_ROWS]),
+        "sections": native_sections(c.native_summary),
+        "marker": c.native_marker,
+        "record_rows": sorted(
+            (k, json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v)
+            for k, v in (c.native_record or {}).items()
+        ),
+        "summarizer_input": [
+            {"role": m.get("role", ""), "text": content_text(m.get("content"))}
+            for m in summarizer_input
+            if isinstance(m, Mapping)
+        ],
+        "summarizer_output": transcript.get("output") or "",
+    }
+
+
+# ---------------------------------------------------------------- Compare
+
+
+def _row_text(row: Mapping[str, Any]) -> str:
+    """A row as the text a fact could survive in: its content and its calls' arguments."""
+    parts = [content_text(row.get("content"))]
+    for call in row.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            parts.append(str(function.get("arguments") or ""))
+    return "\n".join(parts)
+
+
+def _after_text(c: Compaction, rows: list[dict[str, Any]]) -> str:
+    """Everything of the compacted rows the next turn still sees after ``c``: an agent's
+    summary and the rows it kept; our summary and the head and tail kept verbatim."""
+    report = c.report or {}
+    if c.is_native:
+        recorded = report.get("native") or {}
+        kept = Message.objects.filter(
+            session_id=c.result_session_id, position__in=recorded.get("kept_positions") or ()
+        ).values("content", "tool_calls")
+        return "\n".join([c.native_summary, *(_row_text(r) for r in kept)])
+    if report.get("status") != "compacted":
+        return "\n".join(_row_text(r) for r in rows)  # nothing compacted: everything stays
+    bounds = report.get("boundaries") or {}
+    verbatim = []
+    for part in ("head", "tail"):
+        start, end = (list(bounds.get(part) or [0, 0]) + [0, 0])[:2]
+        verbatim += rows[start:end]
+    return "\n".join([str(report.get("summary") or ""), *(_row_text(r) for r in verbatim)])
+
+
+def facts_kept(a: Compaction, b: Compaction) -> dict[str, Any] | None:
+    """Facts (paths, commands, errors, constraints, numbers, URLs) of the rows an agent's
+    compaction replaced, and which of them each side still carries: the agent's summary
+    and kept rows, our summary and verbatim head and tail. None unless one of the two is
+    an agent's compaction and the other a replay of it (they compacted the same rows)."""
+    native = a if a.is_native else b if b.is_native else None
+    other = b if native is a else a
+    if native is None or other.replay_of_id != native.pk:
+        return None
+    for run in (a, b):
+        if "report" in run.get_deferred_fields():
+            run.refresh_from_db(fields=["report"])
+    rows = list(native.input_rows().values("role", "content", "tool_calls"))
+    audits = {run.pk: fact_survival_audit(rows, _after_text(run, rows)) for run in (a, b)}
+    left, right = audits[a.pk], audits[b.pk]
+    by_kind = []
+    for kind in FACT_KINDS:
+        totals = [
+            next((k for k in audit["by_kind"] if k["kind"] == kind), None)
+            for audit in (left, right)
+        ]
+        if totals[0] is None:
+            continue
+        by_kind.append(
+            {
+                "kind": kind,
+                "label": FACT_KIND_LABELS[kind],
+                "total": totals[0]["total"],
+                "a": totals[0]["kept"],
+                "b": totals[1]["kept"] if totals[1] else 0,
+            }
+        )
+    kept_a = {(f["kind"], f["value"]) for f in left["facts"] if f["survived"]}
+    kept_b = {(f["kind"], f["value"]) for f in right["facts"] if f["survived"]}
+    return {
+        "total": left["total"],
+        "a": left["kept"],
+        "b": right["kept"],
+        "a_score": left["score"],
+        "b_score": right["score"],
+        "by_kind": by_kind,
+        "only_a": [f for f in left["facts"] if (f["kind"], f["value"]) in kept_a - kept_b],
+        "only_b": [f for f in right["facts"] if (f["kind"], f["value"]) in kept_b - kept_a],
+    }
