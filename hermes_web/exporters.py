@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 from compaction import report_to_markdown
 from hermes_web.models import Compaction, Message, Session
@@ -167,7 +168,9 @@ def report_document(compaction: Compaction) -> dict:
             "queued_at": compaction.queued_at.isoformat(),
             "finished_at": compaction.finished_at.isoformat() if compaction.finished_at else None,
             "source": compaction.source,
-            "replay_of": compaction.replay_of.public_id if compaction.replay_of_id else None,
+            "replay_of": (
+                compaction.replay_of.public_id if compaction.replay_of is not None else None
+            ),
         },
         "report": compaction.report,
         **(_native_document(compaction) if compaction.is_native else {}),
@@ -196,14 +199,15 @@ def replay_comparison(native: Compaction) -> list[dict]:
     from hermes_web.presenters.native import facts_kept
     from hermes_web.services.native import latest_replays
 
-    out = []
+    out: list[dict[str, Any]] = []
     for run in latest_replays(native):
         if not run.is_finished:
             out.append({"id": run.public_id, "status": run.status})
             continue
         run.refresh_from_db(fields=["report"])
         facts = facts_kept(native, run) or {}
-        tokens = (run.report or {}).get("tokens") or {}
+        report = run.report or {}
+        tokens = report.get("tokens") or {}
         out.append(
             {
                 "id": run.public_id,
@@ -214,7 +218,7 @@ def replay_comparison(native: Compaction) -> list[dict]:
                     "agent": ((native.report or {}).get("tokens") or {}).get("counted_after"),
                     "ours": tokens.get("after"),
                 },
-                "summary": {"agent": native.native_summary, "ours": run.report.get("summary")},
+                "summary": {"agent": native.native_summary, "ours": report.get("summary")},
                 "facts": {
                     "total": facts.get("total", 0),
                     "agent": facts.get("a", 0),

@@ -81,6 +81,8 @@ def commit(request: HttpRequest, compaction_id: str) -> Status:
     dry = get_compaction(request, compaction_id)
     if dry.status != Compaction.Status.DRY_RUN:
         raise Conflict(f"only a finished dry run can be committed; this one is {dry.status}")
+    if dry.replay_of_id is not None:
+        raise Conflict("a replay of an agent's own compaction is there to compare, not to commit")
     if (running := in_progress(dry.session)) is not None:
         raise CompactionBusy(running)
     try:

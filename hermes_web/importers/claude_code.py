@@ -261,7 +261,7 @@ class _Builder:
         self.spool.write(self.messages)
         meta = record.get("compactMetadata")
         meta = meta if isinstance(meta, dict) else {}
-        trigger = meta.get("trigger") if meta.get("trigger") in ("auto", "manual") else ""
+        trigger = str(meta["trigger"]) if meta.get("trigger") in ("auto", "manual") else ""
         extra: dict[str, Any] = {"line": number}
         for key in ("uuid", "logicalParentUuid"):
             if isinstance(record.get(key), str):

@@ -188,7 +188,8 @@ class _Builder:
         rebuilt the context from is replayed as rows it kept (``kept_by``)."""
         self.close()
         self.spool.write(self.messages)
-        summary = payload.get("message") if isinstance(payload.get("message"), str) else ""
+        message = payload.get("message")
+        summary = message if isinstance(message, str) else ""
         history = payload.get("replacement_history")
         history = history if isinstance(history, list) else []
         sealed = sum(

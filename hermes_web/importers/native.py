@@ -187,6 +187,7 @@ def native_report(native: NativeCompaction, replaced: list[int], tally: _Tally) 
         },
         "summary": native.summary or None,
         "summarizer": native.source,
+        "profile": f"agent:{native.source}",  # no profile of ours: the agent's own way
         "summary_role": "user",
         "summary_index": 0 if tally.summary_tokens is not None else None,
         "boundaries": {"head": [0, 0], "middle": [0, count], "tail": [count, count]},

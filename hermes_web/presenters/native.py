@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from compaction import END_MARKER, SUMMARY_PREFIX
 from compaction.messages import content_text
 from hermes_web.models import Compaction, Message
 from hermes_web.presenters.facts import FACT_KIND_LABELS, FACT_KINDS, fact_survival_audit
@@ -64,11 +65,12 @@ def native_context(c: Compaction) -> dict[str, Any]:
     tokens = report.get("tokens") or {}
     replaced = c.input_rows()
     kept_positions = list(recorded.get("kept_positions") or ())
-    kept = Message.objects.filter(session_id=c.result_session_id, position__in=kept_positions)
+    result_session = c.result_session_id or c.session_id
+    kept = Message.objects.filter(session_id=result_session, position__in=kept_positions)
     summary_row = None
     if recorded.get("summary_position") is not None:
         summary_row = Message.objects.filter(
-            session_id=c.result_session_id, position=recorded["summary_position"]
+            session_id=result_session, position=recorded["summary_position"]
         ).first()
     transcript = c.summarizer_transcript or {}
     summarizer_input = transcript.get("input") or []
@@ -114,6 +116,13 @@ def _row_text(row: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _unwrapped(content: Any) -> str:
+    """A stored summary row's text without the prefix and end marker we wrap it in: their
+    sentences are ours, not facts of the conversation."""
+    body = content_text(content)
+    return body.split(SUMMARY_PREFIX, 1)[-1].split(END_MARKER, 1)[0].strip()
+
+
 def _after_text(c: Compaction, rows: list[dict[str, Any]]) -> str:
     """Everything of the compacted rows the next turn still sees after ``c``: an agent's
     summary and the rows it kept; our summary and the head and tail kept verbatim."""
@@ -121,7 +130,8 @@ def _after_text(c: Compaction, rows: list[dict[str, Any]]) -> str:
     if c.is_native:
         recorded = report.get("native") or {}
         kept = Message.objects.filter(
-            session_id=c.result_session_id, position__in=recorded.get("kept_positions") or ()
+            session_id=c.result_session_id or c.session_id,
+            position__in=recorded.get("kept_positions") or (),
         ).values("content", "tool_calls")
         return "\n".join([c.native_summary, *(_row_text(r) for r in kept)])
     if report.get("status") != "compacted":
@@ -146,7 +156,10 @@ def facts_kept(a: Compaction, b: Compaction) -> dict[str, Any] | None:
     for run in (a, b):
         if "report" in run.get_deferred_fields():
             run.refresh_from_db(fields=["report"])
-    rows = list(native.input_rows().values("role", "content", "tool_calls"))
+    rows = [
+        {**row, "content": _unwrapped(row["content"])} if row.pop("is_summary") else row
+        for row in native.input_rows().values("role", "content", "tool_calls", "is_summary")
+    ]
     audits = {run.pk: fact_survival_audit(rows, _after_text(run, rows)) for run in (a, b)}
     left, right = audits[a.pk], audits[b.pk]
     by_kind = []

@@ -54,7 +54,18 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "copilot-cli": "Copilot CLI's own",
         "hermes": "Hermes's own",
     },
-    "profile": {"classic": "classic", "hermes": "hermes"},
+    "profile": {
+        "classic": "classic",
+        "hermes": "hermes",
+        # An agent's own compaction has no profile of ours: it is the agent's own way.
+        "agent:claude-code": "Claude Code's own",
+        "agent:codex": "Codex's own",
+        "agent:gemini-cli": "Gemini CLI's own",
+        "agent:openhands": "OpenHands's own",
+        "agent:pi": "Pi's own",
+        "agent:copilot-cli": "Copilot CLI's own",
+        "agent:hermes": "Hermes's own",
+    },
     "slim": {
         "fold": "fold",
         "truncate": "truncation",

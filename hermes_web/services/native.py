@@ -71,4 +71,4 @@ def latest_replays(native: Compaction) -> list[Compaction]:
     for run in native.replays.defer("report").order_by("-queued_at", "-pk"):
         newest.setdefault(str((run.config or {}).get("profile") or ""), run)
     order = {p: i for i, p in enumerate(PROFILES)}
-    return sorted(newest.values(), key=lambda r: order.get((r.config or {}).get("profile"), 9))
+    return sorted(newest.values(), key=lambda r: order.get(str((r.config or {}).get("profile")), 9))

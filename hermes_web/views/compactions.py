@@ -253,6 +253,12 @@ def commit_compaction(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     what_if = _compaction_for(request, public_id)
     if what_if.status != Compaction.Status.DRY_RUN:
         return HttpResponse("Only a finished dry run can be committed.", status=409)
+    if what_if.replay_of_id is not None:
+        return HttpResponse(
+            "This dry run replays an agent's own compaction on rows already archived; "
+            "it is there to compare, not to commit. Run a what-if on the conversation instead.",
+            status=409,
+        )
     if (what_if.report or {}).get("status") != "compacted":
         return HttpResponse(
             "This dry run compacted nothing, so there is nothing to commit.", status=409

@@ -120,6 +120,14 @@ def test_compare_shows_both_summaries_and_the_facts_each_kept(alice_client, clau
     # Both profiles are reachable from the page.
     other = Compaction.objects.filter(replay_of=second, config__profile="classic").get()
     assert f"b={other.public_id}" in html
+    # The agent has no profile of ours; a replay is there to compare, never to commit.
+    assert '<td class="profile">Claude Code&#x27;s own</td>' in html
+    assert reverse("commit_compaction", args=[replay.public_id]) not in html
+    refused = alice_client.post(reverse("commit_compaction", args=[replay.public_id]))
+    assert refused.status_code == 409
+    assert not Compaction.objects.ours().filter(session=claude_session).real().exists()
+    # Facts come from the conversation, not from the wrapper we put around a summary row.
+    assert "REFERENCE ONLY" not in html.split('id="native-facts"')[1].split("</section>")[0]
 
 
 def test_api_and_export_give_the_same_comparison(alice, alice_client, claude_session, settings):
