@@ -62,6 +62,8 @@ WRAPPERS = (
     ("<bash-stderr>", "command_output"),
 )
 NO_RESULT = "[no result for this call was recorded in the transcript]"
+# How Claude Code's compaction summary opens (the user record after a compact_boundary).
+CONTINUED = "This session is being continued from a previous conversation"
 
 
 def wrapper_kind(text: str) -> str:
@@ -266,9 +268,12 @@ class _Builder:
         for key in ("uuid", "logicalParentUuid"):
             if isinstance(record.get(key), str):
                 extra[key] = record[key]
-        for key in ("durationMs", "preservedMessages"):
-            if meta.get(key) is not None:
-                extra[key] = meta[key]
+        # Everything else it recorded (durationMs, preservedSegment, cumulativeDroppedTokens…)
+        extra.update(
+            (k, v)
+            for k, v in meta.items()
+            if k not in ("trigger", "preTokens", "postTokens") and v is not None
+        )
         self.session.native_compactions.append(
             NativeCompaction(
                 source="claude-code",
@@ -398,14 +403,20 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             # An older layout wrote sub-agent records inline in the main transcript.
             build.meta(_meta_row(_plain(content), "sidechain", record, number))
             continue
-        if not record.get("isCompactSummary") and not record.get("isMeta"):
+        # Builds that stopped flagging the summary still write it right after the boundary.
+        summary_record = bool(record.get("isCompactSummary")) or (
+            build.awaiting_summary
+            and kind == "user"
+            and _plain(content).lstrip().startswith(CONTINUED)
+        )
+        if not summary_record and not record.get("isMeta"):
             build.awaiting_summary = False  # a boundary with no summary: a marker only
         if kind == "assistant":
             if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
                 model = model or message["model"]
             build.assistant(message, record, number, extra)
             continue
-        if record.get("isCompactSummary"):
+        if summary_record:
             build.compact_summary(_plain(content), when, extra)
             continue
         if record.get("isMeta"):

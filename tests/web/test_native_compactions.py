@@ -103,6 +103,33 @@ def test_a_boundary_without_a_summary_is_a_marker_only_compaction(alice, tmp_pat
     assert run.archived_messages.count() == 4
 
 
+def test_newer_builds_summary_without_the_flag_and_all_recorded_metadata(alice, tmp_path):
+    """Builds from mid-2026 write the boundary (with preservedSegment,
+    cumulativeDroppedTokens, isMeta) and the summary without ``isCompactSummary``."""
+    lines = [json.loads(line) for line in claude_code_lines(compacts=1)]
+    for record in lines:
+        if record.get("subtype") == "compact_boundary":
+            record["isMeta"] = True
+            record["compactMetadata"].update(
+                cumulativeDroppedTokens=151_851, preservedSegment={"headUuid": "u1"}
+            )
+        if record.get("isCompactSummary"):
+            del record["isCompactSummary"]
+            text = record["message"]["content"]
+            record["message"]["content"] = text.split(": ", 1)[1]  # "This session is being…"
+    path = write_lines(tmp_path / "cc-0006.jsonl", [json.dumps(r) for r in lines])
+    session = _ok(import_path(path, owner=alice)).sessions[0]
+    run = Compaction.objects.get(session=session)
+    assert run.native_summary.startswith("This session is being continued")
+    assert run.native_record["cumulativeDroppedTokens"] == 151_851
+    assert run.native_record["preservedSegment"] == {"headUuid": "u1"}
+    summary = Message.objects.get(session=session, is_summary=True)
+    assert summary.extra["native_compaction"] == run.public_id
+    # Not a user turn of its own: the only active user turn after it is "continue".
+    users = Message.objects.filter(session=session, active=True, role="user", is_summary=False)
+    assert [m.content for m in users.exclude(extra__has_key="meta")] == ["continue"]
+
+
 # --- Codex ------------------------------------------------------------------------------
 
 
