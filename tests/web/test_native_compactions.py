@@ -242,13 +242,17 @@ def test_a_marker_only_compaction_built_directly_is_stored_with_what_was_recorde
         (NativeCompaction(source="pi", summary="bad \ud800 text"), "summary"),
     ],
 )
-def test_a_bad_compaction_leaves_nothing_half_stored(alice, native, problem):
+@pytest.mark.parametrize("streamed", [False, True], ids=["list", "streamed"])
+def test_a_bad_compaction_leaves_nothing_half_stored(alice, native, problem, streamed):
     messages = [
         ParsedMessage(role="user", content="a", active=False, archived=True, replaced_by=0),
         ParsedMessage(role="user", content="summary", is_summary=True, summary_of=0),
     ]
+    parsed = _parsed([native], messages)
+    if streamed:  # the store path of Claude Code and Codex files: rows read as they are stored
+        parsed.messages, parsed.stream = [], iter(messages)
     with pytest.raises(Exception) as caught:
-        store_session(_parsed([native], messages), alice, "bad.jsonl")
+        store_session(parsed, alice, "bad.jsonl")
     assert problem in str(caught.value)
     assert "compaction 1" in str(caught.value)
     assert not Session.objects.exists()
