@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import IO
 
 from hermes_web.importers import (
+    aider,  # other agents' files (imp)
     claude_code,
     codex,
-    gemini_cli,  # other agents' files (imp)
+    gemini_cli,
     hermes,
     openai,
 )
@@ -59,6 +60,7 @@ FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
 # Other agents' files (imp): one whole-document parser each, paired and checked as usual.
 AGENT_PARSERS = {
     "gemini-cli": gemini_cli.parse,
+    "aider": aider.parse,
 }
 FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)
