@@ -33,6 +33,7 @@ from hermes_web.importers import (
     gemini_cli,
     hermes,
     openai,
+    openhands,
 )
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
@@ -61,6 +62,7 @@ FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
 AGENT_PARSERS = {
     "gemini-cli": gemini_cli.parse,
     "aider": aider.parse,
+    "openhands": openhands.parse,
 }
 FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)

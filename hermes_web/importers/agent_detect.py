@@ -36,7 +36,9 @@ def sniff(path: Path, head: str) -> str:
         return "aider"
     if GEMINI_RECORDING.match(start) or GEMINI_LOGS.match(start) or GEMINI_CHECKPOINT.match(start):
         return "gemini-cli"
-    if OPENHANDS_EVENT.match(start):
+    if OPENHANDS_EVENT.match(start) or (
+        name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
+    ):
         return "openhands"
     if CLINE_UI.match(start):
         return "cline"
