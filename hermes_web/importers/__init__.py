@@ -29,6 +29,7 @@ from typing import IO
 from hermes_web.importers import (
     aider,  # other agents' files (imp)
     claude_code,
+    cline,
     codex,
     gemini_cli,
     hermes,
@@ -63,6 +64,7 @@ AGENT_PARSERS = {
     "gemini-cli": gemini_cli.parse,
     "aider": aider.parse,
     "openhands": openhands.parse,
+    "cline": cline.parse,
 }
 FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ GEMINI_CHECKPOINT = re.compile(
 OPENHANDS_EVENT = re.compile(
     r'\A\s*(?:\{\s*"trajectory"\s*:\s*)?\[?\s*\{\s*"id"\s*:\s*-?\d+\s*,\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*"source"\s*:\s*"(?:user|agent|environment)"'
 )
-CLINE_UI = re.compile(r'\A\s*\[\s*\{\s*"ts"\s*:\s*\d+\s*,\s*"type"\s*:\s*"(?:say|ask)"')
+CLINE_UI = re.compile(r'\A\s*\[\s*\{\s*"(?:ts|type|say|ask)"\s*:')
+CLINE_UI_TYPE = re.compile(r'"type"\s*:\s*"(?:say|ask)"\s*,\s*"(?:say|ask)"\s*:')
 CLINE_API_NAMES = ("api_conversation_history.json", "claude_messages.json")
 ANTHROPIC_BLOCK = re.compile(r'"type"\s*:\s*"(?:tool_use|tool_result)"')
 CONTINUE_SESSION = re.compile(r'\A\s*\{\s*"(?:history|sessionId|title|workspaceDirectory)"\s*:')
@@ -40,7 +41,7 @@ def sniff(path: Path, head: str) -> str:
         name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
     ):
         return "openhands"
-    if CLINE_UI.match(start):
+    if CLINE_UI.match(start) and CLINE_UI_TYPE.search(start[:400]):
         return "cline"
     if start.lstrip().startswith("[") and (
         name in CLINE_API_NAMES or (ANTHROPIC_BLOCK.search(head) and '"role"' in start)
