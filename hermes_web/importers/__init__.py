@@ -31,6 +31,7 @@ from hermes_web.importers import (
     claude_code,
     cline,
     codex,
+    continue_dev,
     gemini_cli,
     hermes,
     openai,
@@ -65,6 +66,7 @@ AGENT_PARSERS = {
     "aider": aider.parse,
     "openhands": openhands.parse,
     "cline": cline.parse,
+    "continue": continue_dev.parse,
 }
 FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)

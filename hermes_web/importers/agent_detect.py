@@ -47,6 +47,10 @@ def sniff(path: Path, head: str) -> str:
         name in CLINE_API_NAMES or (ANTHROPIC_BLOCK.search(head) and '"role"' in start)
     ):
         return "cline"
-    if CONTINUE_SESSION.match(start) and '"history"' in head and '"contextItems"' in head:
+    if (
+        CONTINUE_SESSION.match(start)
+        and '"history"' in head
+        and ('"contextItems"' in head or '"workspaceDirectory"' in head)
+    ):
         return "continue"
     return ""
