@@ -157,8 +157,13 @@ def _session(document: dict, file: str) -> ParsedSession:
         session.messages.append(row)
         if role == "assistant":
             for state in _tool_states(item):
-                call_id = state.get("toolCallId")
-                output = state.get("output")
+                tool_call = state.get("toolCall")
+                call_id = state.get("toolCallId") or (
+                    tool_call.get("id") if isinstance(tool_call, dict) else None
+                )
+                output, status = state.get("output"), state.get("status")
+                if output is None and isinstance(status, str) and status != "done":
+                    output = f"[tool call {status} in Continue]"  # canceled, errored, ...
                 if isinstance(call_id, str) and call_id not in answered and output is not None:
                     body = _context_text(output) if isinstance(output, list) else as_text(output)
                     session.messages.append(

@@ -59,6 +59,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     meta: dict = {}
     if isinstance(document, dict) and isinstance(document.get("trajectory"), list):
         events = document["trajectory"]
+    elif isinstance(document, dict) and isinstance(document.get("events"), list):
+        events = document["events"]  # the conversation events API's page
     elif isinstance(document, dict) and isinstance(document.get("history"), list):
         events = document["history"]
         meta = {k: document[k] for k in ("instance_id", "instruction") if document.get(k)}

@@ -73,7 +73,10 @@ def test_conversation_summary_is_a_native_compaction():
 def test_chat_session_with_a_generic_title_is_named_by_its_first_question():
     session = _one(CHAT)
     assert session.title == "what does the --since flag do?"
-    assert [m.role for m in session.messages] == ["user", "assistant"]
+    assert [m.role for m in session.messages] == ["user", "assistant", "user", "assistant", "tool"]
+    canceled = session.messages[-1]  # only a toolCallStates entry, canceled, no output
+    assert (canceled.tool_call_id, canceled.content) == ("tc-9", "[tool call canceled in Continue]")
+    assert "synthetic" not in canceled.extra
 
 
 @pytest.mark.parametrize("path", [AGENT, CHAT], ids=["agent", "chat"])

@@ -137,3 +137,11 @@ def test_bad_trajectories_are_refused_whole(alice, tmp_path):
     lone = tmp_path / "0.json"
     shutil.copy(FOLDER / "events" / "1.json", lone)
     assert "single OpenHands event" in refused(lone, alice).problem
+
+
+def test_events_api_page_is_a_trajectory_too(alice, tmp_path):
+    page = tmp_path / "events.json"
+    page.write_text(json.dumps({"events": json.loads(TRAJECTORY.read_text())}))
+    (session,) = parsed(openhands.parse, page)
+    assert len(session.native_compactions) == 2
+    assert session.messages[-1].content == "Fixed: test_drain waits on q.join()."
