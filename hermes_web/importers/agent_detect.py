@@ -41,6 +41,8 @@ def sniff(path: Path, head: str) -> str:
         name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
     ):
         return "openhands"
+    if name == "task_metadata.json" and (path.parent / "api_conversation_history.json").is_file():
+        return "cline"  # a task folder's bookkeeping, read with the task
     if CLINE_UI.match(start) and CLINE_UI_TYPE.search(start[:400]):
         return "cline"
     if start.lstrip().startswith("[") and (

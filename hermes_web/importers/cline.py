@@ -50,6 +50,7 @@ from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_CLINE
 API_HISTORY = "api_conversation_history.json"
+TASK_FILES = ("task_metadata.json", "ui_messages.json")  # beside the history in a task folder
 TASK = re.compile(r"\A\s*<task>\s*(.*?)\s*</task>\s*\Z", re.DOTALL)
 FEEDBACK = re.compile(r"\A\s*<(?:feedback|answer|user_message)>\s*(.*?)\s*</\w+>\s*\Z", re.DOTALL)
 META_OPENINGS = (
@@ -62,6 +63,8 @@ META_OPENINGS = (
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
     where = Path(stream.name) if isinstance(getattr(stream, "name", None), str) else Path(file)
     document = load_json(stream, file)
+    if isinstance(document, dict) and where.name in TASK_FILES and _beside_history(where):
+        return  # the task folder's bookkeeping: the conversation is in its history file
     expect(document, list, file, "the file")
     task_id = _task_id(where) or _content_id(document)
     if document and isinstance(document[0], dict) and document[0].get("type") in ("say", "ask"):
@@ -70,6 +73,10 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         yield _ui(document, file, task_id)
         return
     yield _api(document, file, task_id)
+
+
+def _beside_history(where: Path) -> bool:
+    return (where.parent / API_HISTORY).is_file() or (where.parent / "ui_messages.json").is_file()
 
 
 def _task_id(where: Path) -> str:

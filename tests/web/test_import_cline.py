@@ -146,3 +146,16 @@ def test_bad_task_files_are_refused_whole(alice, tmp_path):
     ui.write_text(json.dumps(records))
     assert "record 4: text is a JSON list" in refused(ui, alice).problem
     assert Message.objects.count() == 0
+
+
+def test_a_task_folder_imports_once_through_the_command(alice):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("import_sessions", str(CLINE_TASK), user=alice.username, stdout=out)
+    assert (
+        out.getvalue().count("imported ") == 1
+    )  # ui_messages.json and task_metadata.json add nothing
+    assert Session.objects.filter(owner=alice, source=Session.Source.IMPORT_CLINE).count() == 1

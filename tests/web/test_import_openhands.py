@@ -145,3 +145,15 @@ def test_events_api_page_is_a_trajectory_too(alice, tmp_path):
     (session,) = parsed(openhands.parse, page)
     assert len(session.native_compactions) == 2
     assert session.messages[-1].content == "Fixed: test_drain waits on q.join()."
+
+
+def test_a_session_folder_imports_once_through_the_command(alice):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("import_sessions", str(FOLDER), user=alice.username, stdout=out)
+    assert out.getvalue().count("imported ") == 1  # one session for seven files
+    (session,) = Session.objects.filter(owner=alice)
+    assert session.extra["source_id"] == "7f3c0d9e21a64b1c"
