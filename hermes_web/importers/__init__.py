@@ -59,7 +59,7 @@ __all__ = [
     "store_session",
 ]
 
-FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
+FORMATS: tuple[str, ...] = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
 # Other agents' files (imp): one whole-document parser each, paired and checked as usual.
 AGENT_PARSERS = {
     "gemini-cli": gemini_cli.parse,

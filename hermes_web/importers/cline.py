@@ -416,7 +416,7 @@ def _ui_condense(session: ParsedSession, ui: _Ui, record: dict, when) -> None:
     ui.close()
     data = record.get("contextCondense")
     data = data if isinstance(data, dict) else {}
-    summary = data.get("summary") if isinstance(data.get("summary"), str) else ""
+    summary = data["summary"] if isinstance(data.get("summary"), str) else ""
     before, after = data.get("prevContextTokens"), data.get("newContextTokens")
     compaction = NativeCompaction(
         source="roo-code",

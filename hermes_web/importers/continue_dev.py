@@ -199,7 +199,7 @@ def _session(document: dict, file: str) -> ParsedSession:
     if not any(not m.meta for m in session.messages):
         raise ImportProblem(file, 0, "the session's history is empty: nothing to import")
     generic = not isinstance(title, str) or title in ("", "New Session", "Untitled Session")
-    session.title = clip_title(first_user if generic else title)
+    session.title = clip_title(first_user if generic or not isinstance(title, str) else title)
     return session
 
 

@@ -369,8 +369,8 @@ def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
         elif "sessionId" in record:
             history = record.pop("messages", None)  # a one-line chat recording
             for index, message in enumerate(history if isinstance(history, list) else ()):
-                key = message.get("id") if isinstance(message, dict) else None
-                current[key if isinstance(key, str) else f"#{index}"] = message
+                found = message.get("id") if isinstance(message, dict) else None
+                current[found if isinstance(found, str) else f"#{index}"] = message
             meta.update(record)
         else:
             raise ImportProblem(file, number, "record is neither session metadata nor a message")
@@ -432,7 +432,10 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
         parts = expect(turn.get("parts") or [], list, file, f"{where}: parts")
         if role not in ("user", "model"):
             raise ImportProblem(file, 0, f"{where}: unknown role {role!r} (expected user or model)")
-        texts, thoughts, calls, results = [], [], [], []
+        texts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[dict] = []
+        results: list[tuple[str, str, str]] = []
         for part in parts:
             part = expect(part, dict, file, f"{where}: a part")
             if isinstance(part.get("functionCall"), dict):

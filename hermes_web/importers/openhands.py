@@ -320,7 +320,7 @@ def _condensation(build: _Builder, event_id: int, args: dict, when) -> None:
         ids = list(range(start, end + 1))
     else:
         ids = []
-    summary = args.get("summary") if isinstance(args.get("summary"), str) else ""
+    summary = args["summary"] if isinstance(args.get("summary"), str) else ""
     replaced: list[ParsedMessage] = []
     for forgotten_id in ids:
         for row in build.by_event.get(forgotten_id, ()):
