@@ -26,7 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from hermes_web.importers import claude_code, codex, hermes, openai
+from hermes_web.importers import (
+    aider,  # other agents' files (imp)
+    claude_code,
+    cline,
+    codex,
+    continue_dev,
+    gemini_cli,
+    hermes,
+    openai,
+    openhands,
+)
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.detect import detect_format
@@ -49,7 +59,16 @@ __all__ = [
     "store_session",
 ]
 
-FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
+FORMATS: tuple[str, ...] = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
+# Other agents' files (imp): one whole-document parser each, paired and checked as usual.
+AGENT_PARSERS = {
+    "gemini-cli": gemini_cli.parse,
+    "aider": aider.parse,
+    "openhands": openhands.parse,
+    "cline": cline.parse,
+    "continue": continue_dev.parse,
+}
+FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)
 
 
@@ -106,6 +125,7 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
         "openai": openai.parse,
         "claude-code": claude_code.parse,
         "codex": codex.parse,
+        **AGENT_PARSERS,
     }[fmt]
     with open(path, "rb") as stream:
         try:

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from hermes_web.importers import agent_detect
 from hermes_web.importers.base import ImportProblem
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -34,6 +35,12 @@ def detect_format(path: Path, file: str) -> str:
         head = stream.read(len(SQLITE_MAGIC))
         if head == SQLITE_MAGIC:
             return "hermes-db"
+        stream.seek(0)
+        other_agent = agent_detect.sniff(  # Gemini CLI, Aider, OpenHands, Cline, Continue
+            path, stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+        )
+        if other_agent:
+            return other_agent
         stream.seek(0)
         maybe_claude = False
         for number in range(1, _SNIFF_LINES + 1):

@@ -1,0 +1,58 @@
+"""Which other agent wrote a file (Gemini CLI, Aider, OpenHands, Cline / Roo Code, Continue),
+from its name and the keys at the start of its text.
+
+Asked before the Hermes / OpenAI / Claude Code / Codex checks, so each test here looks
+only at what those formats never begin with: a key the agent writes first (Gemini CLI's
+``projectHash``, Cline's ``ts`` + ``say``/``ask``), its file name, or its header line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_HEAD = 4096  # the keys looked at are at the very start of the document
+
+AIDER_HEADER = re.compile(r"\A\s*(?:#[^\n]*\n\s*)*?# aider chat started at ", re.IGNORECASE)
+GEMINI_RECORDING = re.compile(r'\A\s*\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"projectHash"\s*:')
+GEMINI_LOGS = re.compile(r'\A\s*\[\s*\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"messageId"\s*:')
+GEMINI_CHECKPOINT = re.compile(
+    r'\A\s*(?:\{\s*"history"\s*:\s*)?\[\s*\{\s*"role"\s*:\s*"(?:user|model)"\s*,\s*"parts"\s*:'
+)
+OPENHANDS_EVENT = re.compile(
+    r'\A\s*(?:\{\s*"trajectory"\s*:\s*)?\[?\s*\{\s*"id"\s*:\s*-?\d+\s*,\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*"source"\s*:\s*"(?:user|agent|environment)"'
+)
+CLINE_UI = re.compile(r'\A\s*\[\s*\{\s*"(?:ts|type|say|ask)"\s*:')
+CLINE_UI_TYPE = re.compile(r'"type"\s*:\s*"(?:say|ask)"\s*,\s*"(?:say|ask)"\s*:')
+CLINE_API_NAMES = ("api_conversation_history.json", "claude_messages.json")
+ANTHROPIC_BLOCK = re.compile(r'"type"\s*:\s*"(?:tool_use|tool_result)"')
+CONTINUE_SESSION = re.compile(r'\A\s*\{\s*"(?:history|sessionId|title|workspaceDirectory)"\s*:')
+
+
+def sniff(path: Path, head: str) -> str:
+    """The format name of another agent's file, or "" when it is none of theirs."""
+    name = path.name.lower()
+    start = head[:_HEAD]
+    if name.endswith(".aider.chat.history.md") or AIDER_HEADER.match(start):
+        return "aider"
+    if GEMINI_RECORDING.match(start) or GEMINI_LOGS.match(start) or GEMINI_CHECKPOINT.match(start):
+        return "gemini-cli"
+    if OPENHANDS_EVENT.match(start) or (
+        name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
+    ):
+        return "openhands"
+    if name == "task_metadata.json" and (path.parent / "api_conversation_history.json").is_file():
+        return "cline"  # a task folder's bookkeeping, read with the task
+    if CLINE_UI.match(start) and CLINE_UI_TYPE.search(start[:400]):
+        return "cline"
+    if start.lstrip().startswith("[") and (
+        name in CLINE_API_NAMES or (ANTHROPIC_BLOCK.search(head) and '"role"' in start)
+    ):
+        return "cline"
+    if (
+        CONTINUE_SESSION.match(start)
+        and '"history"' in head
+        and ('"contextItems"' in head or '"workspaceDirectory"' in head)
+    ):
+        return "continue"
+    return ""

@@ -1,0 +1,483 @@
+"""Gemini CLI chats, in the three shapes its versions wrote:
+
+- the chat recording ``~/.gemini/tmp/<project hash>/chats/session-*.json`` (0.5–0.2x): one
+  object ``{sessionId, projectHash, startTime, lastUpdated, messages, summary?}`` whose
+  messages have ``type`` user / gemini / info / error / warning, ``content`` (text or Gemini
+  parts), and on gemini messages ``thoughts`` (→ reasoning), ``tokens``, ``model`` and
+  ``toolCalls`` ``{id, name, args, result, status, resultDisplay}`` (→ an assistant call and
+  its tool result);
+- the newer ``session-*.jsonl``: the same session as a metadata line, message records
+  (a record with a known ``id`` replaces it), ``{"$set": {...}}`` updates and
+  ``{"$rewindTo": id}`` (the rewound messages are dropped, as the CLI does); a
+  ``$set`` of ``messages`` that drops earlier messages is the CLI's compression rewriting
+  the history;
+- the older ``logs.json`` (a list of ``{sessionId, messageId, type, message, timestamp}``,
+  the user's prompts only, several sessions per file) and ``/chat save`` checkpoints
+  (``checkpoint-<tag>.json``: the model history, ``{role: user|model, parts}``).
+
+Gemini CLI's own compression becomes a ``NativeCompaction`` (source ``gemini-cli``): a
+"Context compressed from 68% to 3%." (or "... from N to M tokens") info message is its
+marker, the rows before it are archived; a ``<state_snapshot>`` user text (the compressed
+history the CLI sends in place of the old turns) is its summary row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import IO, Any
+
+from hermes_web.importers.agent_common import (
+    as_text,
+    call,
+    clip_title,
+    compact,
+    expect,
+    load_json,
+    read_text,
+    summary_row,
+)
+from hermes_web.importers.base import (
+    ImportProblem,
+    NativeCompaction,
+    ParsedMessage,
+    ParsedSession,
+    epoch,
+    image_part,
+    json_line,
+    safe_id,
+)
+from hermes_web.models import Session
+
+SOURCE = Session.Source.IMPORT_GEMINI_CLI
+NATIVE = "gemini-cli"
+NOTE_TYPES = ("info", "error", "warning")
+COMPRESSED = re.compile(
+    r"(?:context|chat history)\s+(?:was\s+)?compressed\s+from\s+([\d,.]+)\s*(%|tokens)?\s+"
+    r"to\s+([\d,.]+)\s*(%|tokens)?",
+    re.IGNORECASE,
+)
+SNAPSHOT = "<state_snapshot>"
+REWRITTEN = "history rewritten by the CLI's compression ($set of messages)"
+# Slash commands the CLI records as user text: bookkeeping, not a turn.
+COMMANDS = re.compile(
+    r"^/(?:about|auth|bug|chat|clear|compress|copy|corgi|directory|dir|docs|editor|"
+    r"extensions|help|ide|init|mcp|memory|model|privacy|quit|exit|restore|resume|settings|"
+    r"stats|theme|tools|vim|setup-github|terminal-setup|permissions|policies|agents)\b"
+)
+
+
+def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
+    """Every session in a Gemini CLI file (one, or several in an old ``logs.json``)."""
+    head = stream.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    stream.seek(0)
+    if head.startswith(b"{") and _is_jsonl(stream):
+        yield _jsonl(stream, file)
+        return
+    document = load_json(stream, file)
+    if isinstance(document, dict) and isinstance(document.get("messages"), list):
+        yield _recording(document, document["messages"], file)
+    elif isinstance(document, dict) and isinstance(document.get("history"), list):
+        yield _checkpoint(document["history"], file)
+    elif isinstance(document, list) and document and _is_log_entry(document[0]):
+        yield from _logs(document, file)
+    elif (
+        isinstance(document, list)
+        and document
+        and isinstance(document[0], dict)
+        and ("parts" in document[0])
+    ):
+        yield _checkpoint(document, file)
+    else:
+        raise ImportProblem(
+            file,
+            0,
+            "not a Gemini CLI chat: expected an object with 'messages', a list of log "
+            "entries or a checkpoint history",
+        )
+
+
+def _is_jsonl(stream: IO[bytes]) -> bool:
+    first = stream.readline()
+    stream.seek(0)
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
+
+
+def _is_log_entry(item: Any) -> bool:
+    return isinstance(item, dict) and "messageId" in item and "sessionId" in item
+
+
+# --- the chat recording ----------------------------------------------------------------
+
+
+def _recording(meta: dict, records: list, file: str) -> ParsedSession:
+    session_id = meta.get("sessionId")
+    session = ParsedSession(source=SOURCE, line=1)
+    session.public_id = safe_id(session_id if isinstance(session_id, str) else "")
+    session.created_at = epoch(meta.get("startTime"))
+    session.ended_at = epoch(meta.get("lastUpdated"))
+    info = {k: meta[k] for k in ("projectHash", "kind", "directories") if meta.get(k)}
+    session.extra = {"gemini_cli": info}
+    title = ""
+    for number, record in enumerate(records, 1):
+        where = f"message {number}"
+        record = expect(record, dict, file, where)
+        session.records += 1
+        kind = record.get("type")
+        when = epoch(record.get("timestamp"))
+        extra: dict = {"gemini_id": record["id"]} if isinstance(record.get("id"), str) else {}
+        if isinstance(record.get("_line"), int):
+            extra["line"] = record["_line"]
+        if record.get("_rewrite"):
+            compaction = NativeCompaction(source=NATIVE, marker=REWRITTEN, extra=extra)
+            compact(session, session.messages, compaction)
+            session.skip("history rewrite (kept as a native compaction)")
+            continue
+        if kind == "user":
+            text = _text(record.get("content"), file, where)
+            content = _content(record.get("content"), file, where)
+            if text.lstrip().startswith(SNAPSHOT):
+                _snapshot(session, text, extra, when)
+                continue
+            message = ParsedMessage(role="user", content=content, extra=extra, created_at=when)
+            if COMMANDS.match(text.strip()):
+                message.meta = "command"
+                session.skip("slash command (kept as a meta row)")
+            elif not title:
+                title = text
+            session.messages.append(message)
+        elif kind == "gemini":
+            _gemini(session, record, file, where, extra, when)
+        elif kind in NOTE_TYPES:
+            text = _text(record.get("content"), file, where)
+            found = COMPRESSED.search(text)
+            if found:
+                _marker(session, text, found, extra, when)
+                continue
+            session.messages.append(
+                ParsedMessage(role="user", content=text, meta=kind, extra=extra, created_at=when)
+            )
+            session.skip(f"{kind} message (kept as a meta row)")
+        else:
+            raise ImportProblem(
+                file, 0, f"{where}: unknown type {kind!r} (expected user, gemini, info or error)"
+            )
+    summary = meta.get("summary")
+    session.title = clip_title(summary if isinstance(summary, str) and summary else title)
+    if not any(not m.meta for m in session.messages):
+        raise ImportProblem(file, 0, "no user or gemini messages: nothing to import")
+    return session
+
+
+def _gemini(session, record: dict, file: str, where: str, extra: dict, when) -> None:
+    if isinstance(record.get("model"), str) and not session.model:
+        session.model = record["model"]
+    if isinstance(record.get("tokens"), dict):
+        extra["tokens"] = record["tokens"]
+    thoughts = record.get("thoughts") or []
+    expect(thoughts, list, file, f"{where}: thoughts")
+    reasoning = "\n\n".join(_thought(t) for t in thoughts if isinstance(t, dict)) or None
+    calls, results = [], []
+    for index, tool in enumerate(expect(record.get("toolCalls") or [], list, file, where), 1):
+        tool = expect(tool, dict, file, f"{where}: tool call {index}")
+        call_id, name = tool.get("id"), tool.get("name")
+        if not isinstance(call_id, str) or not call_id:
+            raise ImportProblem(file, 0, f"{where}: tool call {index} has no string id")
+        if not isinstance(name, str):
+            raise ImportProblem(file, 0, f"{where}: tool call {call_id}: name is not text")
+        calls.append(call(call_id, name, tool.get("args")))
+        output = _tool_output(tool.get("result"), tool.get("resultDisplay"))
+        if output is None:
+            continue  # never answered (cancelled mid-run): a marked stub result is added
+        result_extra: dict = {}
+        if isinstance(tool.get("status"), str):
+            result_extra["status"] = tool["status"]
+        results.append(
+            ParsedMessage(
+                role="tool",
+                content=output,
+                tool_call_id=call_id,
+                tool_name=name,
+                extra=result_extra,
+                created_at=epoch(tool.get("timestamp")) or when,
+            )
+        )
+    content = _content(record.get("content"), file, where)
+    session.messages.append(
+        ParsedMessage(
+            role="assistant",
+            content=content or None,
+            tool_calls=calls or None,
+            reasoning=reasoning,
+            extra=extra,
+            created_at=when,
+        )
+    )
+    session.messages.extend(results)
+
+
+def _thought(thought: dict) -> str:
+    subject, description = thought.get("subject"), thought.get("description")
+    parts = [f"**{subject}**" if isinstance(subject, str) and subject else ""]
+    parts.append(description if isinstance(description, str) else "")
+    return "\n".join(p for p in parts if p)
+
+
+def _tool_output(result: Any, display: Any) -> str | None:
+    """What the tool returned to the model (its functionResponse), else what was shown."""
+    if isinstance(result, list):
+        texts = []
+        for part in result:
+            if not isinstance(part, dict):
+                continue
+            response = part.get("functionResponse")
+            if isinstance(response, dict):
+                body = response.get("response")
+                if isinstance(body, dict) and set(body) <= {"output", "error"}:
+                    body = body.get("output", body.get("error"))
+                texts.append(as_text(body))
+            elif isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        if texts:
+            return "\n".join(texts)
+    if isinstance(display, str):
+        return display
+    if isinstance(display, dict):  # a file diff or a todo list, as the CLI showed it
+        diff = display.get("fileDiff")
+        return diff if isinstance(diff, str) else as_text(display)
+    return None if result is None else as_text(result)
+
+
+def _content(value: Any, file: str, where: str) -> Any:
+    """Gemini content (text, a part or a list of parts) → text, or OpenAI parts with images."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, dict):
+        value = [value]
+    expect(value, list, file, f"{where}: content")
+    parts: list[dict] = []
+    for part in value:
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+            continue
+        expect(part, dict, file, f"{where}: a content part")
+        if isinstance(part.get("text"), str) and not part.get("thought"):
+            parts.append({"type": "text", "text": part["text"]})
+        elif isinstance(part.get("inlineData"), dict):
+            data = part["inlineData"]
+            if isinstance(data.get("data"), str) and str(data.get("mimeType", "")).startswith(
+                "image/"
+            ):
+                parts.append(image_part(f"data:{data['mimeType']};base64,{data['data']}"))
+            else:
+                parts.append({"type": "text", "text": f"[inline {data.get('mimeType')} data]"})
+        elif isinstance(part.get("fileData"), dict):
+            parts.append({"type": "text", "text": f"[file {part['fileData'].get('fileUri')}]"})
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _text(value: Any, file: str, where: str) -> str:
+    content = _content(value, file, where)
+    if isinstance(content, str):
+        return content
+    return "\n".join(p["text"] for p in content if p.get("type") == "text")
+
+
+# --- native compression ----------------------------------------------------------------
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _marker(session: ParsedSession, text: str, found: re.Match, extra: dict, when) -> None:
+    """ "Context compressed from 68% to 3%.": the CLI compressed what came before."""
+    before, unit_before, after, unit_after = found.groups()
+    unit = unit_before or unit_after or ""
+    compaction = NativeCompaction(source=NATIVE, created_at=when, marker=text.strip(), extra=extra)
+    if unit == "%":
+        compaction.extra = {
+            **extra,
+            "percent_before": _number(before),
+            "percent_after": _number(after),
+        }
+    else:
+        compaction.tokens_before, compaction.tokens_after = (
+            int(_number(before)),
+            int(_number(after)),
+        )
+    compact(session, session.messages, compaction)
+    session.skip("compression marker (kept as a native compaction)")
+
+
+def _snapshot(session: ParsedSession, text: str, extra: dict, when) -> None:
+    """A ``<state_snapshot>`` user text is the CLI's compressed history: the summary of
+    the compaction just recorded, or of one only this snapshot shows."""
+    last = session.native_compactions[-1] if session.native_compactions else None
+    if last is None or last.summary:
+        last = NativeCompaction(source=NATIVE, created_at=when, extra=dict(extra))
+        compact(session, session.messages, last)
+    last.summary = text.strip()
+    index = session.native_compactions.index(last)
+    session.messages.append(
+        summary_row(text.strip(), index, {**extra, "gemini_snapshot": True}, when)
+    )
+
+
+# --- the newer JSONL recording ---------------------------------------------------------
+
+
+def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
+    """Replay the log as the CLI loads it: records by id, ``$set`` and ``$rewindTo``."""
+    meta: dict = {}
+    current: dict[str, dict] = {}  # id -> record, in the order the CLI shows them
+    dropped: list[tuple[list[dict], int]] = []  # (records the history rewrite dropped, line)
+    records = 0
+    for number, line in enumerate(read_text(stream, file).splitlines(), 1):
+        if not line.strip():
+            continue
+        records += 1
+        record = json_line(line, file, number)
+        expect(record, dict, file, "the record", number)
+        if isinstance(record.get("$rewindTo"), str):
+            ids = list(current)
+            cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in ids else 0
+            for key in ids[cut:]:
+                del current[key]
+        elif isinstance(record.get("$set"), dict):
+            update = dict(record["$set"])
+            history = update.pop("messages", None)
+            if isinstance(history, list):
+                kept = {m.get("id") for m in history if isinstance(m, dict)}
+                gone = [m for key, m in current.items() if key not in kept]
+                if gone:
+                    dropped.append((gone, number))
+                current = {
+                    m["id"]: m
+                    for m in history
+                    if isinstance(m, dict) and isinstance(m.get("id"), str)
+                }
+            meta.update(update)
+        elif isinstance(record.get("id"), str):
+            current[record["id"]] = {**record, "_line": number}
+        elif "sessionId" in record:
+            history = record.pop("messages", None)  # a one-line chat recording
+            for index, message in enumerate(history if isinstance(history, list) else ()):
+                found = message.get("id") if isinstance(message, dict) else None
+                current[found if isinstance(found, str) else f"#{index}"] = message
+            meta.update(record)
+        else:
+            raise ImportProblem(file, number, "record is neither session metadata nor a message")
+    if not meta.get("sessionId"):
+        raise ImportProblem(file, 1, "no session metadata line with a sessionId")
+    # What a history rewrite dropped comes first, archived by the compression that dropped it.
+    archived: list[dict] = []
+    for gone, number in dropped:
+        archived.extend(gone)
+        archived.append({"_line": number, "_rewrite": True})
+    session = _recording(meta, archived + list(current.values()), file)
+    session.records = records
+    return session
+
+
+# --- logs.json and checkpoints ---------------------------------------------------------
+
+
+def _logs(entries: list, file: str) -> Iterator[ParsedSession]:
+    """``logs.json``: the prompts the user typed, grouped by session."""
+    sessions: dict[str, ParsedSession] = {}
+    for number, entry in enumerate(entries, 1):
+        entry = expect(entry, dict, file, f"log entry {number}")
+        sid, text = entry.get("sessionId"), entry.get("message")
+        if not isinstance(sid, str) or not isinstance(text, str):
+            raise ImportProblem(file, 0, f"log entry {number}: no string sessionId and message")
+        session = sessions.get(sid)
+        if session is None:
+            session = sessions[sid] = ParsedSession(
+                source=SOURCE, public_id=safe_id(sid), line=number, kind="prompt log"
+            )
+            session.created_at = epoch(entry.get("timestamp"))
+            session.extra = {"gemini_cli": {"logs_json": True}}
+        session.records += 1
+        role = "user" if entry.get("type", "user") == "user" else "assistant"
+        message = ParsedMessage(role=role, content=text, created_at=epoch(entry.get("timestamp")))
+        if role == "user" and COMMANDS.match(text.strip()):
+            message.meta = "command"
+            session.skip("slash command (kept as a meta row)")
+        elif role == "user" and not session.title:
+            session.title = clip_title(text)
+        session.messages.append(message)
+    yield from sessions.values()
+
+
+def _checkpoint(history: list, file: str) -> ParsedSession:
+    """A ``/chat save`` checkpoint: the model history (user / model turns of parts)."""
+    session = ParsedSession(source=SOURCE, line=1, kind="checkpoint")
+    stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    session.public_id = safe_id(stem)
+    session.extra = {"gemini_cli": {"checkpoint": stem}}
+    names: dict[str, str] = {}
+    counter = 0
+    for number, turn in enumerate(history, 1):
+        where = f"history item {number}"
+        turn = expect(turn, dict, file, where)
+        session.records += 1
+        role = turn.get("role")
+        parts = expect(turn.get("parts") or [], list, file, f"{where}: parts")
+        if role not in ("user", "model"):
+            raise ImportProblem(file, 0, f"{where}: unknown role {role!r} (expected user or model)")
+        texts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[dict] = []
+        results: list[tuple[str, str, str]] = []
+        for part in parts:
+            part = expect(part, dict, file, f"{where}: a part")
+            if isinstance(part.get("functionCall"), dict):
+                fc = part["functionCall"]
+                counter += 1
+                call_id = fc.get("id") if isinstance(fc.get("id"), str) else f"call_{counter}"
+                names[call_id] = str(fc.get("name") or "")
+                calls.append(call(call_id, names[call_id], fc.get("args")))
+            elif isinstance(part.get("functionResponse"), dict):
+                fr = part["functionResponse"]
+                call_id = fr.get("id") if isinstance(fr.get("id"), str) else ""
+                if not call_id:  # older checkpoints: answered by name, in order
+                    call_id = next(
+                        (k for k, n in names.items() if n == fr.get("name")), f"call_{counter}"
+                    )
+                    names.pop(call_id, None)
+                body = fr.get("response")
+                if isinstance(body, dict) and set(body) <= {"output", "error"}:
+                    body = body.get("output", body.get("error"))
+                results.append((call_id, str(fr.get("name") or ""), as_text(body)))
+            elif isinstance(part.get("text"), str):
+                (thoughts if part.get("thought") else texts).append(part["text"])
+        text = "\n".join(texts)
+        if role == "user":
+            for call_id, name, body in results:
+                session.messages.append(
+                    ParsedMessage(role="tool", content=body, tool_call_id=call_id, tool_name=name)
+                )
+            if text.lstrip().startswith(SNAPSHOT):
+                _snapshot(session, text, {"history_item": number}, None)
+            elif text:
+                session.messages.append(ParsedMessage(role="user", content=text))
+                session.title = session.title or clip_title(text)
+        else:
+            session.messages.append(
+                ParsedMessage(
+                    role="assistant",
+                    content=text or None,
+                    tool_calls=calls or None,
+                    reasoning="\n".join(thoughts) or None,
+                )
+            )
+    if not session.messages:
+        raise ImportProblem(file, 0, "the checkpoint holds no messages")
+    return session
