@@ -207,14 +207,6 @@ def import_path(
             raise ImportProblem(
                 file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})"
             )
-        if report.format == "hermes-db":
-            wal = path.with_name(path.name + "-wal")
-            if wal.is_file() and wal.stat().st_size > 0:
-                report.warnings.append(
-                    f"{wal.name} holds changes not yet written into {path.name}; the database "
-                    "is read as immutable, so they are not imported (quit Hermes, or copy the "
-                    "database with `sqlite3 state.db .backup copy.db`, and import again)"
-                )
         links = Links(owner)
         # A streamed session reads the file while it is stored, so it is parsed here: the
         # parsing thread would move on (and close the file) before the store is done.
