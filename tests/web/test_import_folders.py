@@ -299,6 +299,8 @@ def test_the_import_page_takes_a_folder_archive(alice, alice_client):
     html = response.content.decode()
     assert "zip archive" in html
     assert html.count('<span class="badge">sub-agent</span>') >= 2
+    assert "1 tool-results files joined · 1 tool-results files missing" in html
+    assert "sub-agent type Explore" in html
     assert Session.objects.filter(owner=alice).count() >= 3
 
 
