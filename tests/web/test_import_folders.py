@@ -6,6 +6,7 @@ in the layout of Claude Code 2.1."""
 
 import hashlib
 import io
+import json
 import shutil
 import tarfile
 import zipfile
@@ -363,3 +364,25 @@ def test_a_broken_archive_is_a_clear_error(alice, alice_client):
     response = alice_client.post("/api/import", {"file": SimpleUploadedFile("s.zip", data)})
     assert response.status_code == 400
     assert "s.zip: a broken zip archive" in response.json()["detail"]
+
+
+def test_a_windows_path_in_a_stub_of_text_blocks_is_joined_by_its_base_name(alice, tmp_path):
+    """Claude Code on Windows writes ``C:\\Users\\…\\tool-results\\<name>``; a result may hold
+    the stub as a text block among others."""
+    tree = _tree(tmp_path)
+    main_path = tree / "-home-dev-shop" / f"{SID}.jsonl"
+    records = [json.loads(line) for line in main_path.read_text().splitlines()]
+    for record in records:
+        content = (record.get("message") or {}).get("content")
+        if isinstance(content, list) and content[0].get("tool_use_id") == "toolu_01LOG":
+            stub = content[0]["content"].replace(
+                f"/home/dev/.claude/projects/-home-dev-shop/{SID}/tool-results/",
+                f"C:\\Users\\dev\\.claude\\projects\\C--shop\\{SID}\\tool-results\\",
+            )
+            content[0]["content"] = [{"type": "text", "text": stub}]
+    main_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _import_dir(tree)
+    main, _, _ = _sessions(alice)
+    log = Message.objects.get(session=main, tool_call_id="toolu_01LOG")
+    assert log.content == (FOLDER / "tool-results" / "toolu_01LOG.txt").read_text()
+    assert log.extra["tool_result_file"] == "toolu_01LOG.txt"
