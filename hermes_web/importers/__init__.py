@@ -19,9 +19,10 @@ import contextlib
 import logging
 import queue
 import shutil
+import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -29,6 +30,7 @@ from typing import IO
 from hermes_web.importers import (
     aider,  # other agents' files (imp)
     claude_code,
+    claude_code_folder,
     cline,
     codex,
     continue_dev,
@@ -37,9 +39,12 @@ from hermes_web.importers import (
     openai,
     openhands,
 )
+from hermes_web.importers.archive import archive_kind, unpacked
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
+from hermes_web.importers.claude_code_folder import SessionFolder
 from hermes_web.importers.detect import detect_format
+from hermes_web.importers.directory import file_kind, plan_directory
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.store import AlreadyImported, store_session
 from hermes_web.models import Session
@@ -53,6 +58,8 @@ __all__ = [
     "count_tokens",
     "detect_format",
     "fidelity",
+    "import_directory",
+    "import_folder",
     "import_path",
     "import_upload",
     "namespaced",
@@ -206,24 +213,21 @@ def import_path(
     report = ImportReport(file=file)
     links = None
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
+            raise ImportProblem(file, 0, f"{file_kind(mode)}, not a regular file: refused")
         size = path.stat().st_size
         if size > max_bytes():
             raise ImportProblem(
                 file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
             )
+        if fmt == "auto" and (kind := archive_kind(path, file)):
+            return _import_archive(path, kind, owner=owner, name=file, skip_existing=skip_existing)
         report.format = detect_format(path, file) if fmt == "auto" else fmt
         if report.format not in FORMATS:
             raise ImportProblem(
                 file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})"
             )
-        if report.format == "hermes-db":
-            wal = path.with_name(path.name + "-wal")
-            if wal.is_file() and wal.stat().st_size > 0:
-                report.warnings.append(
-                    f"{wal.name} holds changes not yet written into {path.name}; the database "
-                    "is read as immutable, so they are not imported (quit Hermes, or copy the "
-                    "database with `sqlite3 state.db .backup copy.db`, and import again)"
-                )
         links = Links(owner)
         # A streamed session reads the file while it is stored, so it is parsed here: the
         # parsing thread would move on (and close the file) before the store is done.
@@ -233,20 +237,7 @@ def import_path(
             else _pipelined(report.format, path, file)
         )
         for item in items:
-            if isinstance(item, ImportProblem):
-                report.errors.append(item)
-                continue
-            try:
-                report.sessions.append(store_session(item, owner, file, links))
-            except AlreadyImported as again:
-                again.problem = (
-                    "already imported (skipped)"
-                    if skip_existing
-                    else "already imported: a duplicate (use --skip-existing to skip it)"
-                )
-                (report.skipped if skip_existing else report.duplicates).append(again)
-            except ImportProblem as problem:
-                report.errors.append(problem)
+            _store(item, report, owner, file, links, skip_existing)
     except ImportProblem as problem:
         report.errors.append(problem)
     except RecursionError:
@@ -262,10 +253,124 @@ def import_path(
         )
     if links is not None:
         links.finish()
+    _refresh_links(report)
+    return report
+
+
+def _store(
+    item: ParsedSession | ImportProblem,
+    report: ImportReport,
+    owner,
+    file: str,
+    links: Links,
+    skip_existing: bool,
+) -> None:
+    """Store one parsed session into ``report``: imported, skipped, a duplicate or an error."""
+    if isinstance(item, ImportProblem):
+        report.errors.append(item)
+        return
+    try:
+        report.sessions.append(store_session(item, owner, file, links))
+    except AlreadyImported as again:
+        again.problem = (
+            "already imported (skipped)"
+            if skip_existing
+            else "already imported: a duplicate (use --skip-existing to skip it)"
+        )
+        (report.skipped if skip_existing else report.duplicates).append(again)
+    except ImportProblem as problem:
+        report.errors.append(problem)
+
+
+def _refresh_links(report: ImportReport) -> None:
+    """Parent and root as stored: links made after a session was stored (its parent came
+    later in the import) are only in the database."""
     for session in report.sessions:
         fresh = Session.objects.filter(pk=session.pk).values("parent_id", "root_id").first()
         if fresh:
             session.parent_id, session.root_id = fresh["parent_id"], fresh["root_id"]
+
+
+def import_folder(
+    folder: SessionFolder,
+    *,
+    owner,
+    skip_existing: bool = False,
+    name: Callable[[Path], str] = str,
+) -> ImportReport:
+    """A Claude Code session folder as the tool lays it out (see claude_code_folder): its
+    sessions, sub-agents linked as children, tool-results files joined to their stubs."""
+    report = ImportReport(file=name(folder.main or folder.folder), format="claude-code-folder")
+    links = Links(owner)
+    try:
+        for file, item in claude_code_folder.parse_folder(folder, name):
+            _store(item, report, owner, file, links, skip_existing)
+    except OSError as error:
+        report.errors.append(
+            ImportProblem(report.file, 0, f"cannot read the folder: {error.strerror or error}")
+        )
+    finally:
+        links.finish()
+    if left := claude_code_folder.unreferenced(folder):
+        report.warnings.append(
+            f"{len(left)} file(s) in tool-results/ named by no stub: {', '.join(left[:10])}"
+        )
+    _refresh_links(report)
+    return report
+
+
+def import_directory(
+    root: Path, *, owner, fmt: str = "auto", skip_existing: bool = False, name=str
+) -> tuple[list[ImportReport], list[tuple[Path, str]]]:
+    """Every file and Claude Code session folder under ``root`` (symbolic links and special
+    files skipped, never opened): a report each, and what was skipped and why."""
+    plan = plan_directory(root)
+    reports = [
+        import_path(path, owner=owner, fmt=fmt, name=name(path), skip_existing=skip_existing)
+        for path in plan.files
+    ]
+    for folder in plan.folders:
+        if fmt in ("auto", "claude-code"):
+            reports.append(
+                import_folder(folder, owner=owner, skip_existing=skip_existing, name=name)
+            )
+        else:
+            plan.skipped.append((folder.folder, f"a Claude Code session folder, not {fmt}"))
+    return reports, plan.skipped
+
+
+def _import_archive(
+    path: Path, kind: str, *, owner, name: str, skip_existing: bool
+) -> ImportReport:
+    """A .zip or .tar.gz of files or session folders (see archive): unpacked privately, then
+    imported as a directory would be, in one report."""
+    report = ImportReport(file=name, format=f"{kind} archive")
+    try:
+        with unpacked(path, kind, name) as root:
+
+            def label(inner: Path) -> str:
+                return f"{name}/{inner.relative_to(root).as_posix()}"
+
+            reports, skipped = import_directory(
+                root, owner=owner, skip_existing=skip_existing, name=label
+            )
+            report.warnings += [f"{label(where)}: skipped: {why}" for where, why in skipped]
+    except ImportProblem as problem:
+        report.errors.append(problem)
+        return report
+    except OSError as error:
+        report.errors.append(
+            ImportProblem(name, 0, f"cannot unpack the archive: {error.strerror or error}")
+        )
+        return report
+    for part in reports:
+        report.sessions += part.sessions
+        report.skipped += part.skipped
+        report.duplicates += part.duplicates
+        report.errors += part.errors
+        report.warnings += [f"{part.file}: {warning}" for warning in part.warnings]
+    if not reports:
+        report.errors.append(ImportProblem(name, 0, "the archive holds no file to import"))
     return report
 
 

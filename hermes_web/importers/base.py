@@ -125,6 +125,9 @@ class ParsedSession:
     stream: Iterator[ParsedMessage] | None = None
     # The agent's own compactions found in the transcript, in order (see NativeCompaction).
     native_compactions: list[NativeCompaction] = field(default_factory=list)
+    # What a reader joined or could not find, by name (e.g. "tool_result_files_joined"):
+    # each is a key of the fidelity report.
+    counts: Counter = field(default_factory=Counter)
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""

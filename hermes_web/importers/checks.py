@@ -182,4 +182,5 @@ class Tally:
             "metadata": sorted(k for v in parsed.extra.values() if isinstance(v, dict) for k in v),
             "skipped": dict(sorted(parsed.skipped.items())),
             "kind": parsed.kind or "session",
+            **dict(sorted(parsed.counts.items())),
         }

@@ -16,11 +16,17 @@ flags, summary rows, ids), which split across modules would be read in two place
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from django.conf import settings
 
 from compaction import PREFIX_OPENING
 from hermes_web.importers.base import (
@@ -378,6 +384,52 @@ _REQUIRED = {
     "sessions": {"id", "parent_session_id", "started_at"},
     "messages": {"id", "session_id", "role", "content"},
 }
+# The columns of schema v30 (reference §13.1). Only these are read, named one by one: a
+# database we did not write may add any column, even a generated one that computes 40 MB
+# per row. Other columns are named in each session's fidelity report, never read.
+SESSION_SCHEMA = frozenset(
+    (
+        *("id", "source", "created_source", "user_id", "session_key", "chat_id", "chat_type"),
+        *("thread_id", "display_name", "origin_json", "expiry_finalized", "model"),
+        *("model_config", "system_prompt", "system_prompt_hash", "parent_session_id"),
+        *("started_at", "ended_at", "end_reason", "message_count", "tool_call_count"),
+        *("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
+        *("reasoning_tokens", "api_call_count", "billing_provider", "billing_base_url"),
+        *("billing_mode", "estimated_cost_usd", "actual_cost_usd", "cost_status"),
+        *("cost_source", "pricing_version", "cwd", "git_branch", "git_repo_root"),
+        *("git_metadata_generation", "title", "title_source", "last_activity_at"),
+        *("last_activity_description", "last_activity_provenance", "archived", "pinned"),
+        *("hidden", "last_read_at", "tool_names", "profile_name", "transport_profile"),
+        *("rewind_count", "handoff_state", "handoff_platform", "handoff_error"),
+        *("compression_failure_cooldown_until", "compression_failure_error"),
+        *("compression_fallback_streak", "compression_ineffective_count"),
+        *("compression_recovery_deadline", "compression_overload_streak"),
+    )
+)
+# What a session keeps of its row (``_session``): the rest of the schema is not read.
+SESSION_READ = (
+    *("id", "source", "title", "display_name", "model", "started_at", "ended_at"),
+    *("end_reason", "parent_session_id", "cwd", "git_branch", "profile_name"),
+    *("model_config", "input_tokens", "output_tokens", "message_count"),
+)
+MESSAGE_SCHEMA = frozenset(
+    (
+        *("id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name"),
+        *("effect_disposition", "timestamp", "token_count", "finish_reason", "reasoning"),
+        *("reasoning_content", "reasoning_details", "codex_reasoning_items"),
+        *("codex_message_items", "platform_message_id", "observed", "_compressed_summary"),
+        *("active", "compacted", "api_content", "display_kind", "display_metadata"),
+        *("display_identity", "display_order"),
+    )
+)
+# Read as they are (numbers and flags); every other message column is text, read cut one
+# character past the per-message limit, so no value costs more than that here.
+_MESSAGE_WHOLE = (
+    *("id", "timestamp", "token_count", "observed", "_compressed_summary", "active"),
+    *("compacted", "display_order"),
+)
+# A BLOB (an identity key) that no page shows and JSON cannot hold.
+_MESSAGE_UNREAD = ("display_identity",)
 # A file we did not write decides how much work each SELECT is: reading is bounded by time
 # (the progress handler interrupts the query), and only plain tables are read.
 READ_SECONDS = 120.0
@@ -385,7 +437,8 @@ _PROGRESS_STEPS = 10_000
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # noqa: S608 - fixed names
+    # table_xinfo, not table_info: generated columns are listed too.
+    return {row[1] for row in db.execute(f"PRAGMA table_xinfo({table})")}  # noqa: S608 - fixed names
 
 
 def _plain_tables_only(db: sqlite3.Connection, file: str) -> None:
@@ -416,14 +469,91 @@ def _write_trigger(sql: str) -> bool:
     )
 
 
+class _PrivateCopy(sqlite3.Connection):
+    """A connection to a private copy of a live database; closing it removes the copy."""
+
+    directory = ""
+
+    def close(self) -> None:
+        super().close()
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = ""
+
+
+COPY_ATTEMPTS = 3
+
+
+def _state(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_size, info.st_mtime_ns
+
+
+def _private_copy(path: Path, wal: Path, file: str) -> str:
+    """A new temporary directory holding a copy of the database and its -wal, taken while
+    neither changed (a running Hermes may write between the two copies); the user's files
+    are only read."""
+    mode = os.stat(wal).st_mode
+    if not stat.S_ISREG(mode):
+        raise ImportProblem(file, 0, f"{wal.name} is not a regular file: refused")
+    total = os.stat(path).st_size + os.stat(wal).st_size
+    if total > max_bytes():
+        raise ImportProblem(
+            file,
+            0,
+            f"the database and its {wal.name} are {total // 2**20} MB together; "
+            f"the limit is {max_bytes() // 2**20} MB",
+        )
+    directory = tempfile.mkdtemp(prefix="hermes-state-db-")
+    try:
+        for _ in range(COPY_ATTEMPTS):
+            before = (_state(path), _state(wal))
+            shutil.copyfile(path, os.path.join(directory, "state.db"))
+            shutil.copyfile(wal, os.path.join(directory, "state.db-wal"))
+            if (_state(path), _state(wal)) == before:
+                return directory
+        raise ImportProblem(
+            file,
+            0,
+            f"the database kept changing while it was copied ({COPY_ATTEMPTS} tries): "
+            "something is writing to it; import it again in a moment",
+        )
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+
+
 def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, set[str]]]:
     """Open read-only and immutable (never writes, never creates a -wal or -shm beside the
-    file) and check it is Hermes's schema, made of plain tables."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
+    file) and check it is Hermes's schema, made of plain tables.
+
+    A live database (a non-empty ``-wal`` beside it: Hermes's newest rows are only there)
+    is copied with its -wal into a private temporary directory and the copy opened normally,
+    so SQLite applies the WAL there; the copy is removed when the connection closes."""
+    wal = Path(path).with_name(Path(path).name + "-wal")
+    directory = ""
     try:
-        db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        if os.path.lexists(wal) and (not wal.is_file() or wal.stat().st_size > 0):
+            directory = _private_copy(Path(path), wal, file)
+        target = Path(directory, "state.db") if directory else Path(path).resolve()
+        mode = "rw" if directory else "ro&immutable=1"
+        db = sqlite3.connect(
+            f"{target.as_uri()}?mode={mode}",
+            uri=True,
+            check_same_thread=False,
+            factory=_PrivateCopy,
+        )
     except sqlite3.DatabaseError as error:
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
         raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+    except OSError as error:
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise ImportProblem(
+            file, 0, f"cannot copy the live database: {error.strerror or error}"
+        ) from None
+    db.directory = directory
     try:
         db.row_factory = sqlite3.Row
         db.execute("PRAGMA query_only = ON")
@@ -455,12 +585,60 @@ def _why(error: sqlite3.DatabaseError) -> str:
     return f"reading took longer than {READ_SECONDS:.0f} s" if text == "interrupted" else text
 
 
-def _session_rows(db: sqlite3.Connection, file: str) -> Iterator[dict | ImportProblem]:
+def _select(names: list[str], cut: int | None = None, whole: tuple[str, ...] = ()) -> str:
+    """The SELECT list naming ``names``; with ``cut``, text columns not in ``whole`` are
+    read as their first ``cut`` characters."""
+    quoted = []
+    for name in names:
+        column = '"' + name.replace('"', '""') + '"'
+        if cut is not None and name not in whole:
+            column = f"substr({column}, 1, {cut}) AS {column}"
+        quoted.append(column)
+    return ", ".join(quoted)
+
+
+class _Columns:
+    """What is read of a state.db: the schema's columns it has, and the others by name."""
+
+    def __init__(self, columns: dict[str, set[str]]) -> None:
+        have_sessions, have_messages = columns["sessions"], columns["messages"]
+        self.sessions = _select([c for c in SESSION_READ if c in have_sessions])
+        self.limit = settings.HERMES_MAX_MESSAGE_BYTES
+        read = sorted(have_messages & MESSAGE_SCHEMA - set(_MESSAGE_UNREAD))
+        self.messages = _select(read, self.limit + 1, _MESSAGE_WHOLE)
+        self.unknown_sessions = sorted(have_sessions - SESSION_SCHEMA)
+        self.unknown_messages = sorted(have_messages - MESSAGE_SCHEMA)
+
+    def note_unread(self, parsed: ParsedSession, rows: int) -> None:
+        """Name the columns that were not read in the session's fidelity report."""
+        for name in self.unknown_sessions:
+            parsed.skip(f"sessions.{name}: a column not in Hermes's schema (not read)")
+        for name in self.unknown_messages:
+            parsed.skip(f"messages.{name}: a column not in Hermes's schema (not read)", rows)
+
+    def check_sizes(self, rows: list[dict], file: str, line: int, session_id: str) -> None:
+        """A column value cut at the limit is over it: the session is refused, naming it."""
+        for number, row in enumerate(rows, start=1):
+            for name, value in row.items():
+                if isinstance(value, str | bytes) and len(value) > self.limit:
+                    raise ImportProblem(
+                        file,
+                        line,
+                        f"message {number}: column {name} is over the limit per message "
+                        f"({self.limit // 2**20} MB)",
+                        session_id,
+                    )
+
+
+def _session_rows(db: sqlite3.Connection, file: str, select: str) -> Iterator[dict | ImportProblem]:
     """Every sessions row, oldest first. When the table scan fails (a damaged page), the ids
     are read through the primary-key index and each row on its own, so one bad page costs
     the sessions on it, not the whole file."""
     try:
-        rows = [dict(r) for r in db.execute("SELECT * FROM sessions ORDER BY started_at, id")]
+        rows = [
+            dict(r)
+            for r in db.execute(f"SELECT {select} FROM sessions ORDER BY started_at, id")  # noqa: S608 - names from the schema
+        ]
     except sqlite3.DatabaseError as error:
         if _why(error) != str(error):
             raise
@@ -484,7 +662,10 @@ def _session_rows(db: sqlite3.Connection, file: str) -> Iterator[dict | ImportPr
     found = []
     for session_id in ids:
         try:
-            row = db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            row = db.execute(
+                f"SELECT {select} FROM sessions WHERE id = ?",  # noqa: S608 - names from the schema
+                (session_id,),
+            ).fetchone()
         except sqlite3.DatabaseError as error:
             yield ImportProblem(file, 0, f"cannot read session {session_id}: {_why(error)}")
             continue
@@ -496,18 +677,23 @@ def _session_rows(db: sqlite3.Connection, file: str) -> Iterator[dict | ImportPr
 
 def parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     db, columns = open_state_db(path, file)
+    read = _Columns(columns)
     try:
-        for number, obj in enumerate(_session_rows(db, file), start=1):
+        for number, obj in enumerate(_session_rows(db, file, read.sessions), start=1):
             if isinstance(obj, ImportProblem):
                 yield obj
                 continue
             where = f"session {obj.get('id')}"
             try:
                 cursor = db.execute(
-                    "SELECT * FROM messages WHERE session_id = ? ORDER BY id", (obj["id"],)
+                    f"SELECT {read.messages} FROM messages WHERE session_id = ? ORDER BY id",  # noqa: S608 - names from the schema
+                    (obj["id"],),
                 )
                 obj["messages"] = [dict(m) for m in cursor]
-                yield _session(obj, file, number)
+                read.check_sizes(obj["messages"], file, number, str(obj["id"]))
+                parsed = _session(obj, file, number)
+                read.note_unread(parsed, len(obj["messages"]))
+                yield parsed
             except ImportProblem as problem:
                 problem.line = problem.line or number
                 yield problem

@@ -1,5 +1,9 @@
 """Parent links between imported sessions (rotation chains, sub-agents), made inside each
-session's transaction; chains of any depth and parent cycles handled without recursion."""
+session's transaction; chains of any depth and parent cycles handled without recursion.
+
+A sub-agent (``ParsedSession.kind == "sub-agent"``, marked ``extra["sub_agent"]``) is its
+parent's child but not a rotation: it is the root of its own tree, so it never joins the
+parent's rotation chain, lineage or rotation tree."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from hermes_web.importers.base import ImportProblem, ParsedSession
 from hermes_web.models import Message, Session
 
 _BATCH = 500
+SUB_AGENT = "sub-agent"
 
 
 def namespaced(tool_id: str, owner) -> str:
@@ -33,12 +38,15 @@ class Links:
     def __init__(self, owner) -> None:
         self.owner = owner
         self.waiting: dict[str, list[int]] = {}
+        self.sub_agents: set[int] = set()  # waiting sessions that are sub-agents
         for pk, extra in (
             Session.objects.filter(owner=owner, parent__isnull=True, source__startswith="import:")
             .filter(extra__has_key="hermes_parent_id")
             .values_list("pk", "extra")
         ):
             self.waiting.setdefault(str(extra["hermes_parent_id"]), []).append(pk)
+            if "sub_agent" in extra:
+                self.sub_agents.add(pk)
         self.up: dict[int, int] = {}  # union-find: tree top -> the top it was attached under
         self.parent_of: dict[int, int] = {}  # sessions linked in this import
         self.names: dict[int, str] = {}
@@ -66,23 +74,31 @@ class Links:
                 .only("pk", "root_id", "compression_count")
                 .first()
             )
-            if parent is not None:
+            if parent is not None and parsed.kind == SUB_AGENT:
+                session.parent_id = parent.pk  # a child in a tree of its own
+                _link_task_call(session.pk, parent.pk)
+            elif parent is not None:
                 session.parent_id = parent.pk
                 root_id = parent.root_id or parent.pk
                 session.root_id = root_id
                 session.compression_count = parent.compression_count + 1
                 if parent.pk not in self.parent_of and root_id != parent.pk:
                     self.up.setdefault(parent.pk, root_id)
-                if parsed.kind == "sub-agent":
-                    _link_task_call(session.pk, parent.pk)
         # touch(): updated_at is in the cache keys of the pages showing this session.
         session.touch(
             parent_id=session.parent_id,
             root_id=session.root_id,
             compression_count=session.compression_count,
         )
-        top = self._top(session.parent_id) if session.parent_id else session.pk
-        for child_pk in self.waiting.get(parsed.public_id, ()):
+        rotation = session.parent_id and parsed.kind != SUB_AGENT
+        top = self._top(session.parent_id) if rotation else session.pk
+        children = self.waiting.get(parsed.public_id, ())
+        for child_pk in children:
+            if child_pk in self.sub_agents:
+                Session.objects.filter(pk=child_pk).touch(parent_id=session.pk)
+                _link_task_call(child_pk, session.pk)
+        children = [pk for pk in children if pk not in self.sub_agents]
+        for child_pk in children:
             if self._top(child_pk) == top:
                 raise ImportProblem(
                     "",
@@ -91,9 +107,9 @@ class Links:
                     parsed.public_id,
                 )
         self.up[session.pk] = top
-        if session.parent_id:
+        if rotation:
             self.parent_of[session.pk] = session.parent_id
-        for child_pk in self.waiting.get(parsed.public_id, ()):
+        for child_pk in children:
             Session.objects.filter(pk=child_pk).touch(parent_id=session.pk)
             _link_task_call(child_pk, session.pk)
             self.up[child_pk] = top
@@ -105,6 +121,8 @@ class Links:
         self.waiting.pop(parsed.public_id, None)
         if parsed.parent_id and session.parent_id is None:
             self.waiting.setdefault(parsed.parent_id, []).append(session.pk)
+            if parsed.kind == SUB_AGENT:
+                self.sub_agents.add(session.pk)
 
     def rolled_back(self, session_pk: int | None) -> None:
         """The session's transaction failed: forget what ``link`` noted about it."""
@@ -125,9 +143,11 @@ class Links:
                         )
                     children = []
                     for start in range(0, len(level), _BATCH):
-                        children += Session.objects.filter(
-                            parent_id__in=level[start : start + _BATCH]
-                        ).values_list("pk", flat=True)
+                        children += (
+                            Session.objects.filter(parent_id__in=level[start : start + _BATCH])
+                            .exclude(extra__has_key="sub_agent")  # trees of their own
+                            .values_list("pk", flat=True)
+                        )
                     level = [pk for pk in children if pk not in seen]  # stored data may loop
                     seen.update(level)
                     depth += 1

@@ -121,6 +121,8 @@ def _session_extra(parsed: ParsedSession) -> dict:
             extra["hermes_id"] = parsed.public_id
     if parsed.parent_id:
         extra["hermes_parent_id"] = parsed.parent_id
+    if parsed.kind == "sub-agent":  # a child, never a rotation (see links)
+        extra.setdefault("sub_agent", {})
     return extra
 
 

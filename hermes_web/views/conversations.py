@@ -240,10 +240,13 @@ def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpRespons
     compactions = list(
         Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
     )
+    kids = list(Session.objects.filter(parent=session).order_by("created_at", "pk"))
     context.update(
         archived=stats["archived"],
         compactions=compactions,
-        children=list(Session.objects.filter(parent=session).order_by("created_at")),
+        # Sub-agents are children too, never rotations (importers.links).
+        children=[c for c in kids if "sub_agent" not in (c.extra or {})],
+        sub_agents=[c for c in kids if "sub_agent" in (c.extra or {})],
         # Counted the way the list and the timeline count (views.lineage.compaction_tally).
         tally=compaction_tally(
             Compaction.objects.filter(session=session), fetched=compactions, limit=20

@@ -137,11 +137,13 @@ def test_sub_agent_is_its_own_session_linked_to_the_parent(alice, order):
     main = Session.objects.get(public_id=f"{SID}.{alice.pk}")
     agent = Session.objects.get(public_id=f"{SID}.agent-a5f19c2.{alice.pk}")
     assert agent.parent == main
-    assert agent.root == main
+    assert agent.root == agent  # a child, not a rotation: a tree of its own (issue #25)
+    assert agent.compression_count == 0
     assert agent.extra["spawned_by_call"] == "toolu_01TASK"
     assert agent.extra["claude_code"]["agent_id"] == "a5f19c2"
     assert agent.extra["import_report"]["kind"] == "sub-agent"
-    assert [s.pk for s in session_tree(main)] == [main.pk, agent.pk]
+    assert "sub_agent" in agent.extra
+    assert [s.pk for s in session_tree(main)] == [main.pk]
     assert main.title.startswith("The checkout total")
     assert [m["role"] for m in openai_messages(agent)] == ["user", "assistant", "tool", "assistant"]
 

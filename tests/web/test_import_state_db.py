@@ -207,19 +207,3 @@ def test_a_parent_cycle_is_refused_naming_the_ids(alice, tmp_path):
     again = import_path(path, owner=alice, skip_existing=True)
     assert len(again.skipped) == 3
     assert "parent cycle" in again.errors[0].problem
-
-
-def test_a_wal_beside_the_database_is_named_as_not_read(alice, tmp_path):
-    path = tmp_path / "state.db"
-    db = empty_state_db(path, fts=False)
-    add_session(db, "s1", None, 1.0, [("user", "in the main file")])
-    db.commit()
-    db.close()
-    wal = tmp_path / "state.db-wal"
-    wal.write_bytes(b"\0" * 64)  # what a running Hermes leaves: changes not checkpointed
-    before = (path.read_bytes(), wal.read_bytes())
-    report = import_path(path, owner=alice)
-    assert len(report.sessions) == 1
-    assert "state.db-wal holds changes not yet written" in report.warnings[0]
-    assert (path.read_bytes(), wal.read_bytes()) == before
-    assert sorted(os.listdir(tmp_path)) == ["state.db", "state.db-wal"]

@@ -1,11 +1,11 @@
+import stat
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from hermes_web.importers import FORMATS, import_path
-
-SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
+from hermes_web.importers import FORMATS, import_directory, import_path
+from hermes_web.importers.directory import file_kind
 
 
 def fidelity_line(report: dict) -> str:
@@ -22,6 +22,10 @@ def fidelity_line(report: dict) -> str:
         ("summaries", "summaries"),
         ("images", "images"),
         ("reasoning", "with reasoning"),
+        ("tool_result_files_joined", "tool-results files joined"),
+        ("tool_result_files_missing", "tool-results files missing"),
+        ("tool_result_files_too_large", "tool-results files too large (stub kept)"),
+        ("compaction_agents_attached", "compaction agents attached"),
     ):
         if report.get(key):
             parts.append(f"{report[key]} {label}")
@@ -38,7 +42,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
-            "path", help="a file, or a directory whose .jsonl/.json/.db files are imported"
+            "path",
+            help="a file, or a directory whose .jsonl/.json/.db files and Claude Code session "
+            "folders are imported (symbolic links are not followed)",
         )
         parser.add_argument("--format", default="auto", choices=("auto", *FORMATS))
         parser.add_argument("--user", required=True, help="username that will own the sessions")
@@ -56,21 +62,28 @@ class Command(BaseCommand):
         except get_user_model().DoesNotExist:
             raise CommandError(f"no user named {user!r}") from None
         root = Path(path)
-        if not root.exists():
-            raise CommandError(f"{path}: no such file or directory")
-        files = (
-            sorted(
-                (p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES),
-                key=str,  # a main transcript before its <session>/subagents/ directory
+        try:
+            mode = root.stat().st_mode
+        except FileNotFoundError:
+            raise CommandError(f"{path}: no such file or directory") from None
+        except OSError as error:
+            raise CommandError(f"{path}: cannot read: {error.strerror or error}") from None
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # a FIFO would block forever
+            raise CommandError(f"{path}: {file_kind(mode)}, not a file or directory: refused")
+        if stat.S_ISDIR(mode):
+            reports, skipped = import_directory(
+                root, owner=owner, fmt=format, skip_existing=skip_existing
             )
-            if root.is_dir()
-            else [root]
-        )
+            for where, why in skipped:
+                self.stderr.write(f"skipped {where}: {why}")
+        else:
+            reports = [
+                import_path(
+                    root, owner=owner, fmt=format, name=str(root), skip_existing=skip_existing
+                )
+            ]
         failed = duplicates = 0
-        for file in files:
-            report = import_path(
-                file, owner=owner, fmt=format, name=str(file), skip_existing=skip_existing
-            )
+        for report in reports:
             for session in report.sessions:
                 self.stdout.write(
                     f"imported {session.public_id}  {session.message_total} messages  "
