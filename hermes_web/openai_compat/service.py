@@ -281,7 +281,11 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
             _item(
                 answer,
                 names,
-                extra={"model": prepared.upstream_model, "client": prepared.client_name},
+                extra={
+                    "model": prepared.upstream_model,
+                    "client": prepared.client_name,
+                    **_reply_ids(request),
+                },
                 provider_prompt_tokens=prompt_tokens,
                 reasoning=reply.reasoning or None,
             )
@@ -303,6 +307,14 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
     return landed, queued
+
+
+def _reply_ids(request: ChatRequest) -> dict[str, str]:
+    # A stored Responses reply keeps its response id: a later request names it in
+    # previous_response_id (store: false asks us not to).
+    if request.extra.get("store") and request.extra.get("response_id"):
+        return {"response_id": request.extra["response_id"]}
+    return {}
 
 
 def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bool:
