@@ -296,7 +296,7 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
     chat = prepared.request
     gatherer = StreamGatherer(chat.model)
     blocks = _Blocks()
-    message = {
+    message: dict[str, Any] = {
         "id": chat.extra.get("id") or "msg_stream",
         "type": "message",
         "role": "assistant",
@@ -352,8 +352,8 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         return
     except Exception:
         log.exception("messages stream for session %s failed", prepared.public_id)
-        error = ApiError(500, "The server failed while streaming.", type="api_error")
-        yield _event("error", {"error": error.anthropic_payload()["error"]})
+        failure = ApiError(500, "The server failed while streaming.", type="api_error")
+        yield _event("error", {"error": failure.anthropic_payload()["error"]})
         return
     yield from blocks.stop()
     yield _event(

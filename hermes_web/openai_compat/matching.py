@@ -97,14 +97,13 @@ def canonical_arguments(arguments: object) -> str:
     compared as it is."""
     if arguments is None:
         return ""
+    value = arguments
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            value = json.loads(arguments)
         except (ValueError, RecursionError):
             return arguments
-    return "\x00json" + json.dumps(
-        arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":")
-    )
+    return "\x00json" + json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def prefix_hashes(messages: list[dict]) -> list[str]:

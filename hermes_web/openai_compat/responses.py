@@ -434,14 +434,14 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         return
     except Exception:
         log.exception("responses stream for session %s failed", prepared.public_id)
-        error = ApiError(500, "The server failed while streaming.", type="server_error")
+        failure = ApiError(500, "The server failed while streaming.", type="server_error")
         yield seq.event(
             "error",
             {
                 "code": None,
-                "message": error.message,
+                "message": failure.message,
                 "param": None,
-                "error": error.payload()["error"],
+                "error": failure.payload()["error"],
             },
         )
         return
