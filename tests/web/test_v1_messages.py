@@ -324,3 +324,22 @@ def test_the_raw_stream_has_pings_and_thinking_deltas(live_server, raw_key, upst
     assert '"thinking_delta", "thinking": "Pondering."' in response.text
     stored = Message.objects.get(role="assistant")
     assert stored.content == "Answer."
+
+
+def test_a_stream_cut_off_mid_reply_ends_with_an_error_event_and_stores_nothing(claude, upstream):
+    upstream.enqueue({"content": "first answer"})
+    history = [{"role": "user", "content": "a question"}]
+    first = claude.messages.create(model=MODEL, max_tokens=50, messages=history)
+    history += [
+        {"role": "assistant", "content": first.content[0].text},
+        {"role": "user", "content": "go on"},
+    ]
+    before = list(Message.objects.values_list("pk", "content"))
+    upstream.enqueue({"content": "a long reply that never arrives whole", "break_after": 1})
+    with (
+        pytest.raises(anthropic.APIStatusError) as caught,
+        claude.messages.stream(model=MODEL, max_tokens=50, messages=history) as stream,
+    ):
+        stream.get_final_message()
+    assert caught.value.body["error"]["type"] == "api_error"
+    assert list(Message.objects.values_list("pk", "content")) == before

@@ -196,3 +196,15 @@ def test_responses_errors_are_openai_shaped(sdk, upstream):
     with pytest.raises(openai.RateLimitError):
         sdk.responses.create(model="openai/fake-chat", input="hi", stream=False)
     assert not Session.objects.exists()
+
+
+def test_a_stream_cut_off_mid_reply_ends_with_an_error_event_and_stores_nothing(sdk, upstream):
+    upstream.enqueue({"content": "a long reply that never arrives whole", "break_after": 1})
+    with (
+        pytest.raises(openai.APIError) as caught,
+        sdk.responses.stream(model="openai/fake-chat", input="a question") as stream,
+    ):
+        for _ in stream:
+            pass
+    assert "fake-chat failed" in str(caught.value)
+    assert not Session.objects.exists()
