@@ -8,8 +8,12 @@ When the prompt crosses the threshold the endpoint queues a compaction; this scr
 
 Per turn: the request's wall time through the endpoint, minus one identical call made by the
 same client straight to the fake upstream with exactly the messages the endpoint sent it (the
-model's share). Twice: plain JSON replies, then SSE streaming with usage. Target: median
-overhead ≤ 30 ms.
+model's share). Twice per protocol: plain JSON replies, then SSE streaming with usage. The
+protocols are chat completions, Anthropic Messages (``/v1/messages``, Claude Code's shape) and
+Responses (``/v1/responses``, Codex's ``store: false`` shape); the client keeps its history in
+the protocol's own format. Target: median overhead ≤ 30 ms.
+
+    python bench/bench_openai.py [chat] [messages] [responses] [--turns N]
 """
 
 import json
@@ -26,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TURNS = 200
+PROTOCOLS = ("chat", "messages", "responses")
+PATHS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
 TARGET_MEDIAN_MS = 30.0
 TOOL_OUTPUT_LINES = 40  # ~2,000 characters per tool result
 
@@ -48,6 +54,13 @@ def tool_output(turn: int) -> str:
 
 
 def main() -> int:
+    global TURNS
+    args = sys.argv[1:]
+    if "--turns" in args:
+        at = args.index("--turns")
+        TURNS = int(args[at + 1])
+        del args[at : at + 2]
+    protocols = [name for name in args if name in PROTOCOLS] or list(PROTOCOLS)
     tmp = Path(tempfile.mkdtemp(prefix="bench_openai_"))
     from tests.fake_openai import FakeOpenAIServer
 
@@ -113,14 +126,15 @@ def main() -> int:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("gunicorn did not start") from None
                 time.sleep(0.2)
-        endpoint = f"{base}/chat/completions"
         direct = f"{upstream.base_url}/chat/completions"
         results = {}
         with httpx.Client(timeout=60) as client:
-            for streamed in (False, True):
-                results[streamed] = run_conversation(
-                    client, endpoint, direct, raw_key, upstream, streamed
-                )
+            for protocol in protocols:
+                endpoint = base + PATHS[protocol]
+                for streamed in (False, True):
+                    results[protocol, streamed] = run_conversation(
+                        client, endpoint, direct, raw_key, upstream, streamed, protocol
+                    )
     finally:
         server.terminate()
         server.wait(timeout=15)
@@ -128,7 +142,7 @@ def main() -> int:
 
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     verdict = True
-    for streamed, (
+    for (protocol, streamed), (
         overheads,
         totals,
         models,
@@ -137,7 +151,7 @@ def main() -> int:
         size,
         phases,
     ) in results.items():
-        label = "SSE + usage" if streamed else "JSON"
+        label = f"{protocol}: " + ("SSE + usage" if streamed else "JSON")
         median = statistics.median(overheads)
         print(
             f"{label}: {TURNS} turns, client history grew to {size} messages; "
@@ -172,7 +186,7 @@ def main() -> int:
     return 0
 
 
-def run_conversation(client, endpoint, direct, raw_key, upstream, streamed):
+def run_conversation(client, endpoint, direct, raw_key, upstream, streamed, protocol="chat"):
     from hermes_web.models import Compaction
     from hermes_web.services.compactions import run_compaction
 
@@ -193,8 +207,80 @@ def run_conversation(client, endpoint, direct, raw_key, upstream, streamed):
         }
     ]
 
+    history = list(messages)  # in the protocol's own format
+    if protocol == "messages":
+        history = messages[1:]
+    elif protocol == "responses":
+        history = [{"type": "message", "role": "user", "content": messages[1]["content"]}]
+
     def call(client, url, key, body_messages):
         """One request, its body serialized before the clock starts (the client's own work)."""
+        if url == direct or protocol == "chat":
+            return call_chat(client, url, key, body_messages)
+        return call_other(client, url, key, body_messages)
+
+    def call_other(client, url, key, history):
+        if protocol == "messages":
+            body = {
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 1024,
+                "system": [{"type": "text", "text": "You are a coding agent."}],
+                "messages": history,
+                "tools": [
+                    {"name": "read_file", "input_schema": tools[0]["function"]["parameters"]}
+                ],
+                "stream": streamed,
+            }
+        else:
+            body = {
+                "model": "openai/fake-chat",
+                "instructions": "You are a coding agent.",
+                "input": history,
+                "tools": [{"type": "function", **tools[0]["function"]}],
+                "store": False,
+                "stream": streamed,
+            }
+        data = json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        started = time.perf_counter()
+        call_id, arguments = "", ""
+        if streamed:
+            with client.stream("POST", url, content=data, headers=headers) as response:
+                response.raise_for_status()
+                for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    event = json.loads(line[6:])
+                    kind = event.get("type")
+                    if (
+                        kind == "content_block_start"
+                        and event["content_block"]["type"] == "tool_use"
+                    ):
+                        call_id = event["content_block"]["id"]
+                    elif kind == "content_block_delta" and "partial_json" in event["delta"]:
+                        arguments += event["delta"]["partial_json"]
+                    elif (
+                        kind == "response.output_item.added"
+                        and event["item"]["type"] == "function_call"
+                    ):
+                        call_id = event["item"]["call_id"]
+                    elif kind == "response.function_call_arguments.delta":
+                        arguments += event["delta"]
+                headers_seen = response.headers
+        else:
+            response = client.post(url, content=data, headers=headers)
+            response.raise_for_status()
+            headers_seen = response.headers
+            payload = response.json()
+            if protocol == "messages":
+                block = [b for b in payload["content"] if b["type"] == "tool_use"][0]
+                call_id, arguments = block["id"], json.dumps(block["input"])
+            else:
+                item = [i for i in payload["output"] if i["type"] == "function_call"][0]
+                call_id, arguments = item["call_id"], item["arguments"]
+        return time.perf_counter() - started, headers_seen, call_id, arguments
+
+    def call_chat(client, url, key, body_messages):
         body = {"model": "openai/fake-chat", "messages": body_messages, "tools": tools}
         if streamed:
             body.update(stream=True, stream_options={"include_usage": True})
@@ -238,7 +324,11 @@ def run_conversation(client, endpoint, direct, raw_key, upstream, streamed):
 
     for turn in range(3):  # warm up: litellm import in the server, tokenizer, connections
         upstream.enqueue(reply(-turn - 1))
-        call(client, endpoint, raw_key, [{"role": "user", "content": f"warm up {turn} {streamed}"}])
+        warm = f"warm up {turn} {streamed}"
+        if protocol == "responses":
+            call(client, endpoint, raw_key, [{"type": "message", "role": "user", "content": warm}])
+        else:
+            call(client, endpoint, raw_key, [{"role": "user", "content": warm}])
         upstream.enqueue(reply(-turn - 1))
         call(client, direct, "x", [{"role": "user", "content": "warm up"}])
 
@@ -247,7 +337,7 @@ def run_conversation(client, endpoint, direct, raw_key, upstream, streamed):
     compacted = 0
     for turn in range(TURNS):
         upstream.enqueue(reply(turn))
-        total, headers, call_id, arguments = call(client, endpoint, raw_key, messages)
+        total, headers, call_id, arguments = call(client, endpoint, raw_key, history)
         sent = upstream.requests[-1]["messages"]
         upstream.enqueue(reply(turn))
         model, _, _, _ = call(client, direct, "x", sent)
@@ -273,12 +363,52 @@ def run_conversation(client, endpoint, direct, raw_key, upstream, streamed):
             }
         )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": tool_output(turn)})
+        if protocol == "chat":
+            history = messages
+        elif protocol == "messages":
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": call_id,
+                            "name": "read_file",
+                            "input": json.loads(arguments),
+                        }
+                    ],
+                }
+            )
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": call_id,
+                            "content": tool_output(turn),
+                        }
+                    ],
+                }
+            )
+        else:
+            history.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": "read_file",
+                    "arguments": arguments,
+                }
+            )
+            history.append(
+                {"type": "function_call_output", "call_id": call_id, "output": tool_output(turn)}
+            )
         # The worker's part, untimed.
         for run in Compaction.objects.filter(status=Compaction.Status.QUEUED):
             run_compaction(run.pk)
     compactions = Compaction.objects.filter(status=Compaction.Status.COMMITTED).count()
     Compaction.objects.all().delete()
-    return overheads, totals, models, compacted, compactions, len(messages), phases
+    return overheads, totals, models, compacted, compactions, len(history), phases
 
 
 if __name__ == "__main__":

@@ -173,6 +173,8 @@ def _make_handler(fake: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
             content = str(reply.get("content") or "")
             send(chunk({"role": "assistant", "content": ""}))
+            if reply.get("reasoning_content"):  # a thinking model streams its reasoning first
+                send(chunk({"reasoning_content": reply["reasoning_content"]}))
             size = max(1, len(content) // 3)
             for number, start in enumerate(range(0, len(content), size)):
                 if reply.get("break_after") is not None and number >= reply["break_after"]:

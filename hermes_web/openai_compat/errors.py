@@ -1,4 +1,9 @@
-"""Errors in the shape OpenAI clients expect: ``{"error": {"message", "type", "param", "code"}}``."""
+"""Errors in the shape each protocol's clients expect.
+
+OpenAI (chat completions, Responses): ``{"error": {"message", "type", "param", "code"}}``;
+Anthropic Messages: ``{"type": "error", "error": {"type", "message"}}`` with Anthropic's
+error types, which follow the status.
+"""
 
 from __future__ import annotations
 
@@ -35,8 +40,30 @@ class ApiError(Exception):
             }
         }
 
-    def response(self) -> JsonResponse:
-        return JsonResponse(self.payload(), status=self.status)
+    def anthropic_payload(self) -> dict:
+        """The body an Anthropic SDK parses (also an SSE ``error`` event's data)."""
+        kind = ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else "")
+        if not kind:
+            kind = "invalid_request_error"
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
+
+    def response(self, shape: str = "openai") -> JsonResponse:
+        """The JSON response in ``shape`` ("openai" or "anthropic")."""
+        payload = self.anthropic_payload() if shape == "anthropic" else self.payload()
+        return JsonResponse(payload, status=self.status)
+
+
+# https://docs.anthropic.com/en/api/errors: the type a status has.
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
 
 
 def invalid(message: str, *, code: str, param: str | None = None) -> ApiError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 
 from hermes_web.models import ApiKey, Session
@@ -24,27 +25,85 @@ RECENT_PREFIXES = 32
 
 def canonical(message: dict) -> bytes:
     """The parts of a message that identify it in a history, as unambiguous bytes (each part
-    length-prefixed; a plain join, as json.dumps per message cost more than the hashing)."""
+    length-prefixed; a plain join, as json.dumps per message cost more than the hashing).
+
+    What clients rewrite between requests without changing the conversation is
+    canonicalised first (see ``canonical_content`` and ``canonical_arguments``)."""
     role = message.get("role")
-    content = message.get("content") or ""
-    if not isinstance(content, str):
-        content = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    parts = ["system" if role == "developer" else str(role), content]
+    role = "system" if role == "developer" else str(role)
+    parts = [role, canonical_content(message.get("content"), role)]
     parts.append(message.get("tool_call_id") or "")
     for call in message.get("tool_calls") or ():
         if isinstance(call, dict):
             function = call.get("function") or {}
-            parts += [call.get("id") or "", function.get("name") or "", _hashed_arguments(function)]
+            parts += [
+                call.get("id") or "",
+                function.get("name") or "",
+                canonical_arguments(function.get("arguments")),
+            ]
     return "".join(f"{len(part)}:{part}" for part in parts).encode("utf-8", "surrogatepass")
 
 
-def _hashed_arguments(function: dict) -> str:
-    # Not compaction.messages.raw_arguments on purpose: dict arguments are encoded with sorted
-    # keys (and ASCII escapes) so the prefix hashes stored for earlier requests still match.
-    arguments = function.get("arguments")
-    if arguments is None or isinstance(arguments, str):
-        return arguments or ""
-    return json.dumps(arguments, sort_keys=True)
+# Claude Code adds or drops this in its system prompt between runs of one conversation.
+VOLATILE_SYSTEM_TEXT = (" (1M context)",)
+# Claude Code's reminders inside user turns (todo state, file changes, mode notes): it
+# re-words or drops them between requests, so they are no part of a message's identity.
+SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+TEXT_TYPES = frozenset(("text", "input_text", "output_text"))
+# Keys of a content part that say how to send it, not what it says.
+TRANSPORT_KEYS = frozenset(("cache_control", "citations", "annotations", "logprobs"))
+
+
+def _canonical_text(text: str, role: str) -> str:
+    if role == "system":
+        for volatile in VOLATILE_SYSTEM_TEXT:
+            text = text.replace(volatile, "")
+    elif "<system-reminder>" in text:
+        text = SYSTEM_REMINDER.sub("", text)
+    return text
+
+
+def canonical_content(content: object, role: str) -> str:
+    """Content as compared: a single text part equals the same string; part types
+    ``input_text``/``output_text`` are ``text``; transport-only keys (``cache_control``…) and
+    system reminders are left out; volatile system-prompt text is removed."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return _canonical_text(content, role)
+    if not isinstance(content, list):
+        return json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    parts: list[object] = []
+    for part in content:
+        if isinstance(part, dict):
+            part = {k: v for k, v in part.items() if k not in TRANSPORT_KEYS}
+            if part.get("type") in TEXT_TYPES and isinstance(part.get("text"), str):
+                text = _canonical_text(part["text"], role)
+                if not text and part["text"]:
+                    continue  # a part that was only reminders
+                part = {**part, "type": "text", "text": text}
+        parts.append(part)
+    only = parts[0] if len(parts) == 1 else None
+    if isinstance(only, dict) and set(only) == {"type", "text"} and only["type"] == "text":
+        return str(only["text"])
+    if not parts:
+        return ""
+    return "\x00list" + json.dumps(parts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def canonical_arguments(arguments: object) -> str:
+    """Tool-call arguments parsed and re-dumped (sorted keys, compact), so ``{"a": 1}`` from
+    one client's ``json.dumps`` equals ``{"a":1}`` from a model; text that is not JSON is
+    compared as it is."""
+    if arguments is None:
+        return ""
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return arguments
+    return "\x00json" + json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def prefix_hashes(messages: list[dict]) -> list[str]:

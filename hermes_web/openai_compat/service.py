@@ -118,6 +118,8 @@ def prepare(
     )
     if match is None:
         prepared.public_id = new_public_id()
+        if not session_header.strip():
+            _use_replaced_prefix(prepared)
     else:
         prepared.public_id = match.session.public_id
         if match.session.compression_count:
@@ -151,6 +153,73 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
         return
     prepared.upstream_messages = messages
     prepared.compaction = compaction
+
+
+# How many of the key's newest committed compactions a request that continues no session is
+# compared with (see _use_replaced_prefix).
+REPLACED_PREFIX_CANDIDATES = 4
+
+
+def _use_replaced_prefix(prepared: Prepared) -> None:
+    """For a client that rebuilds its history instead of appending to it (aider moves its
+    "files added to the chat" turns behind the history it grew), so that no request is a
+    prefix of the next: when the request starts with the messages a committed compaction
+    replaced, the model receives that compaction's head + summary + the tail it kept, up to
+    where the request stops agreeing with the compacted session, then the rest of the
+    request as sent. The request still starts a session of its own (nothing it holds is
+    dropped); only what the model reads is compacted."""
+    runs = (
+        Compaction.objects.committed()
+        .filter(
+            session__api_key_id=prepared.key.pk,
+            mode=Compaction.Mode.ROTATION,
+            result_session__isnull=False,
+        )
+        .order_by("-finished_at", "-pk")[:REPLACED_PREFIX_CANDIDATES]
+    )
+    best: tuple[int, list[dict], Compaction] | None = None
+    hashes = prepared.hashes
+    for run in runs:
+        opening = run.input_rows().values_list(*Message.ENGINE_COLUMNS)[:1]
+        if prefix_hashes([Message.engine_dict(*row) for row in opening])[:1] != hashes[:1]:
+            continue  # another conversation: not worth reading its rows
+        source = [
+            Message.engine_dict(*row)
+            for row in run.input_rows().values_list(*Message.ENGINE_COLUMNS)
+        ]
+        common = _common_prefix(prefix_hashes(source), hashes)
+        rows = list(run.final_rows(10_000).values_list(*Message.ENGINE_COLUMNS, "is_summary"))
+        summary = [index for index, row in enumerate(rows) if row[-1]]
+        if not summary or common == 0 or (best is not None and common <= best[0]):
+            continue
+        result = [Message.engine_dict(*row[:-1]) for row in rows]
+        kept_tail = len(result) - summary[-1] - 1  # the tail is the source's last messages
+        if kept_tail > len(source) or common < len(source) - kept_tail:
+            continue  # the request leaves the compacted part before the tail: no substitute
+        context = result[: len(result) - (len(source) - common)]
+        best = (common, context, run)
+    if best is None:
+        return
+    common, context, run = best
+    messages = context + prepared.request.messages[common:]
+    problems = validate_tool_pairs(messages)
+    if problems:
+        log.warning("compaction %s: substituted context has broken tool pairs", run.public_id)
+        return
+    prepared.upstream_messages = messages
+    prepared.compaction = run
+
+
+def _common_prefix(first: list[str], second: list[str]) -> int:
+    """How many leading prefix hashes two histories share (equal hashes: equal prefixes)."""
+    low, high = 0, min(len(first), len(second))
+    while low < high:  # a shared prefix of k means shared hashes at every index below k
+        middle = (low + high + 1) // 2
+        if first[middle - 1] == second[middle - 1]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def call_ids(messages: list[dict]) -> set[str]:
@@ -281,7 +350,11 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
             _item(
                 answer,
                 names,
-                extra={"model": prepared.upstream_model, "client": prepared.client_name},
+                extra={
+                    "model": prepared.upstream_model,
+                    "client": prepared.client_name,
+                    **_reply_ids(request),
+                },
                 provider_prompt_tokens=prompt_tokens,
                 reasoning=reply.reasoning or None,
             )
@@ -303,6 +376,14 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
     return landed, queued
+
+
+def _reply_ids(request: ChatRequest) -> dict[str, str]:
+    # A stored Responses reply keeps its response id: a later request names it in
+    # previous_response_id (store: false asks us not to).
+    if request.extra.get("store") and request.extra.get("response_id"):
+        return {"response_id": request.extra["response_id"]}
+    return {}
 
 
 def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bool:

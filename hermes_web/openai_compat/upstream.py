@@ -34,7 +34,8 @@ def resolve_model(name: str) -> str:
 
     A name without the provider prefix also works (``gpt-4o-mini`` for an allowed
     ``openai/gpt-4o-mini``): agents written for OpenAI send bare names, and changing only
-    the base URL and key must be enough.
+    the base URL and key must be enough. A ``claude-*`` name that is not served as such
+    reaches the first served ``anthropic/`` model, else the default one (HERMES_CHAT_MODEL).
     """
     allowed = allowed_models()
     if name in allowed:
@@ -42,6 +43,11 @@ def resolve_model(name: str) -> str:
     for model in allowed:
         if "/" in model and model.split("/", 1)[1] == name:
             return model
+    if name.startswith("claude-"):
+        # Claude Code names its own models (a main one, a small one for titles); they reach
+        # the served Anthropic model if there is one, else the default served model.
+        anthropic = [model for model in allowed if model.startswith("anthropic/")]
+        return (anthropic or allowed)[0]
     raise ApiError(
         404,
         f"The model `{name}` does not exist or you do not have access to it. "

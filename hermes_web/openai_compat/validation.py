@@ -11,6 +11,9 @@ from hermes_web import validation
 from hermes_web.openai_compat.errors import ApiError, invalid
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
+# The content part types of a chat-completions message: any other type (``video``…) is
+# refused here, as the provider call would otherwise fail inside litellm.
+PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
 # Sampling and tool parameters passed on to the model as the client sent them.
 PASSED_ON = (
     "frequency_penalty",
@@ -42,6 +45,8 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     params: dict[str, Any] = field(default_factory=dict)
+    # What a protocol adapter keeps for its reply (the Responses API's echoed fields…).
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -51,14 +56,27 @@ def parse_request(body: bytes) -> ChatRequest:
     assistant message that called them and every call must have its result (what providers
     require too): a broken pair is refused here rather than stored.
     """
+    return request_from(load_body(body))
+
+
+def load_body(body: bytes) -> dict[str, Any]:
+    """The JSON object of a request body; ApiError 400 for anything else, including JSON
+    nested deeper than the parser's recursion limit (``[`` × 100,000)."""
     try:
         data = json.loads(body or b"")
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
         raise invalid(
-            f"We could not parse the JSON body of your request ({error}).", code="invalid_json"
+            f"We could not parse the JSON body of your request ({reason}).", code="invalid_json"
         ) from None
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.", code="invalid_json")
+    return data
+
+
+def request_from(data: dict[str, Any]) -> ChatRequest:
+    """The checked request of a chat-completions body (also what the Messages and Responses
+    adapters translate their bodies to)."""
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid(
@@ -116,6 +134,15 @@ def check_message(index: int, message: Any) -> None:
             validation.check_text(message.get(name), name)
     except validation.Invalid as error:
         raise invalid(f"{where}.{error}", code="invalid_value", param=where) from None
+    content = message.get("content")
+    for number, part in enumerate(content if isinstance(content, list) else ()):
+        if part["type"] not in PART_TYPES:
+            raise invalid(
+                f"{where}.content[{number}].type {part['type']!r} is not a content part type "
+                f"this endpoint sends on (one of {', '.join(PART_TYPES)}).",
+                code="invalid_value",
+                param=f"{where}.content[{number}].type",
+            )
 
 
 def _check_shape(index: int, message: Any) -> None:
@@ -173,4 +200,4 @@ def _check_shape(index: int, message: Any) -> None:
             )
 
 
-__all__ = ["ApiError", "ChatRequest", "parse_request"]
+__all__ = ["ApiError", "ChatRequest", "load_body", "parse_request", "request_from"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -24,13 +25,14 @@ from hermes_web.models import ApiKey
 from hermes_web.openai_compat import service
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.upstream import (
+    Reply,
     StreamGatherer,
     allowed_models,
     complete,
     completion_kwargs,
     open_stream,
 )
-from hermes_web.openai_compat.validation import parse_request
+from hermes_web.openai_compat.validation import ChatRequest, parse_request
 
 log = logging.getLogger(__name__)
 
@@ -39,30 +41,56 @@ COMPACTION_HEADER = "X-Hermes-Compaction"
 MODE_HEADER = "X-Hermes-Compaction-Mode"
 
 
-def _authenticate(request: HttpRequest) -> ApiKey:
+def authenticate(request: HttpRequest) -> ApiKey:
+    # OpenAI clients send "Authorization: Bearer"; Anthropic's send "x-api-key" (Claude Code
+    # with ANTHROPIC_AUTH_TOKEN sends Bearer too): either carries our key.
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    key = authenticate_api_key(token.strip()) if scheme.lower() == "bearer" and token else None
+    raw = token.strip() if scheme.lower() == "bearer" else ""
+    raw = raw or request.headers.get("X-Api-Key", "").strip()
+    key = authenticate_api_key(raw) if raw else None
     if key is None:
         raise ApiError(
             401,
             "Incorrect or missing API key. Create one on the API keys page of hermes-web and "
-            "send it as 'Authorization: Bearer hk_…'.",
+            "send it as 'Authorization: Bearer hk_…' (or 'x-api-key: hk_…').",
             code="invalid_api_key",
         )
     return key
 
 
-def _method_not_allowed(allowed: str) -> HttpResponse:
-    response = ApiError(405, f"Use {allowed} here.", code="method_not_allowed").response()
+def method_not_allowed(allowed: str, shape: str = "openai") -> HttpResponse:
+    error = ApiError(405, f"Use {allowed} here.", code="method_not_allowed")
+    response = error.response(shape)
     response["Allow"] = allowed
     return response
 
 
-@csrf_exempt
-def chat_completions(request: HttpRequest) -> HttpResponseBase:
-    """One chat completion for the client's full history (streamed as SSE on ``stream``)."""
+def read_body(request: HttpRequest) -> bytes:
+    try:
+        return request.body
+    except RequestDataTooBig:
+        raise ApiError(
+            413,
+            "The request is larger than this server accepts (DATA_UPLOAD_MAX_MEMORY_SIZE).",
+            code="request_too_large",
+        ) from None
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How one wire protocol reads a request and writes the reply; everything in between
+    (session, compacted context, upstream call, storage) is the shared service."""
+
+    shape: str  # the error shape ("openai" or "anthropic")
+    parse: Callable[[bytes], ChatRequest]
+    render: Callable[[ChatRequest, Reply], dict[str, Any]]
+    events: Callable[[service.Prepared, Iterator[Any]], Iterator[bytes]]
+
+
+def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
+    """One model call for the client's full history, in ``protocol``'s wire format."""
     if request.method != "POST":
-        return _method_not_allowed("POST")
+        return method_not_allowed("POST", protocol.shape)
     started, cpu_started = time.perf_counter(), time.thread_time()
     timings: list[tuple[str, float]] = []
 
@@ -70,16 +98,8 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
         timings.append((name, time.perf_counter()))
 
     try:
-        key = _authenticate(request)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            raise ApiError(
-                413,
-                "The request is larger than this server accepts (DATA_UPLOAD_MAX_MEMORY_SIZE).",
-                code="request_too_large",
-            ) from None
-        chat = parse_request(body)
+        key = authenticate(request)
+        chat = protocol.parse(read_body(request))
         lap("parse")
         prepared = service.prepare(
             key,
@@ -96,7 +116,7 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
             chunks = open_stream(kwargs)
             lap("upstream-first-chunk")
             response: HttpResponseBase = StreamingHttpResponse(
-                _events(prepared, chunks), content_type="text/event-stream"
+                protocol.events(prepared, chunks), content_type="text/event-stream"
             )
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # let a proxy pass chunks as they come
@@ -106,9 +126,9 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
             session, _ = service.store(prepared, reply)
             lap("store")
             prepared.public_id = session.public_id
-            response = JsonResponse(_completion(chat.model, reply))
+            response = JsonResponse(protocol.render(chat, reply))
     except ApiError as error:
-        return error.response()
+        return error.response(protocol.shape)
     # Where the time went (W3C Server-Timing; browsers' dev tools and the bench read it).
     marks = [started] + [at for _, at in timings]
     phases = [
@@ -126,7 +146,14 @@ def chat_completions(request: HttpRequest) -> HttpResponseBase:
     return response
 
 
-def _completion(model: str, reply) -> dict[str, Any]:
+@csrf_exempt
+def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/chat/completions`` (streamed as SSE on ``stream``)."""
+    return serve(request, CHAT_COMPLETIONS)
+
+
+def _completion(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
+    model = chat.model
     message = {**reply.message(), "refusal": None}
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, **reply.usage}
@@ -183,9 +210,9 @@ def _events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes
 def models(request: HttpRequest) -> HttpResponse:
     """The models a client may name in ``model``."""
     if request.method != "GET":
-        return _method_not_allowed("GET")
+        return method_not_allowed("GET")
     try:
-        _authenticate(request)
+        authenticate(request)
     except ApiError as error:
         return error.response()
     data = [
@@ -193,3 +220,19 @@ def models(request: HttpRequest) -> HttpResponse:
         for name in allowed_models()
     ]
     return JsonResponse({"object": "list", "data": data})
+
+
+CHAT_COMPLETIONS = Protocol("openai", parse_request, _completion, _events)
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any other ``/v1/…`` path: a JSON 404 in the protocol's shape, never the HTML page."""
+    shape = "anthropic" if request.path.startswith("/v1/messages") else "openai"
+    return ApiError(
+        404,
+        f"No endpoint {request.method} {request.path} here. This server answers POST "
+        "/v1/chat/completions, /v1/messages, /v1/messages/count_tokens, /v1/responses and "
+        "GET /v1/models.",
+        code="unknown_url",
+    ).response(shape)

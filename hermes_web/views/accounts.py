@@ -11,15 +11,18 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_safe
 
 from hermes_web.caching import SIGNUP_WINDOW_SECONDS, signup_key
 from hermes_web.health import check_broker, check_database, check_workers
 
 
-@require_GET
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     """Signed in: an overview. Signed out: what hermes-web is, the demo account, sign in/up."""
+    if request.method == "HEAD":
+        # Clients probe their base URL with HEAD before the first call (Claude Code does).
+        return HttpResponse()
     if request.user.is_authenticated:
         from hermes_web.views.compactions import home_context
 

@@ -27,7 +27,10 @@ def test_what_an_sdk_adds_or_drops_on_the_way_back_does_not_change_the_hash():
     [
         {"role": "user", "content": "hello!"},
         {"role": "system", "content": "hello"},
-        {"role": "user", "content": [{"type": "text", "text": "hello"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hello"}, {"type": "text", "text": ""}],
+        },
         {"role": "tool", "tool_call_id": "call_2", "content": "hello"},
     ],
 )

@@ -1,0 +1,398 @@
+"""``POST /v1/messages`` (Anthropic Messages) and ``/v1/messages/count_tokens``: a thin
+adapter onto the same conversation service as chat completions.
+
+The request is checked here (roles, block types, where a problem is), then translated to
+chat-completions messages by litellm's own Anthropic adapter
+(``LiteLLMAnthropicMessagesAdapter``, the one its proxy uses), with mid-conversation system
+messages kept as system messages and ``cache_control`` removed (a transport hint, not
+content). The reply, whole or streamed, is written back in Anthropic's shape here: our
+reply is the service's gathered ``Reply``, not a litellm response object, and it must be
+stored before ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+
+from compaction import CompactionConfig, count_message_tokens
+from hermes_web import validation
+from hermes_web.openai_compat import service, views
+from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat.upstream import (
+    Reply,
+    StreamGatherer,
+    _import_litellm,
+    resolve_model,
+)
+from hermes_web.openai_compat.validation import ChatRequest, load_body, request_from
+
+log = logging.getLogger(__name__)
+
+ROLES = ("user", "assistant", "system")
+BLOCK_TYPES = (
+    "text",
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+)
+RESULT_BLOCK_TYPES = ("text", "image", "document")
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+@functools.cache
+def _adapter() -> Any:
+    _import_litellm()  # the app's litellm set-up first
+    from litellm.llms.anthropic.messages.adapters.transformation import (
+        LiteLLMAnthropicMessagesAdapter,
+    )
+
+    return LiteLLMAnthropicMessagesAdapter()
+
+
+def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise invalid(
+            f"{where} must be a string or an array of content blocks.",
+            code="invalid_type",
+            param=where,
+        )
+    for number, block in enumerate(content):
+        here = f"{where}[{number}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in allowed:
+            raise invalid(
+                f"{here}.type must be one of {', '.join(allowed)}; got {kind!r}.",
+                code="invalid_value",
+                param=f"{here}.type",
+            )
+        if kind == "text" and not isinstance(block.get("text"), str):
+            raise invalid(f"{here}.text must be a string.", code="invalid_type", param=here)
+        if kind == "tool_use" and not (
+            isinstance(block.get("id"), str)
+            and isinstance(block.get("name"), str)
+            and isinstance(block.get("input", {}), dict)
+        ):
+            raise invalid(
+                f"{here} needs a string id and name and an object input.",
+                code="invalid_value",
+                param=here,
+            )
+        if kind == "tool_result":
+            if not isinstance(block.get("tool_use_id"), str):
+                raise invalid(
+                    f"{here}.tool_use_id must be a string.", code="invalid_value", param=here
+                )
+            if block.get("content") is not None:
+                _check_blocks(block["content"], f"{here}.content", RESULT_BLOCK_TYPES)
+        if kind == "image" and not isinstance(block.get("source"), dict):
+            raise invalid(f"{here}.source must be an object.", code="invalid_value", param=here)
+
+
+def check_body(data: dict[str, Any]) -> None:
+    """ApiError 400 naming the first thing in a Messages body we cannot translate."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise invalid("model: Field required", code="missing_required_parameter", param="model")
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages: must be a non-empty array.", code="invalid_type", param="messages")
+    system = data.get("system")
+    if system is not None:
+        _check_blocks(system, "system", ("text",))
+    for index, message in enumerate(messages):
+        where = f"messages.{index}"
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise invalid(
+                f"{where}.role must be one of {', '.join(ROLES)}.",
+                code="invalid_value",
+                param=f"{where}.role",
+            )
+        _check_blocks(message.get("content"), f"{where}.content", BLOCK_TYPES)
+    tools = data.get("tools")
+    if tools is not None and (
+        not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools)
+    ):
+        raise invalid("tools: must be an array of objects.", code="invalid_type", param="tools")
+    for name in ("tool_choice", "metadata"):
+        if data.get(name) is not None and not isinstance(data[name], dict):
+            raise invalid(f"{name}: must be an object.", code="invalid_type", param=name)
+    if data.get("stop_sequences") is not None and not (
+        isinstance(data["stop_sequences"], list)
+        and all(isinstance(stop, str) for stop in data["stop_sequences"])
+    ):
+        raise invalid(
+            "stop_sequences: must be an array of strings.",
+            code="invalid_type",
+            param="stop_sequences",
+        )
+    try:
+        validation.check_text({"system": system, "messages": messages, "tools": tools}, "body")
+    except validation.Invalid as error:
+        raise invalid(str(error), code="invalid_value") from None
+
+
+def without_cache_control(value: Any) -> Any:
+    """``value`` with every ``cache_control`` key removed (prompt-caching hints only)."""
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(item) for item in value]
+    return value
+
+
+def to_chat(data: dict[str, Any]) -> dict[str, Any]:
+    """A checked Messages body as a chat-completions body (litellm's translation)."""
+    # Function tools only: Anthropic's server tools (web search, code execution…) have a
+    # versioned type and no input_schema; a chat-completions model cannot run them.
+    tools = [
+        tool
+        for tool in data.get("tools") or ()
+        if isinstance(tool.get("name"), str) and "input_schema" in tool
+    ]
+    body = {
+        key: value
+        for key, value in data.items()
+        if key in ("model", "messages", "system", "tool_choice", "max_tokens", "metadata")
+        or key in ("stop_sequences", "temperature", "top_p", "top_k")
+    }
+    if tools:
+        body["tools"] = tools
+    else:
+        body.pop("tool_choice", None)
+    body.setdefault("max_tokens", 4096)
+    try:
+        translated, _ = _adapter().translate_anthropic_to_openai(
+            body, custom_llm_provider="openai", preserve_midturn_system=True
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise invalid(
+            f"This Messages request could not be translated ({error}).", code="invalid_value"
+        ) from None
+    chat = without_cache_control(dict(translated))
+    for message in chat.get("messages") or ():
+        for name in ("thinking_blocks", "reasoning_content"):
+            if message.get(name) is None:
+                message.pop(name, None)
+    chat["stream"] = bool(data.get("stream"))
+    return chat
+
+
+def parse(body: bytes) -> ChatRequest:
+    """The Messages request as the service's chat request (ApiError 400 when it is not one)."""
+    data = load_body(body)
+    check_body(data)
+    chat = request_from(to_chat(data))
+    return ChatRequest(
+        model=chat.model,
+        messages=chat.messages,
+        stream=chat.stream,
+        params=chat.params,
+        extra={"id": f"msg_{random.getrandbits(96):024x}"},
+    )
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """A tool call's arguments as the object Anthropic's ``input`` is ({} when not one)."""
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def usage(reply: Reply) -> dict[str, int]:
+    return {
+        "input_tokens": reply.usage.get("prompt_tokens", 0),
+        "output_tokens": reply.usage.get("completion_tokens", 0),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def stop_reason(reply: Reply) -> str:
+    if reply.tool_calls:
+        return "tool_use"
+    return STOP_REASONS.get(reply.finish_reason or "stop", "end_turn")
+
+
+def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
+    """The reply as a Messages response body."""
+    content: list[dict[str, Any]] = []
+    if reply.reasoning:
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
+    if reply.content:
+        content.append({"type": "text", "text": reply.content})
+    for call in reply.tool_calls:
+        function = call["function"]
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": function["name"],
+                "input": tool_input(function["arguments"]),
+            }
+        )
+    return {
+        "id": chat.extra.get("id") or f"msg_{reply.id[-24:]}",
+        "type": "message",
+        "role": "assistant",
+        "model": chat.model,
+        "content": content,
+        "stop_reason": stop_reason(reply),
+        "stop_sequence": None,
+        "usage": usage(reply),
+    }
+
+
+def _event(name: str, payload: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps({'type': name, **payload}, ensure_ascii=False)}\n\n".encode()
+
+
+class _Blocks:
+    """Anthropic's content blocks, opened and closed as the chat chunks arrive."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.open: tuple[str, int] | None = None  # (kind, tool call index)
+
+    def start(self, kind: str, block: dict[str, Any], call: int = -1) -> Iterator[bytes]:
+        yield from self.stop()
+        self.index += 1
+        self.open = (kind, call)
+        yield _event("content_block_start", {"index": self.index, "content_block": block})
+
+    def stop(self) -> Iterator[bytes]:
+        if self.open is not None:
+            self.open = None
+            yield _event("content_block_stop", {"index": self.index})
+
+    def delta(self, delta: dict[str, Any]) -> bytes:
+        return _event("content_block_delta", {"index": self.index, "delta": delta})
+
+
+def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]:
+    """The Messages SSE stream. As for chat completions, the reply is stored before
+    ``message_stop``; a stream that breaks stores nothing and ends with an ``error`` event."""
+    chat = prepared.request
+    gatherer = StreamGatherer(chat.model)
+    blocks = _Blocks()
+    message: dict[str, Any] = {
+        "id": chat.extra.get("id") or "msg_stream",
+        "type": "message",
+        "role": "assistant",
+        "model": chat.model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+    yield _event("message_start", {"message": message})
+    yield _event("ping", {})
+    try:
+        for upstream_chunk in chunks:
+            thought = len(gatherer.reply.reasoning)
+            chunk = gatherer.feed(upstream_chunk)
+            thinking = gatherer.reply.reasoning[thought:]
+            if thinking:
+                if blocks.open is None or blocks.open[0] != "thinking":
+                    yield from blocks.start("thinking", {"type": "thinking", "thinking": ""})
+                yield blocks.delta({"type": "thinking_delta", "thinking": thinking})
+            delta = chunk["choices"][0]["delta"] if chunk else {}
+            if delta.get("content"):
+                if blocks.open is None or blocks.open[0] != "text":
+                    yield from blocks.start("text", {"type": "text", "text": ""})
+                yield blocks.delta({"type": "text_delta", "text": delta["content"]})
+            for piece in delta.get("tool_calls") or ():
+                number = piece["index"]
+                slot = gatherer.reply.tool_calls[number]
+                if blocks.open != ("tool_use", number):
+                    # A call's id is sent in its first piece; one without gets ours now.
+                    slot["id"] = slot["id"] or f"toolu_{gatherer.reply.id[-12:]}_{number}"
+                    block = {
+                        "type": "tool_use",
+                        "id": slot["id"],
+                        "name": slot["function"]["name"],
+                        "input": {},
+                    }
+                    yield from blocks.start("tool_use", block, number)
+                arguments = (piece.get("function") or {}).get("arguments")
+                if arguments:
+                    yield blocks.delta({"type": "input_json_delta", "partial_json": arguments})
+        if gatherer.reply.finish_reason is None:
+            raise ApiError(
+                502,
+                "The model's stream ended before the reply was finished.",
+                type="api_error",
+                code="upstream_stream_incomplete",
+            )
+        reply = gatherer.finish()
+        service.store(prepared, reply)
+    except ApiError as error:
+        yield _event("error", {"error": error.anthropic_payload()["error"]})
+        return
+    except Exception:
+        log.exception("messages stream for session %s failed", prepared.public_id)
+        failure = ApiError(500, "The server failed while streaming.", type="api_error")
+        yield _event("error", {"error": failure.anthropic_payload()["error"]})
+        return
+    yield from blocks.stop()
+    yield _event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
+            "usage": usage(reply),
+        },
+    )
+    yield _event("message_stop", {})
+
+
+MESSAGES = views.Protocol("anthropic", parse, render, events)
+
+
+@csrf_exempt
+def messages(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/messages`` (``?beta=true`` and ``anthropic-beta`` headers are tolerated:
+    the features they switch on either translate or are dropped)."""
+    return views.serve(request, MESSAGES)
+
+
+@csrf_exempt
+def count_tokens(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/messages/count_tokens``: the prompt's tokens by the served model's
+    tokenizer (what the compaction counts with), ``{"input_tokens": n}``."""
+    if request.method != "POST":
+        return views.method_not_allowed("POST", "anthropic")
+    try:
+        views.authenticate(request)
+        data = load_body(views.read_body(request))
+        check_body(data)
+        chat = request_from(to_chat(data))
+        config = CompactionConfig(model=resolve_model(chat.model))
+        total = sum(count_message_tokens(message, config) for message in chat.messages)
+        if chat.params.get("tools"):
+            total += count_message_tokens(
+                {"role": "system", "content": json.dumps(chat.params["tools"])}, config
+            )
+    except ApiError as error:
+        return error.response("anthropic")
+    return JsonResponse({"input_tokens": total})

@@ -1,0 +1,492 @@
+"""``POST /v1/responses`` (OpenAI Responses): a thin adapter onto the same conversation
+service as chat completions, for Codex CLI and openai-agents.
+
+``input`` items become chat messages through litellm's own Responses translation
+(``LiteLLMCompletionResponsesConfig.transform_responses_api_input_to_messages``: a message
+with its parts, ``function_call`` merged into the assistant message before it,
+``function_call_output`` as a tool message). ``reasoning`` items are not given to it (it
+turns their summary into a *user* message): a chat-completions model cannot take them back,
+so they are left out of what is sent and compared. Function tools (flat or inside a
+``namespace`` group) become chat tools here; built-in tools (``web_search``, ``local_shell``,
+``custom``…) are dropped, as a chat-completions model cannot run them. The reply, whole or
+streamed, is written back as Responses output items here.
+
+``store`` (the default) keeps the reply's response id with the stored reply, so a later
+request may send only its new input with ``previous_response_id``; with ``store: false``
+(Codex) the client sends its full input each time and matching works as for chat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+
+from hermes_web import validation
+from hermes_web.models import Message
+from hermes_web.openai_compat import service, views
+from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat.upstream import Reply, StreamGatherer, _import_litellm
+from hermes_web.openai_compat.validation import ChatRequest, load_body, request_from
+
+log = logging.getLogger(__name__)
+
+ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+PART_TYPES = ("input_text", "output_text", "input_image", "text", "refusal", "input_file")
+# Sampling parameters with the same meaning in chat completions.
+PASSED_ON = ("temperature", "top_p", "parallel_tool_calls", "user", "seed")
+
+
+@functools.cache
+def _translator() -> Any:
+    _import_litellm()
+    from litellm.responses.litellm_completion_transformation.transformation import (
+        LiteLLMCompletionResponsesConfig,
+    )
+
+    return LiteLLMCompletionResponsesConfig
+
+
+def _check_input(items: Any) -> None:
+    if isinstance(items, str):
+        return
+    if not isinstance(items, list):
+        raise invalid(
+            "input: must be a string or an array of items.", code="invalid_type", param="input"
+        )
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        if not isinstance(item, dict):
+            raise invalid(f"{where}: must be an object.", code="invalid_type", param=where)
+        kind = item.get("type", "message")
+        if kind not in ITEM_TYPES:
+            raise invalid(
+                f"{where}.type must be one of {', '.join(ITEM_TYPES)}; got {kind!r}.",
+                code="invalid_value",
+                param=f"{where}.type",
+            )
+        if kind == "message":
+            if item.get("role") not in ("user", "assistant", "system", "developer"):
+                raise invalid(
+                    f"{where}.role must be user, assistant, system or developer.",
+                    code="invalid_value",
+                    param=f"{where}.role",
+                )
+            content = item.get("content")
+            if not isinstance(content, str | list):
+                raise invalid(
+                    f"{where}.content must be a string or an array.",
+                    code="invalid_type",
+                    param=where,
+                )
+            for number, part in enumerate(content if isinstance(content, list) else ()):
+                part_type = part.get("type") if isinstance(part, dict) else None
+                if part_type not in PART_TYPES:
+                    raise invalid(
+                        f"{where}.content[{number}].type must be one of {', '.join(PART_TYPES)}; "
+                        f"got {part_type!r}.",
+                        code="invalid_value",
+                        param=f"{where}.content[{number}].type",
+                    )
+        elif kind == "function_call":
+            if not all(
+                isinstance(item.get(name), str) for name in ("call_id", "name")
+            ) or not isinstance(item.get("arguments", ""), str):
+                raise invalid(
+                    f"{where}: a function_call needs string call_id, name and arguments.",
+                    code="invalid_value",
+                    param=where,
+                )
+        elif kind == "function_call_output" and (
+            not isinstance(item.get("call_id"), str)
+            or not isinstance(item.get("output"), str | list)
+        ):
+            raise invalid(
+                f"{where}: a function_call_output needs a string call_id and an output.",
+                code="invalid_value",
+                param=where,
+            )
+
+
+def chat_tools(tools: Any) -> list[dict[str, Any]]:
+    """Responses function tools (flat, or inside ``namespace`` groups) as chat tools."""
+    out: list[dict[str, Any]] = []
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            out += chat_tools(tool.get("tools"))
+        elif tool.get("type") == "function" and isinstance(tool.get("name"), str):
+            function = {
+                "name": tool["name"],
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+            }
+            if isinstance(tool.get("description"), str):
+                function["description"] = tool["description"]
+            out.append({"type": "function", "function": function})
+    return out
+
+
+def chat_tool_choice(choice: Any) -> Any:
+    if isinstance(choice, dict) and choice.get("type") == "function" and choice.get("name"):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    if choice in ("auto", "none", "required"):
+        return choice
+    return None
+
+
+def _previous_history(previous: str, key_owner_id: int) -> list[dict]:
+    """The conversation up to and including the stored reply ``previous`` (a response id),
+    as the client would have sent it."""
+    reply = (
+        Message.objects.filter(
+            session__owner_id=key_owner_id, role="assistant", extra__response_id=previous
+        )
+        .select_related("session")
+        .first()
+    )
+    if reply is None:
+        raise ApiError(
+            404,
+            f"Previous response with id '{previous}' not found.",
+            code="previous_response_not_found",
+            param="previous_response_id",
+        )
+    rows = (
+        Message.objects.filter(session_id=reply.session_id, position__lte=reply.position)
+        .filter(archived=False)
+        .order_by("position")
+        .values_list(*Message.ENGINE_COLUMNS)
+    )
+    return [Message.engine_dict(*row) for row in rows]
+
+
+def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
+    """A checked Responses body as a chat-completions body."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise invalid(
+            "Missing required parameter: 'model'.", code="missing_required_parameter", param="model"
+        )
+    items = data.get("input")
+    if items is None:
+        raise invalid(
+            "Missing required parameter: 'input'.", code="missing_required_parameter", param="input"
+        )
+    _check_input(items)
+    instructions = data.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise invalid("instructions: must be a string.", code="invalid_type", param="instructions")
+    try:
+        validation.check_text(items, "input")
+    except validation.Invalid as error:
+        raise invalid(str(error), code="invalid_value", param="input") from None
+    if isinstance(items, list):
+        items = [item for item in items if item.get("type") != "reasoning"]
+    try:
+        messages = _translator().transform_responses_api_input_to_messages(
+            items, responses_api_request={"instructions": instructions} if not history else {}
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise invalid(
+            f"This Responses request could not be translated ({error}).", code="invalid_value"
+        ) from None
+    messages = [_plain(message) for message in messages]
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": history + messages,
+        "stream": bool(data.get("stream")),
+    }
+    body.update({name: data[name] for name in PASSED_ON if data.get(name) is not None})
+    if isinstance(data.get("max_output_tokens"), int):
+        body["max_tokens"] = data["max_output_tokens"]
+    tools = chat_tools(data.get("tools"))
+    if tools:
+        body["tools"] = tools
+        choice = chat_tool_choice(data.get("tool_choice"))
+        if choice is not None:
+            body["tool_choice"] = choice
+    else:
+        body.pop("parallel_tool_calls", None)
+    return body
+
+
+def _plain(message: Any) -> dict:
+    message = dict(message)
+    for call in message.get("tool_calls") or ():
+        call.pop("index", None)
+    # One output_text part is the assistant's text as chat completions returned it.
+    content = message.get("content")
+    if (
+        message.get("role") == "assistant"
+        and isinstance(content, list)
+        and len(content) == 1
+        and content[0].get("type") == "text"
+    ):
+        message["content"] = content[0]["text"]
+    return message
+
+
+def parse_for(owner_id: int | None) -> Any:
+    def parse(body: bytes) -> ChatRequest:
+        data = load_body(body)
+        previous = data.get("previous_response_id")
+        history: list[dict] = []
+        if previous is not None:
+            if not isinstance(previous, str):
+                raise invalid(
+                    "previous_response_id: must be a string.",
+                    code="invalid_type",
+                    param="previous_response_id",
+                )
+            history = _previous_history(previous, owner_id or 0)
+        chat = request_from(to_chat(data, history))
+        store = data.get("store") is not False
+        echoed = {
+            "instructions": data.get("instructions"),
+            "tools": data.get("tools") or [],
+            "tool_choice": data.get("tool_choice") or "auto",
+            "parallel_tool_calls": data.get("parallel_tool_calls", True),
+            "temperature": data.get("temperature"),
+            "top_p": data.get("top_p"),
+            "metadata": data.get("metadata") or {},
+            "previous_response_id": previous,
+            "store": store,
+        }
+        response_id = f"resp_{random.getrandbits(128):032x}"
+        return ChatRequest(
+            model=chat.model,
+            messages=chat.messages,
+            stream=chat.stream,
+            params=chat.params,
+            extra={"response_id": response_id, "store": store, "echo": echoed},
+        )
+
+    return parse
+
+
+def _usage(reply: Reply) -> dict[str, Any]:
+    prompt = reply.usage.get("prompt_tokens", 0)
+    completion = reply.usage.get("completion_tokens", 0)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": reply.usage.get("total_tokens", prompt + completion),
+    }
+
+
+def _message_item(reply: Reply, text: str, status: str = "completed") -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": f"msg_{reply.id[-24:]}",
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+        if status == "completed"
+        else [],
+    }
+
+
+def _call_item(call: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call['id']}",
+        "call_id": call["id"],
+        "name": call["function"]["name"],
+        "arguments": call["function"]["arguments"] if status == "completed" else "",
+        "status": status,
+    }
+
+
+def _response(
+    chat: ChatRequest, reply: Reply | None, output: list[dict], status: str
+) -> dict[str, Any]:
+    return {
+        "id": chat.extra["response_id"],
+        "object": "response",
+        "created_at": reply.created if reply else int(time.time()),
+        "status": status,
+        "model": chat.model,
+        "output": output,
+        "usage": _usage(reply) if reply is not None and status == "completed" else None,
+        "error": None,
+        "incomplete_details": None,
+        "text": {"format": {"type": "text"}},
+        **chat.extra["echo"],
+    }
+
+
+def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
+    """The reply as a Responses body: a message item for its text, a function_call item
+    for each tool call."""
+    output = []
+    if reply.content or not reply.tool_calls:
+        output.append(_message_item(reply, reply.content))
+    output += [_call_item(call) for call in reply.tool_calls]
+    return _response(chat, reply, output, "completed")
+
+
+class _Sequence:
+    def __init__(self) -> None:
+        self.number = 0
+
+    def event(self, name: str, payload: dict[str, Any]) -> bytes:
+        data = {"type": name, "sequence_number": self.number, **payload}
+        self.number += 1
+        return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]:
+    """The Responses SSE stream; the reply is stored before ``response.completed``."""
+    chat = prepared.request
+    gatherer = StreamGatherer(chat.model)
+    reply = gatherer.reply
+    seq = _Sequence()
+    yield seq.event("response.created", {"response": _response(chat, None, [], "in_progress")})
+    yield seq.event("response.in_progress", {"response": _response(chat, None, [], "in_progress")})
+    text_index: int | None = None
+    call_index: dict[int, int] = {}  # tool call number → output index
+    output = 0
+    try:
+        for upstream_chunk in chunks:
+            chunk = gatherer.feed(upstream_chunk)
+            delta = chunk["choices"][0]["delta"] if chunk else {}
+            if delta.get("content"):
+                if text_index is None:
+                    text_index, output = output, output + 1
+                    item = _message_item(reply, "", "in_progress")
+                    yield seq.event(
+                        "response.output_item.added", {"output_index": text_index, "item": item}
+                    )
+                    part = {"type": "output_text", "text": "", "annotations": []}
+                    yield seq.event(
+                        "response.content_part.added",
+                        {
+                            "item_id": item["id"],
+                            "output_index": text_index,
+                            "content_index": 0,
+                            "part": part,
+                        },
+                    )
+                yield seq.event(
+                    "response.output_text.delta",
+                    {
+                        "item_id": f"msg_{reply.id[-24:]}",
+                        "output_index": text_index,
+                        "content_index": 0,
+                        "delta": delta["content"],
+                        "logprobs": [],
+                    },
+                )
+            for piece in delta.get("tool_calls") or ():
+                number = piece["index"]
+                slot = reply.tool_calls[number]
+                if number not in call_index:
+                    slot["id"] = slot["id"] or f"call_{reply.id[-12:]}_{number}"
+                    call_index[number], output = output, output + 1
+                    yield seq.event(
+                        "response.output_item.added",
+                        {
+                            "output_index": call_index[number],
+                            "item": _call_item(slot, "in_progress"),
+                        },
+                    )
+                arguments = (piece.get("function") or {}).get("arguments")
+                if arguments:
+                    yield seq.event(
+                        "response.function_call_arguments.delta",
+                        {
+                            "item_id": f"fc_{slot['id']}",
+                            "output_index": call_index[number],
+                            "delta": arguments,
+                        },
+                    )
+        if reply.finish_reason is None:
+            raise ApiError(
+                502,
+                "The model's stream ended before the reply was finished.",
+                type="api_error",
+                code="upstream_stream_incomplete",
+            )
+        reply = gatherer.finish()
+        service.store(prepared, reply)
+    except ApiError as error:
+        yield seq.event(
+            "error",
+            {
+                "code": error.code,
+                "message": error.message,
+                "param": error.param,
+                "error": error.payload()["error"],
+            },
+        )
+        return
+    except Exception:
+        log.exception("responses stream for session %s failed", prepared.public_id)
+        failure = ApiError(500, "The server failed while streaming.", type="server_error")
+        yield seq.event(
+            "error",
+            {
+                "code": None,
+                "message": failure.message,
+                "param": None,
+                "error": failure.payload()["error"],
+            },
+        )
+        return
+    items: list[tuple[int, dict[str, Any]]] = []
+    if text_index is not None:
+        item = _message_item(reply, reply.content)
+        yield seq.event(
+            "response.output_text.done",
+            {
+                "item_id": item["id"],
+                "output_index": text_index,
+                "content_index": 0,
+                "text": reply.content,
+                "logprobs": [],
+            },
+        )
+        yield seq.event(
+            "response.content_part.done",
+            {
+                "item_id": item["id"],
+                "output_index": text_index,
+                "content_index": 0,
+                "part": item["content"][0],
+            },
+        )
+        items.append((text_index, item))
+    for number, index in call_index.items():
+        item = _call_item(reply.tool_calls[number])
+        yield seq.event(
+            "response.function_call_arguments.done",
+            {"item_id": item["id"], "output_index": index, "arguments": item["arguments"]},
+        )
+        items.append((index, item))
+    for index, item in sorted(items, key=lambda pair: pair[0]):
+        yield seq.event("response.output_item.done", {"output_index": index, "item": item})
+    final = [item for _, item in sorted(items, key=lambda pair: pair[0])]
+    yield seq.event("response.completed", {"response": _response(chat, reply, final, "completed")})
+
+
+@csrf_exempt
+def create(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/responses``."""
+    # previous_response_id is looked up among the key owner's sessions, so the parser needs
+    # the key: authenticate first (serve authenticates again, cheaply, for the others).
+    owner_id = None
+    with contextlib.suppress(ApiError):  # serve answers the 401
+        owner_id = views.authenticate(request).owner_id
+    return views.serve(request, views.Protocol("openai", parse_for(owner_id), render, events))
