@@ -22,9 +22,19 @@ from typing import Any, ParamSpec, TypeVar, cast
 from compaction.assemble import assemble
 from compaction.boundary import find_boundaries
 from compaction.config import CompactionConfig
+from compaction.deterministic import deterministic_summary, gather_middle
 from compaction.errors import InputError, SummaryAborted
+from compaction.facts import MiddleGathered, SummaryFacts
+from compaction.markers import (
+    SUMMARY_PREFIX,
+    is_summary_message,
+    is_summary_text,
+    split_summary,
+    wrap_summary,
+)
 from compaction.messages import Message, content_text
 from compaction.passes import Work, hermes_fold
+from compaction.prompt import build_prompt, summary_budget_tokens
 from compaction.redact import redact
 from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
@@ -45,19 +55,6 @@ from compaction.summarizer import (
     Summarizer,
     SummaryOutcome,
     SummaryRequest,
-)
-from compaction.summary import (
-    SUMMARY_PREFIX,
-    MiddleGathered,
-    SummaryFacts,
-    build_prompt,
-    deterministic_summary,
-    gather_middle,
-    is_summary_message,
-    is_summary_text,
-    split_summary,
-    summary_budget_tokens,
-    wrap_summary,
 )
 from compaction.tokens import (
     TokenCounter,

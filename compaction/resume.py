@@ -26,15 +26,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import re2
 
+from compaction.facts import SummaryFacts
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
-
-if TYPE_CHECKING:
-    from compaction.summary import SummaryFacts
+from compaction.prompt import SECTIONS
 
 __all__ = ["is_wrapper", "message_date", "resume_summary"]
 
@@ -766,8 +765,6 @@ def _line_at(text: str, index: int) -> str:
 def resume_summary(facts: SummaryFacts) -> str:
     """The hermes deterministic summary (see the module docstring). Bounded by
     ``facts.max_chars``."""
-    from compaction.summary import SECTIONS
-
     scan = _Scan(facts)
     budget = facts.max_chars
     prev = _section_lines(facts.previous_summary or "")
