@@ -58,6 +58,12 @@ class SummaryFacts:
             gathers it block by block with slimming); otherwise it is gathered here.
         profile: ``"hermes"`` writes the fact-keeping summary of ``compaction.resume``.
         indices: the input index of each middle message (for ``[ref:N]``).
+        with_ledger: the engine appends the fact ledger (``compaction.ledger``) to the
+            summary: the hermes summary then writes no fact sections of its own.
+
+    A middle message may carry an optional ``timestamp`` (ISO 8601 string or epoch seconds or
+    milliseconds; ``created_at`` is read too): the summary dates its actions with it instead
+    of ``now``. Importers keep the agent's own times there.
     """
 
     middle: Sequence[Message]
@@ -71,3 +77,4 @@ class SummaryFacts:
     gathered: MiddleGathered | None = None
     profile: str = "classic"
     indices: Sequence[int] | None = None
+    with_ledger: bool = False

@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "c2834c3e7ba22a28",
-    "long_words": "18c7f7d57a430732",
-    "secrets_failures": "feaebd9caaa0cd43",
-    "secrets_failures_small": "472ac67a7a6347bf",
-    "synthetic_10000_cached": "4266d3d124ce7abe",
-    "synthetic_2000": "8a975cff8b8f21f2",
-    "synthetic_2000_cached": "60c2552a32a5286d",
-    "synthetic_300": "c437d48bc4810ccf",
-    "synthetic_8k_window": "6bed79c2360aafe6",
-    "synthetic_small_window": "b717311798f67317",
+    "capped_tail": "5a9ea76b516314b7",
+    "long_words": "40cc94841721ba8e",
+    "secrets_failures": "bb9ea4935428287f",
+    "secrets_failures_small": "95c85f3062444ad1",
+    "synthetic_10000_cached": "62d06f1f0a981794",
+    "synthetic_2000": "286397f42b9bf565",
+    "synthetic_2000_cached": "72fe047b60d134e6",
+    "synthetic_300": "0be69c7f1af2c3e4",
+    "synthetic_8k_window": "49f5a1b150a8ad3f",
+    "synthetic_small_window": "a572c37cf2e8a32b",
 }
 
 
