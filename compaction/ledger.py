@@ -8,7 +8,8 @@ verbatim, what a resuming agent must not lose:
   …) and from patch headers (``*** Update File: x``, ``+++ b/x``);
 - commands: every shell command (its first line) with its exit code, repeats counted;
 - errors: error lines of outputs that are errors (a non-zero exit code, a tool error, a
-  traceback), never lines of a file listing or a search result;
+  traceback), never lines of a file listing or a search result; a line met again is counted,
+  labelled with its newest source;
 - exceptions: ``FooError``/``FooException`` names of tool results;
 - tests: failing test names and test counts;
 - constraints: the user's constraint sentences, verbatim;
@@ -93,13 +94,13 @@ _KIND_OF_TITLE = {title.split(" (")[0]: kind for kind, title in _TITLES.items()}
 # Share of the ledger's room each kind may take when not everything fits; what a kind does
 # not need goes to the others.
 _SHARES = {
-    "constraints": 0.12,
-    "requests": 0.10,
-    "files": 0.28,
-    "commands": 0.28,
+    "constraints": 0.22,
+    "requests": 0.08,
+    "files": 0.26,
+    "commands": 0.24,
     "errors": 0.12,
-    "exceptions": 0.05,
-    "tests": 0.05,
+    "exceptions": 0.04,
+    "tests": 0.04,
 }
 _MAX_REQUESTS = 5
 _REQUEST_CHARS = 600
@@ -510,11 +511,11 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
     if message.get("is_error") is True or _error_output(body.lstrip(), code, listing):
         for line in _error_lines(body, 4):
             line = _one_line(line.strip(), _LINE_CHARS)
-            got.add("errors", f"[{source}] {line}", pos, source, text=line)
+            got.add("errors", line, pos, source)
         if code not in (None, "0") and not _error_lines(body, 1):
             tail = body.rstrip().rsplit("\n", 1)[-1].strip()
             line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
-            got.add("errors", f"[{source}] {line}", pos, source, text=line)
+            got.add("errors", line, pos, source)
     if "rror" in body or "xception" in body:
         for exception in dict.fromkeys(_EXCEPTION.findall(body)):
             got.add("exceptions", exception, pos)
@@ -564,8 +565,6 @@ def merge(previous: Ledger, new: Ledger) -> Ledger:
 def _key(kind: str, fact: Fact) -> str:
     if kind == "constraints":
         return fact.text.lower()
-    if kind == "errors":
-        return f"[{fact.detail}] {fact.text}"
     return fact.text
 
 
@@ -656,6 +655,15 @@ def _legacy(body: str) -> Ledger:
     return Ledger({"constraints": tuple(constraints)} if constraints else {})
 
 
+def _directory(path: str) -> str:
+    return path.rsplit("/", 1)[0] + "/" if "/" in path.strip("/") else "./"
+
+
+def _file_entry(fact: Fact) -> str:
+    mark = f"×{fact.count}" if fact.count > 1 else ""
+    return f"{fact.text} [{fact.detail or 'x'}]{mark}"
+
+
 def _times(fact: Fact) -> str:
     return f" ×{fact.count}" if fact.count > 1 else ""
 
@@ -665,9 +673,7 @@ def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
     if kind == "files":
         groups: dict[str, list[str]] = {}
         for fact in facts:
-            directory = fact.text.rsplit("/", 1)[0] + "/" if "/" in fact.text.strip("/") else "./"
-            mark = f"×{fact.count}" if fact.count > 1 else ""
-            groups.setdefault(directory, []).append(f"{fact.text} [{fact.detail or 'x'}]{mark}")
+            groups.setdefault(_directory(fact.text), []).append(_file_entry(fact))
         return [f"- {d}: {', '.join(entries)}" for d, entries in groups.items()]
     if kind == "commands":
         return [f"- `{f.text}` -> exit {f.detail or '?'}{_times(f)}" for f in facts]
@@ -696,11 +702,29 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
     if _section_size(kind, facts) <= room:
         return tuple(facts)
     ranked = sorted(facts, key=lambda f: (min(f.count, 3), f.last), reverse=True)
+    # Each fact's cost alone (a path: its entry, plus its directory's heading the first time);
+    # one pass, then a final check of the real size (dropping the last chosen while over).
+    used = _section_size(kind, ())
+    directories: set[str] = set()
     chosen: list[Fact] = []
     for fact in ranked:
-        trial = [*chosen, fact]
-        if _section_size(kind, trial) <= room:
-            chosen = trial
+        if kind == "files":
+            directory = _directory(fact.text)
+            cost = len(_file_entry(fact)) + 2
+            if directory not in directories:
+                cost += len(directory) + 4
+        elif kind == "exceptions":
+            cost = len(fact.text) + len(_times(fact)) + 2
+        else:
+            cost = len(_lines(kind, (fact,))[0]) + 1
+        if used + cost > room:
+            continue
+        used += cost
+        chosen.append(fact)
+        if kind == "files":
+            directories.add(directory)
+    while chosen and _section_size(kind, chosen) > room:
+        chosen.pop()
     return tuple(sorted(chosen, key=lambda f: f.last))
 
 

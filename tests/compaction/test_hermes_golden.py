@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "5a9ea76b516314b7",
+    "capped_tail": "b1ffb14015cfac39",
     "long_words": "40cc94841721ba8e",
-    "secrets_failures": "bb9ea4935428287f",
-    "secrets_failures_small": "95c85f3062444ad1",
-    "synthetic_10000_cached": "62d06f1f0a981794",
-    "synthetic_2000": "286397f42b9bf565",
-    "synthetic_2000_cached": "72fe047b60d134e6",
-    "synthetic_300": "0be69c7f1af2c3e4",
+    "secrets_failures": "76f80bed1f502216",
+    "secrets_failures_small": "ec21a8c8a89d9448",
+    "synthetic_10000_cached": "ced601e143e638dc",
+    "synthetic_2000": "4ea8b0dd44e29733",
+    "synthetic_2000_cached": "60c29e62682f3312",
+    "synthetic_300": "1622ef76303f3494",
     "synthetic_8k_window": "49f5a1b150a8ad3f",
-    "synthetic_small_window": "a572c37cf2e8a32b",
+    "synthetic_small_window": "cde7a6496e4efde2",
 }
 
 
