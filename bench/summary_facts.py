@@ -1,45 +1,81 @@
-"""Fact survival of the deterministic summary, measured with an extractor independent of the
-engine's own summary code.
+"""Fact survival of the summary, measured with an extractor independent of the engine's code.
 
-    .venv/bin/python bench/summary_facts.py conversation.json [...]
+    .venv/bin/python bench/summary_facts.py [--generated] [transcript ...]
 
-Each file is a JSON list of OpenAI-format messages (convert real Claude Code / Codex /
-Hermes transcripts to that outside the repo; never commit them). Each conversation is
-compacted (forced, deterministic summarizer) with both profiles; from the compacted middle
-(the input messages the summary replaced) this script extracts:
+A transcript is a JSON list of OpenAI-format messages, a Claude Code ``.jsonl`` or a Codex
+rollout ``.jsonl`` (read with the app's own importers, which keep each row's time as
+``timestamp``). Fetch real ones outside the repo (``var/`` or ``/tmp``); never commit them.
+``--generated`` adds generated sessions (the engine's synthetic conversations, and Claude
+Code / Codex logs written by ``tests/agent_logs.py`` read through the importers).
 
-- paths: every file path of a tool call's arguments (keys naming a path) and of patch
-  headers (``*** Add/Update/Delete File: x``);
-- commands: the first line (≤ 200 chars) of every shell command (tools terminal, bash,
-  shell, exec_command, run_shell_command; ``command``/``cmd`` string or argv list);
-- exception names: ``FooError`` / ``FooException`` words in tool results;
-- constraints: sentences of real user messages (not tool echoes or wrappers) containing
-  must / never / always / do not / don't / make sure / avoid / only use;
+Each session is replayed as an agent lives it, per profile (``hermes``, ``classic``),
+summarizer kind (``deterministic``; ``llm``: an ``LLMSummarizer`` against a local fake OpenAI
+server, a real HTTP round trip through litellm, answering a plausible but fact-poor summary)
+and window (32K, 200K): messages are added one by one and the conversation is compacted each
+time ``should_compact`` says so, up to five times. "×1" is the first compaction (facts of its
+middle in its summary); "×N" the last of N ≥ 2 (facts of every round's middle in the last
+summary). From the compacted middle of every round (the input rows the summary replaced;
+earlier summaries left out) this script extracts:
 
-and counts the share that appears verbatim in the summary body. Targets (issue #13): paths
-≥ 90 %, commands ≥ 80 %, exception names ≥ 80 %, constraints ≥ 95 %.
+- paths: path arguments of tool calls, patch headers (``*** Add/Update/Delete File: x``,
+  ``+++ b/x``), and the file operands of reading shell commands (cat, sed, head, tail, nl,
+  wc, rg, grep, ls, python, pytest …);
+- commands: the first line (≤ 200 chars) of every shell command;
+- exceptions: ``FooError`` / ``FooException`` words in tool results;
+- error lines: lines of failed shell results (a non-zero exit code) that start like an error
+  report (``FooError:``, ``error:``, ``fatal:``, ``FAILED``, ``Traceback``, ``E   ``);
+- constraints: sentences of real user messages containing must / never / always / do not /
+  don't / make sure / avoid / only use;
+
+and counts the share found verbatim in the summary body (error lines by their first 120
+chars). It prints per session, then per agent, profile, summarizer and window the kept
+shares, the summary size in tokens, and PASS/MISS against the issue #26 targets: paths ≥ 90 %,
+commands ≥ 80 %, exceptions ≥ 90 %, error lines ≥ 70 %, constraints ≥ 90 %, every kind
+≥ 85 % over five compactions; the summary at most 8,000 tokens at 200K and 5 % of the window
+at 32K. Exit status 1 when the hermes profile misses a target.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import shlex
 import sys
+import tempfile
+from collections import defaultdict
 from datetime import date
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from compaction import CompactionConfig, compact  # noqa: E402
+from compaction import CompactionConfig, LLMSummarizer, compact, should_compact  # noqa: E402
+from compaction.markers import is_summary_message  # noqa: E402
+from compaction.synthetic import generate_conversation  # noqa: E402
+from compaction.tokens import count_message_tokens  # noqa: E402
+from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 
-TARGETS = {"paths": 0.90, "commands": 0.80, "exceptions": 0.80, "constraints": 0.95}
+TARGETS = {"paths": 0.90, "commands": 0.80, "exceptions": 0.90, "errors": 0.70, "constraints": 0.90}
+FIVE_TARGET = 0.85
+WINDOWS = (32_000, 200_000)
+SIZE_CAP = {32_000: 1_600, 200_000: 8_000}
+DAY = date(2026, 12, 4)
 SHELLS = {"terminal", "bash", "shell", "exec_command", "run_shell_command", "local_shell"}
 PATH_KEY = re.compile(r"path$|^file$|^filename$", re.IGNORECASE)
-PATCH_HEADER = re.compile(r"\*\*\* ?(?:Add|Update|Delete) File: ?(\S+)")
+PATCH_HEADER = re.compile(r"^\*\*\* ?(?:Add|Update|Delete) File: ?(\S+)|^\+\+\+ b/(\S+)", re.M)
 EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
+ERROR_LINE = re.compile(
+    r"^\s*(?:[A-Z]\w*(?:Error|Exception):|error(?:\[\w+\])?:|fatal:|FAILED |Traceback|E {3})"
+)
+EXIT = re.compile(r'"exit_code"\s*:\s*(-?\d+)|[Ee]xit code:?\s*(-?\d+)')
 CONSTRAINT = re.compile(
     r"\b(must|never|always|do not|don't|make sure|avoid|only use)\b", re.IGNORECASE
 )
+READING = {"cat", "sed", "head", "tail", "nl", "wc", "rg", "grep", "ls", "python", "python3"}
+READING |= {"pytest"}
 WRAPPERS = (
     "<environment_context",
     "<user_instructions",
@@ -50,9 +86,17 @@ WRAPPERS = (
     "[Request interrupted",
     "This session is being continued from a previous conversation",
 )
+# What a real LLM summary of such sessions tends to look like: the gist, few exact facts.
+FACT_POOR = (
+    "## Active Task\nContinue the current work.\n\n## Goal\nImprove the project as the user "
+    "asked.\n\n## Completed Actions\n1. Read the relevant source files and made the requested "
+    "changes.\n2. Ran the tests; some failures were fixed.\n\n## Active State\nWork is in "
+    "progress; the test suite was run recently.\n\n## Remaining Work\n- Finish the remaining "
+    "changes and re-run the tests."
+)
 
 
-def _text(content) -> str:
+def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -60,7 +104,7 @@ def _text(content) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def _args(call) -> dict:
+def _args(call: dict) -> dict:
     raw = (call.get("function") or {}).get("arguments")
     if isinstance(raw, dict):
         return raw
@@ -71,31 +115,72 @@ def _args(call) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _shell_command(args: dict) -> str | None:
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list):
+        parts = [str(p) for p in command]
+        command = parts[-1] if parts[:1] in (["bash"], ["sh"]) else " ".join(parts)
+    return command if isinstance(command, str) and command.strip() else None
+
+
+def _command_files(command: str) -> set[str]:
+    found = {a or b for a, b in PATCH_HEADER.findall(command)}
+    for segment in re.split(r"&&|\|\||[;|\n]", command.split("<<")[0]):
+        try:
+            words = shlex.split(segment)
+        except ValueError:
+            words = segment.split()
+        if not words or words[0] not in READING:
+            continue
+        operands = [w for w in words[1:] if not w.startswith("-")]
+        if words[0] in ("rg", "grep", "sed") and operands:
+            operands = operands[1:]
+        for word in operands:
+            pathlike = "/" in word or re.search(r"\.\w{1,5}$", word)
+            plain = re.fullmatch(r"[\w./@+~-]+", word) and not word.replace(".", "").isdigit()
+            if "://" not in word and pathlike and plain:
+                found.add(word.split("::")[0])
+    return found
+
+
 def extract(middle: list[dict]) -> dict[str, set[str]]:
     facts: dict[str, set[str]] = {k: set() for k in TARGETS}
+    commands: dict[str, str] = {}
     for m in middle:
         role = m.get("role")
+        if is_summary_message(m):
+            continue
         if role == "assistant":
             for call in m.get("tool_calls") or []:
                 name = str((call.get("function") or {}).get("name") or "").lower()
                 args = _args(call)
                 for key, value in args.items():
-                    if isinstance(value, str) and PATH_KEY.search(key) and value.strip():
+                    named = isinstance(value, str) and PATH_KEY.search(key) and value.strip()
+                    if named and "\n" not in value:
                         facts["paths"].add(value.strip())
-                    if isinstance(value, str):
-                        facts["paths"].update(PATCH_HEADER.findall(value))
-                if name in SHELLS:
-                    command = args.get("command", args.get("cmd"))
-                    if isinstance(command, list):
-                        command = (
-                            command[-1]
-                            if command[:1] in (["bash"], ["sh"])
-                            else " ".join(map(str, command))
-                        )
-                    if isinstance(command, str) and command.strip():
-                        facts["commands"].add(command.strip().splitlines()[0][:200])
+                    if isinstance(value, str) and key not in ("command", "cmd"):
+                        facts["paths"].update(a or b for a, b in PATCH_HEADER.findall(value))
+                command = _shell_command(args) if name in SHELLS else None
+                if command:
+                    facts["commands"].add(command.strip().splitlines()[0][:200])
+                    facts["paths"].update(_command_files(command))
+                    commands[str(call.get("id") or "")] = command
         elif role == "tool":
-            facts["exceptions"].update(EXCEPTION.findall(_text(m.get("content"))[:20_000]))
+            text = _text(m.get("content"))[:20_000]
+            facts["exceptions"].update(EXCEPTION.findall(text))
+            if str(m.get("tool_call_id") or "") in commands:
+                code = EXIT.search(text[-400:]) or EXIT.search(text[:400])
+                if code and (code.group(1) or code.group(2)) not in ("0", None):
+                    body = text
+                    if text.lstrip().startswith("{"):
+                        try:
+                            data = json.loads(text)
+                            body = str(data.get("output") or data.get("stderr") or text)
+                        except (ValueError, AttributeError):
+                            body = text.replace("\\n", "\n")
+                    for line in body.splitlines():
+                        if ERROR_LINE.match(line) and len(line.strip()) >= 8:
+                            facts["errors"].add(" ".join(line.split())[:120])
         elif role == "user":
             text = _text(m.get("content")).strip()
             if not text or text.startswith(WRAPPERS):
@@ -111,36 +196,290 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def survival(messages: list[dict], profile: str) -> tuple[dict[str, tuple[int, int]], int]:
-    config = CompactionConfig(profile=profile, context_length=200_000)
-    out = compact(messages, config=config, force=True, now=date(2026, 12, 3))
-    report = out.report
-    start, stop = report.boundaries["middle"]
-    facts = extract(messages[start:stop])
-    body = _norm(report.summary_body or "")
-    return {k: (sum(_norm(f) in body for f in v), len(v)) for k, v in facts.items()}, len(body)
+def _kept(facts: dict[str, set[str]], body: str) -> dict[str, tuple[int, int]]:
+    body = _norm(body)
+    return {k: (sum(_norm(f) in body for f in v), len(v)) for k, v in facts.items()}
 
 
-def main(paths: list[str]) -> int:
-    totals = {p: {k: [0, 0] for k in TARGETS} for p in ("classic", "hermes")}
-    for path in paths:
-        messages = json.loads(Path(path).read_text())
-        for profile in totals:
-            found, size = survival(messages, profile)
-            line = ", ".join(f"{k} {a}/{b}" for k, (a, b) in found.items())
-            print(f"{Path(path).name[:48]:48} {profile:8} summary {size:6,} chars: {line}")
-            for k, (a, b) in found.items():
-                totals[profile][k][0] += a
-                totals[profile][k][1] += b
+def _config(profile: str, window: int) -> CompactionConfig:
+    return CompactionConfig(profile=profile, context_length=window)
+
+
+def _summary_tokens(body: str, config: CompactionConfig) -> int:
+    return count_message_tokens({"role": "user", "content": body}, config)
+
+
+def rounds(messages, profile, window, summarizer, most=5):
+    """The session as an agent lives it: messages are added one by one and the conversation
+    is compacted whenever ``should_compact`` says so (at most ``most`` times). Per round:
+    the kept facts of that round's middle, the kept facts of every round so far (all in the
+    newest summary), and the summary's tokens."""
+    config = _config(profile, window)
+    current: list[dict] = []
+    sizes: list[int] = []
+    wanted: dict[str, set[str]] = {k: set() for k in TARGETS}
+    found = []
+    for message in messages:
+        current.append(message)
+        sizes.append(count_message_tokens(message, config))
+        if message.get("role") != "user" or not should_compact(sum(sizes), config).should:
+            continue
+        out = compact(current, config=config, now=DAY, summarizer=summarizer)
+        if out.report.status != "compacted":
+            continue
+        start, stop = out.report.boundaries["middle"]
+        own = extract(current[start:stop])
+        for kind, facts in own.items():
+            wanted[kind] |= facts
+        body = out.report.summary_body or ""
+        found.append((_kept(own, body), _kept(wanted, body), _summary_tokens(body, config)))
+        current = list(out.messages)
+        sizes = list(out.report.output_message_tokens)
+        if len(found) >= most:
+            break
+    return found
+
+
+# ---------------------------------------------------------------------------------------
+# Sessions
+
+
+def _django() -> None:
+    tmp = tempfile.mkdtemp(prefix="summary-facts-")
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/db.sqlite3")
+    os.environ.setdefault("HERMES_DATA_DIR", tmp)
+    os.environ.setdefault("SECRET_KEY", "bench-only")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_web.settings")
+    import django
+
+    django.setup()
+
+
+def _imported(data: bytes, name: str) -> tuple[str, list[dict]]:
+    """The first session of a Claude Code or Codex file, as engine messages: active rows
+    only, each with its own time as ``timestamp``."""
+    _django()
+    from hermes_web.importers import claude_code, codex
+    from hermes_web.importers.base import ParsedSession
+
+    for agent, module in (("codex", codex), ("claude-code", claude_code)):
+        try:
+            for parsed in module.parse(io.BytesIO(data), name):
+                if not isinstance(parsed, ParsedSession):
+                    continue
+                rows = parsed.stream if parsed.stream is not None else iter(parsed.messages)
+                messages = []
+                for row in rows:
+                    if not row.active or row.meta:
+                        continue
+                    message = row.as_openai()
+                    if row.created_at is not None:
+                        message["timestamp"] = row.created_at.isoformat()
+                    messages.append(message)
+                if len(messages) >= 8:
+                    return agent, messages
+        except Exception:  # noqa: BLE001 - not this agent's format: try the next
+            continue
+    raise ValueError(f"{name}: neither a Claude Code nor a Codex transcript")
+
+
+def load(path: str) -> tuple[str, list[dict]]:
+    data = Path(path).read_bytes()
+    if path.endswith(".json"):
+        return "openai", json.loads(data)
+    return _imported(data, Path(path).name)
+
+
+_DIRS = ("src/app", "src/lib/db", "web/src/components", "tests/unit", "scripts", "docs")
+_NAMES = ("models", "views", "client", "cache", "parser", "router", "config", "utils")
+_RULES = (
+    "Do NOT run the migrations against production.",
+    "Never commit directly to main.",
+    "Always run the full test suite before you say it is done.",
+    "Make sure the public API stays backwards compatible.",
+    "Avoid adding new dependencies.",
+    "Only use the standard library for the CLI.",
+)
+
+
+def shaped(agent: str, turns: int, seed: int) -> list[dict]:
+    """A session shaped like the real ones the issue names: Codex reads with ``sed -n``/
+    ``nl``/``rg`` and patches with ``apply_patch`` heredocs (exec_command, JSON envelopes with
+    ``metadata.exit_code``); Claude Code uses Read/Edit/Bash (results without exit codes but
+    "Exit code N" on failures); both list source files holding the word ``error`` and fail
+    tests with tracebacks; the user repeats a constraint now and then."""
+    import random
+
+    rng = random.Random(seed)
+    day = f"2026-0{1 + seed % 8}-1{seed % 9}T"
+    messages: list[dict] = [{"role": "system", "content": "You are a coding agent."}]
+    n = 0
+
+    def stamp(message: dict) -> dict:
+        message["timestamp"] = f"{day}{10 + n // 60 % 12:02d}:{n % 60:02d}:00Z"
+        return message
+
+    def tool(name: str, args: dict, output: str) -> None:
+        nonlocal n
+        n += 1
+        cid = f"call_{seed}_{n}"
+        fn = {"name": name, "arguments": json.dumps(args)}
+        messages.append(
+            stamp(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": cid, "type": "function", "function": fn}],
+                }
+            )
+        )
+        messages.append(stamp({"role": "tool", "tool_call_id": cid, "content": output}))
+
+    def listing(path: str) -> str:
+        lines = [f"import {{ query }} from './{rng.choice(_NAMES)}';"]
+        lines += [f"const {{ data, error }} = await query('{w}');" for w in _NAMES[:3]]
+        lines += ["if (error) throw new DatabaseError(error.message);", "x = 1\n" * 40]
+        return "\n".join(lines)
+
+    for turn in range(turns):
+        ask = f"Turn {turn}: improve {rng.choice(_NAMES)} handling."
+        if turn % 4 == 0:
+            ask += " " + _RULES[(turn // 4) % len(_RULES)]
+        messages.append(stamp({"role": "user", "content": ask}))
+        for _ in range(rng.randint(3, 7)):
+            path = f"{rng.choice(_DIRS)}/{rng.choice(_NAMES)}_{rng.randint(0, 30)}.ts"
+            test = f"tests/unit/test_{rng.choice(_NAMES)}.py"
+            pick = rng.random()
+            if agent == "codex":
+                run = lambda cmd, out, code: tool(  # noqa: E731
+                    "exec_command",
+                    {"cmd": ["bash", "-lc", cmd]},
+                    json.dumps({"output": out, "metadata": {"exit_code": code}}),
+                )
+                if pick < 0.35:
+                    run(f"sed -n '1,{rng.randint(80, 400)}p' {path}", listing(path), 0)
+                elif pick < 0.5:
+                    run(f"rg -n '{rng.choice(_NAMES)}' {path.rsplit('/', 1)[0]}", listing(path), 0)
+                elif pick < 0.65:
+                    patch = f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {path}\n@@\n-a\n+b\n*** End Patch\nEOF"
+                    run(patch, "Success. Updated the following files:\nM " + path, 0)
+                elif pick < 0.85:
+                    err = rng.choice(["KeyError", "TypeError", "ValueError", "AssertionError"])
+                    out = (
+                        f'Traceback (most recent call last):\n  File "{test}", line 3\n'
+                        f"{err}: bad {rng.choice(_NAMES)} {n}\nFAILED {test}::test_{n} - {err}\n"
+                        "1 failed, 12 passed"
+                    )
+                    run(f"pytest -q {test}", out, 1)
+                else:
+                    run(f"nl -ba {path} | sed -n '1,60p'", listing(path), 0)
+            else:
+                if pick < 0.35:
+                    tool("Read", {"file_path": "/repo/" + path}, listing(path))
+                elif pick < 0.5:
+                    tool("Grep", {"pattern": "error", "path": "/repo/" + path}, listing(path))
+                elif pick < 0.65:
+                    tool(
+                        "Edit",
+                        {"file_path": "/repo/" + path, "old_string": "a", "new_string": "b"},
+                        f"The file /repo/{path} has been updated.",
+                    )
+                elif pick < 0.85:
+                    err = rng.choice(["KeyError", "TypeError", "ValueError", "ImportError"])
+                    out = (
+                        f'Exit code 1\nTraceback (most recent call last):\n  File "{test}"\n'
+                        f"{err}: bad {rng.choice(_NAMES)} {n}\nFAILED {test}::test_{n} - {err}"
+                    )
+                    tool("Bash", {"command": f"python -m pytest -q {test}"}, out)
+                else:
+                    tool("Bash", {"command": f"cat {path} | head -50"}, listing(path))
+        messages.append(stamp({"role": "assistant", "content": f"Done with turn {turn}."}))
+    return messages
+
+
+def generated() -> list[tuple[str, str, list[dict]]]:
+    from tests.agent_logs import claude_code_lines, codex_lines
+
+    sessions = [
+        (f"synthetic-{n}", "generated", generate_conversation(n, seed=n)) for n in (300, 1_200)
+    ]
+    for agent in ("codex", "claude-code"):
+        for turns, seed in ((12, 1), (60, 2), (250, 3)):
+            sessions.append(
+                (f"{agent}-shaped-{turns}", f"shaped {agent}", shaped(agent, turns, seed))
+            )
+    for agent, lines in (
+        ("claude-code", claude_code_lines(600, seed=7)),
+        ("codex", codex_lines(600, seed=7)),
+    ):
+        data = "\n".join(lines).encode()
+        sessions.append((f"{agent}-600", f"generated {agent}", _imported(data, agent)[1]))
+    return sessions
+
+
+def main(argv: list[str]) -> int:
+    sessions = generated() if "--generated" in argv else []
+    for path in (a for a in argv if not a.startswith("--")):
+        try:
+            agent, messages = load(path)
+        except (ValueError, OSError) as error:
+            print(f"skipped {path}: {error}")
+            continue
+        sessions.append((Path(path).name[:40], agent, messages))
+    server = FakeOpenAIServer(default_reply={"content": FACT_POOR}).start()
+    llm = LLMSummarizer("openai/fake", api_base=server.base_url, api_key="x", timeout=30)
+    kinds = {"deterministic": None, "llm": llm}
+    # (agent, profile, summarizer, window, rounds) -> kind -> [kept, total]; sizes
+    totals: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    sizes: dict[tuple, list[int]] = defaultdict(list)
+    try:
+        for name, agent, messages in sessions:
+            for profile in ("hermes", "classic"):
+                for kind, summarizer in kinds.items():
+                    for window in WINDOWS:
+                        found = rounds(messages, profile, window, summarizer)
+                        if not found:
+                            continue
+                        picks = [("1", found[0][0], found[0][2])]
+                        if len(found) >= 2:
+                            picks.append((str(len(found)), found[-1][1], found[-1][2]))
+                        for count, kept, tokens in picks:
+                            key = (agent, profile, kind, window, "1" if count == "1" else "5")
+                            sizes[key].append(tokens)
+                            for fact, (a, b) in kept.items():
+                                totals[key][fact][0] += a
+                                totals[key][fact][1] += b
+                            line = " ".join(f"{f} {a}/{b}" for f, (a, b) in kept.items())
+                            print(
+                                f"{name:28} {profile:7} {kind:13} {window // 1000:>3}K ×{count}"
+                                f" {tokens:6,} tok  {line}"
+                            )
+    finally:
+        server.stop()
+    return _table(totals, sizes)
+
+
+def _table(totals, sizes) -> int:
     missed = False
-    for profile, figures in totals.items():
-        print(f"\n{profile}:")
-        for k, (a, b) in figures.items():
+    print("\nagent / profile / summarizer / window / rounds: kept share per fact kind, size")
+    for key in sorted(totals):
+        agent, profile, kind, window, rounds = key
+        cells = []
+        for fact, target in TARGETS.items():
+            a, b = totals[key][fact]
             share = a / b if b else 1.0
-            verdict = "PASS" if share >= TARGETS[k] else "MISS"
-            if profile == "hermes" and verdict == "MISS":
-                missed = True
-            print(f"  {k:12} {a:5}/{b:<5} {share:6.1%}  target {TARGETS[k]:.0%}  {verdict}")
+            goal = FIVE_TARGET if rounds == "5" else target
+            ok = share >= goal
+            missed |= profile == "hermes" and not ok and b > 0
+            cells.append(f"{fact} {share:6.1%} ({a}/{b}){'' if ok else ' MISS'}")
+        biggest = max(sizes[key])
+        size_ok = biggest <= SIZE_CAP[window]
+        missed |= profile == "hermes" and not size_ok
+        print(
+            f"{agent:22} {profile:7} {kind:13} {window // 1000:>3}K ×{rounds}  "
+            + "  ".join(cells)
+            + f"  max {biggest:,} tok{'' if size_ok else ' MISS'}"
+        )
     return 1 if missed else 0
 
 

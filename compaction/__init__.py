@@ -17,6 +17,7 @@ Nothing here imports Django or the web layer; litellm is imported lazily by
 from compaction.config import CompactionConfig
 from compaction.engine import CompactionResult, compact
 from compaction.errors import CompactionError, ConfigError, InputError, SummaryAborted, SummaryError
+from compaction.markers import END_MARKER, PREFIX_OPENING, SUMMARY_PREFIX
 from compaction.report import CompactionReport, report_to_markdown
 from compaction.sanitize import validate_tool_pairs
 from compaction.summarizer import (
@@ -27,7 +28,6 @@ from compaction.summarizer import (
     SummaryOutcome,
     SummaryRequest,
 )
-from compaction.summary import END_MARKER, PREFIX_OPENING, SUMMARY_PREFIX
 from compaction.synthetic import generate_conversation
 from compaction.tokens import TokenCounter, count_message_tokens, count_messages_tokens
 from compaction.trigger import CompactionDecision, CompactionOutcome, should_compact

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.messages import Message, content_text, has_visible_text, tool_calls
-from compaction.summary import (
+from compaction.markers import (
     COMPACTION_NOTE,
     END_MARKER,
     MERGED_CLOSE,
@@ -24,6 +23,7 @@ from compaction.summary import (
     is_summary_message,
     split_summary,
 )
+from compaction.messages import Message, content_text, has_visible_text, tool_calls
 
 __all__ = ["Assembly", "add_compaction_note", "assemble", "choose_summary_role", "unwrap_summaries"]
 

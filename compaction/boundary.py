@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.config import CompactionConfig
+from compaction.markers import is_summary_message
 from compaction.messages import Message, has_visible_text, tool_calls
-from compaction.summary import is_summary_message
 
 __all__ = [
     "AlignmentEvent",

@@ -22,9 +22,20 @@ from typing import Any, ParamSpec, TypeVar, cast
 from compaction.assemble import assemble
 from compaction.boundary import find_boundaries
 from compaction.config import CompactionConfig
+from compaction.deterministic import deterministic_summary, gather_middle
 from compaction.errors import InputError, SummaryAborted
+from compaction.facts import MiddleGathered, SummaryFacts
+from compaction.ledger import Ledger, extract, merge, parse, render, split_ledger
+from compaction.markers import (
+    SUMMARY_PREFIX,
+    is_summary_message,
+    is_summary_text,
+    split_summary,
+    wrap_summary,
+)
 from compaction.messages import Message, content_text
 from compaction.passes import Work, hermes_fold
+from compaction.prompt import build_prompt, summary_budget_tokens
 from compaction.redact import redact
 from compaction.replay import inflight_replay
 from compaction.report import CompactionReport
@@ -45,19 +56,6 @@ from compaction.summarizer import (
     Summarizer,
     SummaryOutcome,
     SummaryRequest,
-)
-from compaction.summary import (
-    SUMMARY_PREFIX,
-    MiddleGathered,
-    SummaryFacts,
-    build_prompt,
-    deterministic_summary,
-    gather_middle,
-    is_summary_message,
-    is_summary_text,
-    split_summary,
-    summary_budget_tokens,
-    wrap_summary,
 )
 from compaction.tokens import (
     TokenCounter,
@@ -413,6 +411,47 @@ def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) 
     return content_text(first_user.get("content"), images=False) if first_user else None
 
 
+_LEDGER_SHARE = 0.80  # of the summary budget the ledger may take before the narrative is written
+_NARRATIVE_FLOOR = 400  # chars of narrative kept however full the ledger is
+
+
+# Summary size ceiling in tokens (hermes, with the ledger): Claude Code's own summaries of the
+# same sessions measure 2-5K tokens and Hermes caps its summary at 10-12K.
+_SUMMARY_TOKEN_CAP = 8_000
+
+
+def _with_ledger(
+    body: str, ledger: Ledger, budget: int, cap: int, counter: TokenCounter
+) -> tuple[str, Ledger]:
+    """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
+    char budget shrinks in proportion while the tokens are over: paths and commands take
+    fewer chars per token than prose)."""
+    for _ in range(4):
+        text, written = _fit_ledger(body, ledger, budget)
+        tokens = counter(text)
+        if tokens <= cap:
+            break
+        budget = max(_NARRATIVE_FLOOR * 2, int(budget * cap / tokens * 0.97))
+    return text, written
+
+
+def _fit_ledger(body: str, ledger: Ledger, budget: int) -> tuple[str, Ledger]:
+    """``body`` (any summarizer's narrative; a ledger it echoed is dropped) with the ledger
+    appended, within ``budget`` chars: the ledger takes what the narrative leaves, at most
+    ``_LEDGER_SHARE`` of the budget unless the narrative is shorter; a narrative longer than
+    its room is cut at a line."""
+    narrative = split_ledger(body)[0].rstrip()
+    room = max(int(budget * _LEDGER_SHARE), budget - len(narrative) - 2)
+    text, written = render(ledger, room)
+    keep = max(_NARRATIVE_FLOOR, budget - len(text) - 2)
+    if len(narrative) > keep:
+        cut = narrative.rfind("\n", 0, keep - 20)
+        narrative = (
+            narrative[: cut if cut > keep // 2 else keep - 20].rstrip() + "\n...[truncated]..."
+        )
+    return (f"{narrative}\n\n{text}" if narrative else text), written
+
+
 def _run_summarizer(summarizer: Summarizer, request: SummaryRequest) -> SummaryOutcome:
     """Phase "summarize": the summarizer's outcome; an empty body falls back to the
     deterministic summary (recorded as a fallback). ``SummaryAborted`` propagates."""
@@ -730,25 +769,38 @@ def compact(
         summarizer_input, redactions = redact(summarizer_input)
         clock.lap("redact", add=True)
 
+    # hermes: the fact ledger of the compacted rows and the previous summary's ledger takes
+    # its share of the summary budget first; the narrative (any summarizer's) gets the rest.
+    ledger: Ledger | None = None
+    narrative_previous, narrative_chars = previous_body, cfg.summary_chars
+    if hermes:
+        ledger = merge(parse(previous_body), extract(facts_middle, slimming.calls))
+        ledger_text, _ = render(ledger, int(cfg.summary_chars * _LEDGER_SHARE))
+        narrative_chars = max(_NARRATIVE_FLOOR, cfg.summary_chars - len(ledger_text) - 2)
+        if previous_body:
+            narrative_previous = split_ledger(previous_body)[0] or None
+        clock.lap("ledger", add=True)
     facts = SummaryFacts(
         middle=facts_middle,
         fold_lines=folds,
         first_user_text=_first_user_text(msgs, summary_positions),
-        previous_summary=previous_body,
+        previous_summary=narrative_previous,
         focus=focus,
         now=day,
-        max_chars=cfg.summary_chars,
+        max_chars=narrative_chars,
         calls=slimming.calls,
         gathered=gathered,
         profile=cfg.profile,
         indices=indices,
+        with_ledger=ledger is not None,
     )
     prompt = build_prompt(
         summarizer_input,
         now=day,
-        previous_summary=previous_body,
+        previous_summary=narrative_previous,
         focus=focus,
         budget_tokens=summary_budget_tokens(span_info["middle"], cfg.context_length),
+        ledger=ledger is not None,
     )
     request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
     try:
@@ -768,6 +820,13 @@ def compact(
         )
     body = outcome.body.strip()
     clock.lap("summarize", add=True)
+    written: Ledger | None = None
+    if ledger is not None:
+        # The ceiling holds for the whole summary message: its prefix and end marker count.
+        cap = min(int(cfg.summary_window_fraction * cfg.context_length), _SUMMARY_TOKEN_CAP)
+        cap -= count_message_tokens({"role": "user", "content": wrap_summary("")}, cfg, counter)
+        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, counter)
+        clock.lap("ledger", add=True)
     if hermes:
         body, found = redact(body)
         redactions += found
@@ -808,6 +867,7 @@ def compact(
         "summarizer_model": outcome.model,
         "fallbacks": tuple(f.to_dict() for f in outcome.fallbacks),
         "redactions": redactions,
+        "ledger": written.to_dict() if written is not None else None,
     }
     if after >= before:
         attempted = {**span_info, "summary": summary_tokens, "attempted_after": after}

@@ -69,6 +69,16 @@ _PREAMBLE = (
 )
 
 
+_LEDGER_NOTE = (
+    "A FACT LEDGER is appended to your summary by the engine: every file path read, written or "
+    "patched, every command with its exit code, the exact error lines and exception names, "
+    "failing tests, the user's constraints and requests, verbatim. Do not copy these lists "
+    "(and do not write a Fact Ledger section): spend the budget on the narrative the ledger "
+    "cannot hold, meaning the goal, what was tried and why, decisions, the current state and "
+    "what is left."
+)
+
+
 def build_prompt(
     serialized_turns: str,
     *,
@@ -76,6 +86,7 @@ def build_prompt(
     previous_summary: str | None = None,
     focus: str | None = None,
     budget_tokens: int = 2_000,
+    ledger: bool = False,
 ) -> str:
     """The single user message sent to an LLM summarizer.
 
@@ -85,6 +96,8 @@ def build_prompt(
         previous_summary: the body of the previous summary; switches to the iterative update.
         focus: a topic to preserve in full detail (``/compress <topic>``).
         budget_tokens: the "Target ~N tokens" figure.
+        ledger: the engine appends the fact ledger to the summary (hermes): the model is told
+            so and writes the narrative.
     """
     template = summary_template(now)
     if previous_summary:
@@ -120,6 +133,8 @@ def build_prompt(
         "happened.",
         "Write only the summary body. Do not include any preamble or prefix.",
     ]
+    if ledger:
+        parts.append(_LEDGER_NOTE)
     if focus:
         parts.append(
             f'FOCUS TOPIC: "{focus}"\nPreserve everything about this topic in full detail '

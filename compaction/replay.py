@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from compaction.markers import is_summary_message, split_summary
 from compaction.messages import Message, content_text
 from compaction.resume import is_wrapper
-from compaction.summary import is_summary_message, split_summary
 
 __all__ = ["REPLAY_PREFIX", "inflight_replay"]
 

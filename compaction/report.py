@@ -52,6 +52,8 @@ class CompactionReport:
         tokens_estimated: names of ``tokens`` figures that are estimates, not exact counts.
         inflight_replay: hermes: the unfinished newest request restated after the summary
             (``{"source_index", "mode", "index"}``, see ``compaction.replay``), else None.
+        ledger: hermes: the fact ledger appended to the summary (``Ledger.to_dict()``: the
+            facts written, by kind, and how many of each kind were left to ``recall``).
     """
 
     status: str
@@ -85,6 +87,7 @@ class CompactionReport:
     redactions: int = 0
     tokens_estimated: tuple[str, ...] = ()
     inflight_replay: Mapping[str, Any] | None = None
+    ledger: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON-serializable data (lists and dicts)."""

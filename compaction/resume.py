@@ -26,15 +26,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import re2
 
+from compaction.facts import SummaryFacts
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
-
-if TYPE_CHECKING:
-    from compaction.summary import SummaryFacts
+from compaction.prompt import SECTIONS
 
 __all__ = ["is_wrapper", "message_date", "resume_summary"]
 
@@ -288,6 +287,7 @@ class _Scan:
         # by ``action_detail`` for the actions that fit.
         self.actions: list[tuple[int, str, dict[str, Any], int, None]] = []
         self.last_user: tuple[int, str] | None = None
+        self.requests: list[tuple[int, str]] = []  # every real user request, in order
         self.user_positions: list[int] = []
         self.first_user: str | None = None
         self.last_reply_pos = -1
@@ -366,6 +366,7 @@ class _Scan:
                 if self.first_user is None:
                     self.first_user = text
                 self.last_user = (pos, text)
+                self.requests.append(self.last_user)
                 self.user_positions.append(pos)
                 if "?" in text[:2_000]:
                     self.questions.append((pos, _one_line(text, 200)))
@@ -417,7 +418,10 @@ class _Scan:
         ref = indices[pos] if indices is not None and pos < len(indices) else None
         outcome = facts.fold_lines.get(pos)
         if not outcome:
-            outcome = _one_line(_clean(content_text(message.get("content"))[:300]), 150)
+            raw = content_text(message.get("content"))
+            if raw[:1] == "{" or raw.lstrip()[:1] == "{":
+                raw = _unwrap(raw)  # quote the output, not its JSON envelope
+            outcome = _one_line(_clean(raw[:300]), 150)
         outcome = outcome or "no output"
         if ref is not None and "[ref:" not in outcome:
             outcome = f"{outcome} [ref:{ref}]"
@@ -437,6 +441,10 @@ class _Scan:
         if len(scanned) > _EDGE_HEAD + _EDGE_TAIL:
             scanned = scanned[:_EDGE_HEAD] + "\n" + scanned[-_EDGE_TAIL:]
         errors_possible, tests_possible = _hints(scanned)
+        # A file listing or search hit shows source code: its "error" words are no error
+        # (``const { data, error } = await query;``) unless the call failed.
+        if not failed and _shows_files(lowered, command, scanned):
+            errors_possible = False
         errors_possible = errors_possible or failed
         if not errors_possible and not tests_possible:
             if command:
@@ -465,6 +473,34 @@ class _Scan:
                     counted += 1
                 if counted >= 5:
                     break
+
+
+_LISTING_TOOLS = frozenset(
+    {"read_file", "read", "view", "search_files", "grep", "glob", "ls", "list_files", "webfetch"}
+)
+_LISTING_COMMANDS = frozenset(
+    {"cat", "sed", "head", "tail", "nl", "less", "bat", "rg", "grep", "ag", "ls", "find", "awk"}
+)
+_ERROR_REPORT = re.compile(r"^\s*(?:<tool_use_error>|Error\b|error:|fatal:|Traceback)")
+
+
+def _shows_files(tool: str, command: str | None, text: str) -> bool:
+    """Whether a result shows file contents or search hits: a read/search tool, or a shell
+    command whose first program is one (``sed -n``, ``cat``, ``rg`` …; ``sed -i`` edits),
+    unless the output starts as an error report (a missing file, a tool error)."""
+    if _ERROR_REPORT.match(text):
+        return False
+    if tool in _LISTING_TOOLS:
+        return True
+    if command is None:
+        return False
+    words = command.split()
+    while words and ("=" in words[0] or words[0] in ("sudo", "env", "time", "timeout")):
+        words = words[1:]
+    if not words:
+        return False
+    program = words[0].rsplit("/", 1)[-1]
+    return program in _LISTING_COMMANDS and not (program == "sed" and "-i" in words)
 
 
 _ERROR_HINTS = (
@@ -766,8 +802,6 @@ def _line_at(text: str, index: int) -> str:
 def resume_summary(facts: SummaryFacts) -> str:
     """The hermes deterministic summary (see the module docstring). Bounded by
     ``facts.max_chars``."""
-    from compaction.summary import SECTIONS
-
     scan = _Scan(facts)
     budget = facts.max_chars
     prev = _section_lines(facts.previous_summary or "")
@@ -813,10 +847,7 @@ def resume_summary(facts: SummaryFacts) -> str:
         active = scan.last_user[1][:2_000]
     else:
         active = "\n".join(prev.get("Active Task", [])) or "None."
-    goal = (
-        "\n".join(prev.get("Goal", []))
-        or ((scan.first_user or facts.first_user_text or "Unknown.")[:1_000])
-    )
+    goal = _goal(facts, scan, prev)
 
     state = [f"- Compacted on {facts.now.isoformat()}: {len(facts.middle)} messages summarized."]
     if facts.focus:
@@ -841,6 +872,11 @@ def resume_summary(facts: SummaryFacts) -> str:
         "Constraints & Preferences": (constraints, 0.08),
         "Blocked": (blocked, 0.05),
     }
+    if facts.with_ledger:
+        # The ledger appended by the engine holds these facts: the narrative only points there.
+        for name in ("Files Touched", "Commands Run", "Errors & Failures", "Test Results"):
+            shares.pop(name)
+        shares.pop("Constraints & Preferences")
     fitted = {
         name: _fit(lines, int(budget * share), "lines") for name, (lines, share) in shares.items()
     }
@@ -851,7 +887,9 @@ def resume_summary(facts: SummaryFacts) -> str:
         "Key Decisions": "\n".join(prev.get("Key Decisions", [])[-8:]) or "None.",
         "Resolved Questions": "\n".join(merged("Resolved Questions", resolved)[-10:]) or "None.",
         "Pending User Asks": "\n".join(pending) or "None.",
-        "Relevant Files": "See Files Touched.",
+        "Relevant Files": "See Files in the Fact Ledger."
+        if facts.with_ledger
+        else "See Files Touched.",
         "Remaining Work": "- Continue from the latest user message after this summary.\n"
         "- Verify files, git state and tests with tools before relying on this summary; "
         "recall fetches any folded output by its [ref:N].",
@@ -891,6 +929,15 @@ def resume_summary(facts: SummaryFacts) -> str:
     if skipped:
         dropped = skipped + len([ln for ln in old_actions if not ln.startswith("(")])
         actions = [f"({dropped} earlier actions omitted; recall has them)", *actions]
+    if facts.with_ledger:
+        body = {
+            **fixed,
+            "Constraints & Preferences": "See Constraints in the Fact Ledger.",
+            "Completed Actions": "\n".join(actions) or "None.",
+            "Blocked": "\n".join(fitted["Blocked"]) or "None.",
+        }
+        text = "\n\n".join(f"## {name}\n{body[name]}" for name in SECTIONS)
+        return text if len(text) <= budget else text[: budget - 20] + "\n...[truncated]..."
     body = {
         **fixed,
         "Constraints & Preferences": "\n".join(fitted["Constraints & Preferences"]) or "None.",
@@ -904,6 +951,33 @@ def resume_summary(facts: SummaryFacts) -> str:
     if len(text) > budget:
         text = text[: budget - 20] + "\n...[truncated]..."
     return text
+
+
+# A user message that explicitly replaces the goal ("new goal: …", "change of plan", "forget
+# that, instead …", "let's switch to …"): it becomes the Goal; a mere question does not.
+_GOAL_CHANGE = re.compile(
+    r"^\W*(?:new (?:goal|task|plan)\b|change of plans?\b|(?:actually,? )?forget (?:that|"
+    r"about|the previous|what)|instead,? (?:let'?s|we|please|i want)|let'?s (?:now )?"
+    r"(?:switch|move on|pivot) to\b|(?:the )?goal (?:is now|has changed)|from now on,? "
+    r"(?:the|our) goal)",
+    re.IGNORECASE,
+)
+
+
+def _goal(facts: SummaryFacts, scan: _Scan, prev: Mapping[str, list[str]]) -> str:
+    """The user's latest explicit change of goal in the middle, else the previous summary's
+    Goal, else the conversation's first real request (the middle's first only when the
+    conversation's first user message is a harness wrapper)."""
+    change = next((text for _, text in reversed(scan.requests) if _GOAL_CHANGE.match(text)), None)
+    if change is not None:
+        return change[:1_000]
+    previous = "\n".join(prev.get("Goal", []))
+    if previous:
+        return previous
+    first = facts.first_user_text
+    if first is None or is_wrapper(first):
+        first = scan.first_user
+    return (first or "Unknown.").strip()[:1_000] or "Unknown."
 
 
 def _first_arg(args: Mapping[str, Any]) -> str:

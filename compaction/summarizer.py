@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
 
+from compaction.deterministic import deterministic_summary
 from compaction.errors import SummaryAborted, SummaryError
+from compaction.facts import SummaryFacts
 from compaction.messages import Message
-from compaction.summary import SummaryFacts, deterministic_summary
 
 __all__ = [
     "DeterministicSummarizer",

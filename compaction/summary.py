@@ -1,19 +1,15 @@
 """The summary, by purpose: markers (``compaction.markers``), the summarizer prompt
 (``compaction.prompt``) and the deterministic summary (``compaction.deterministic``).
 
-This module re-exports their names, so ``from compaction.summary import …`` keeps working.
+This module re-exports their names, so ``from compaction.summary import …`` keeps working
+for the web layer and tests. Nothing in ``compaction`` imports it: the dependency runs one way
+(markers, prompt, facts ← resume ← deterministic ← summarizer ← engine; summary re-exports).
 """
 
 from __future__ import annotations
 
-from compaction.deterministic import (
-    _PATH_KEYS,
-    _PATH_RE,
-    MiddleGathered,
-    SummaryFacts,
-    deterministic_summary,
-    gather_middle,
-)
+from compaction.deterministic import _PATH_KEYS, _PATH_RE, deterministic_summary, gather_middle
+from compaction.facts import MiddleGathered, SummaryFacts
 from compaction.markers import (
     _OPENINGS,
     COMPACTION_NOTE,

@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "c2834c3e7ba22a28",
-    "long_words": "18c7f7d57a430732",
-    "secrets_failures": "feaebd9caaa0cd43",
-    "secrets_failures_small": "472ac67a7a6347bf",
-    "synthetic_10000_cached": "4266d3d124ce7abe",
-    "synthetic_2000": "8a975cff8b8f21f2",
-    "synthetic_2000_cached": "60c2552a32a5286d",
-    "synthetic_300": "c437d48bc4810ccf",
-    "synthetic_8k_window": "6bed79c2360aafe6",
-    "synthetic_small_window": "b717311798f67317",
+    "capped_tail": "b1ffb14015cfac39",
+    "long_words": "40cc94841721ba8e",
+    "secrets_failures": "76f80bed1f502216",
+    "secrets_failures_small": "ec21a8c8a89d9448",
+    "synthetic_10000_cached": "ced601e143e638dc",
+    "synthetic_2000": "4ea8b0dd44e29733",
+    "synthetic_2000_cached": "60c29e62682f3312",
+    "synthetic_300": "1622ef76303f3494",
+    "synthetic_8k_window": "49f5a1b150a8ad3f",
+    "synthetic_small_window": "cde7a6496e4efde2",
 }
 
 

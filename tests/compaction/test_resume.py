@@ -88,18 +88,18 @@ def _claude_code_like() -> list[dict]:
 
 def test_paths_commands_exit_codes_errors_and_test_counts_survive_verbatim():
     body = _summary(_claude_code_like())
-    assert "/repo/src/parser.py (patched, read)" in body
+    assert "/repo/src/parser.py [pr]" in body.split("## Fact Ledger")[1]
     assert "`pytest tests/test_parser.py -q`" in body
     assert "`make lint`" in body
     assert "FAILED tests/test_parser.py::test_empty - ValueError: empty input" in body
-    assert "ValueError" in body.split("## Errors & Failures")[1]
+    assert "ValueError" in body.split("### Exception Names")[1]
     assert "1 failed, 41 passed in 0.52s" in body
     assert "42 passed in 0.48s" in body
 
 
 def test_constraints_are_verbatim_and_not_repeated():
     body = _summary(_claude_code_like())
-    constraints = body.split("## Constraints & Preferences")[1].split("## ")[0]
+    constraints = body.split("### Constraints")[1].split("### ")[0]
     assert constraints.count("Never touch config/settings.yaml.") == 1
     assert "Always run the tests before you commit." in constraints
 
@@ -172,7 +172,7 @@ def test_codex_and_hermes_shapes():
         assistant("bye " + "word " * 40),
     ]
     body = _summary(messages)
-    assert "src/App.tsx" in body.split("## Files Touched")[1]
+    assert "src/App.tsx [p]" in body.split("### Files")[1]
     assert "`npm test -- --run` -> exit 1" in body
     assert "`df -h /srv` -> exit 0" in body
     assert "TypeError" in body

@@ -1,0 +1,771 @@
+"""The fact ledger: the exact facts of the compacted turns, appended to every summary.
+
+An LLM summary keeps what the model happened to keep; the ledger keeps, mechanically and
+verbatim, what a resuming agent must not lose:
+
+- files: every path read, written, patched or searched, from file-tool arguments, from
+  shell commands (``sed -n``, ``cat``, ``rg``, ``head``, ``python x.py``, ``> out``, ``sed -i``
+  …) and from patch headers (``*** Update File: x``, ``+++ b/x``);
+- commands: every shell command (its first line) with its exit code, repeats counted;
+- errors: error lines of outputs that are errors (a non-zero exit code, a tool error, a
+  traceback), never lines of a file listing or a search result; a line met again is counted,
+  labelled with its newest source;
+- exceptions: ``FooError``/``FooException`` names of tool results;
+- tests: failing test names and test counts;
+- constraints: the user's constraint sentences, verbatim;
+- requests: the user's requests, verbatim, newest first (a bounded number).
+
+``extract`` reads the compacted rows, ``parse`` reads the ledger of the previous summary, and
+``merge`` joins them (so nothing falls out on the next round). ``render`` writes it within a
+size bound: when everything does not fit it keeps, per kind, the most referenced and newest
+facts and says how many were left to ``recall``. The rendering starts with ``LEDGER_HEADING``
+on its own line, so ``parse`` finds it again.
+
+Format (one fact per line; paths grouped by directory, each path written in full)::
+
+    ## Fact Ledger
+    (exact facts of the compacted turns, kept by the engine; recall has every row)
+    ### Files (r read, w written, p patched, s searched, x run)
+    - src/app/: src/app/models.py [rp], src/app/views.py [r]×3
+    ### Commands
+    - `pytest -q tests/test_app.py` -> exit 1 ×2
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.messages import (
+    Message,
+    content_text,
+    parse_arguments,
+    tool_call_id,
+    tool_call_name,
+)
+from compaction.resume import (
+    SHELL_TOOLS,
+    _error_lines,
+    _exit_code,
+    _has_constraint,
+    _sentences,
+    _unwrap,
+    is_wrapper,
+)
+
+__all__ = [
+    "KINDS",
+    "LEDGER_HEADING",
+    "Fact",
+    "Ledger",
+    "command_line",
+    "command_paths",
+    "extract",
+    "merge",
+    "parse",
+    "render",
+    "split_ledger",
+]
+
+LEDGER_HEADING = "## Fact Ledger"
+_NOTE = "(exact facts of the compacted turns, kept by the engine; recall has every row)"
+KINDS: tuple[str, ...] = (
+    "constraints",
+    "requests",
+    "files",
+    "commands",
+    "errors",
+    "exceptions",
+    "tests",
+)
+_TITLES = {
+    "constraints": "Constraints (verbatim)",
+    "requests": "User Requests (verbatim, newest first)",
+    "files": "Files (r read, w written, p patched, s searched, x run)",
+    "commands": "Commands (exit code)",
+    "errors": "Errors",
+    "exceptions": "Exception Names",
+    "tests": "Tests",
+}
+_KIND_OF_TITLE = {title.split(" (")[0]: kind for kind, title in _TITLES.items()}
+# Share of the ledger's room each kind may take when not everything fits; what a kind does
+# not need goes to the others.
+_SHARES = {
+    "constraints": 0.22,
+    "requests": 0.08,
+    "files": 0.26,
+    "commands": 0.24,
+    "errors": 0.12,
+    "exceptions": 0.04,
+    "tests": 0.04,
+}
+_MAX_REQUESTS = 5
+_REQUEST_CHARS = 600
+_LINE_CHARS = 240
+_SCAN = 20_000  # chars of one tool result read for names, errors and tests
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One fact: its text, how often it was met, when last (a position; facts carried from a
+    previous ledger are older than every new one) and its detail (a path's access letters,
+    a command's exit code, an error's source)."""
+
+    text: str
+    count: int = 1
+    last: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The facts by kind (``KINDS``), each kind oldest first, and how many facts of each kind
+    earlier rounds left to ``recall``."""
+
+    facts: Mapping[str, tuple[Fact, ...]] = field(default_factory=dict)
+    left: Mapping[str, int] = field(default_factory=dict)
+
+    def of(self, kind: str) -> tuple[Fact, ...]:
+        """The facts of ``kind``."""
+        return self.facts.get(kind, ())
+
+    def total(self) -> int:
+        """How many facts the ledger holds."""
+        return sum(len(v) for v in self.facts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ledger as JSON-serializable data (for the report)."""
+        return {
+            "facts": {
+                kind: [
+                    {"text": f.text, "count": f.count, "detail": f.detail} for f in self.of(kind)
+                ]
+                for kind in KINDS
+            },
+            "left_to_recall": dict(self.left),
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# Extraction
+
+
+class _Collector:
+    """Facts by kind and key, in a mutable form while rows are read."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, dict[str, list[Any]]] = {kind: {} for kind in KINDS}
+
+    def add(self, kind: str, key: str, pos: int, detail: str = "", text: str | None = None) -> None:
+        # [text, count, last, detail]
+        entry = self.found[kind].get(key)
+        if entry is None:
+            self.found[kind][key] = [text or key, 1, pos, detail]
+            return
+        entry[1] += 1
+        entry[2] = pos
+        if kind == "files":
+            entry[3] = "".join(sorted(set(entry[3]) | set(detail)))
+        elif detail:
+            entry[3] = detail
+
+    def detail(self, kind: str, key: str, detail: str) -> None:
+        """Set the detail of a fact already added (a command's exit code, from its result)."""
+        entry = self.found[kind].get(key)
+        if entry is not None:
+            entry[3] = detail
+
+    def ledger(self) -> Ledger:
+        facts = {
+            kind: tuple(
+                Fact(text, count, last, detail)
+                for text, count, last, detail in sorted(found.values(), key=lambda e: e[2])
+            )
+            for kind, found in self.found.items()
+        }
+        return Ledger(facts)
+
+
+_FILE_VERBS = {
+    "read_file": "r",
+    "read": "r",
+    "view": "r",
+    "notebookread": "r",
+    "write_file": "w",
+    "write": "w",
+    "create": "w",
+    "patch": "p",
+    "edit": "p",
+    "multiedit": "p",
+    "notebookedit": "p",
+    "apply_patch": "p",
+    "str_replace_based_edit_tool": "p",
+    "str_replace_editor": "p",
+    "search_files": "s",
+    "grep": "s",
+    "glob": "s",
+    "ls": "s",
+    "list_files": "s",
+    "list_directory": "s",
+}
+_PATH_KEY = re.compile(r"path$|^file$|^filename$|^notebook_path$|^dir$", re.IGNORECASE)
+_PATCH_HEADERS = re.compile(
+    r"^\*\*\* ?(Add|Update|Delete) File: ?(\S+)|^\*\*\* Move to: ?(\S+)|^\+\+\+ [ab]/(\S+)",
+    re.MULTILINE,
+)
+_HEADER_KIND = {"Add": "w", "Update": "p", "Delete": "p"}
+_READERS = frozenset(
+    [
+        "cat",
+        "sed",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "nl",
+        "wc",
+        "bat",
+        "stat",
+        "file",
+        "awk",
+        "cut",
+        "sort",
+        "uniq",
+        "jq",
+        "diff",
+        "cmp",
+        "md5sum",
+        "sha256sum",
+        "xxd",
+        "od",
+        "strings",
+    ]
+)
+_SEARCHERS = frozenset(
+    ["rg", "grep", "egrep", "fgrep", "ag", "ack", "ls", "find", "fd", "tree", "du"]
+)
+_WRITERS = frozenset(["tee", "touch", "cp", "mv", "mkdir", "rm", "truncate", "chmod"])
+_RUNNERS = frozenset(
+    [
+        "python",
+        "python3",
+        "node",
+        "deno",
+        "bun",
+        "ruby",
+        "perl",
+        "bash",
+        "sh",
+        "zsh",
+        "pytest",
+        "go",
+        "cargo",
+        "npx",
+        "tsx",
+        "ts-node",
+        "php",
+        "java",
+        "javac",
+        "gcc",
+        "clang",
+        "make",
+    ]
+)
+_PATTERN_FIRST = frozenset(["rg", "grep", "egrep", "fgrep", "ag", "ack", "awk", "sed"])
+_WRAPPING = frozenset(
+    ["sudo", "env", "time", "timeout", "nice", "nohup", "xargs", "command", "exec"]
+)
+_PATHLIKE = re.compile(r"^(?:~|\.{1,2})?/?[\w@+.-]+(?:/[\w@+.-]+)*/?$")
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+_SEGMENTS = re.compile(r"&&|\|\||[;|\n]")
+_REDIRECT = re.compile(r"(?<![0-9&<])>>?\s*([^\s;&|<>]+)")
+_TEST_FAIL = re.compile(
+    r"^(?:FAILED|ERROR) (\S+::\S+)|^--- FAIL: (\S+)|^test (\S+) \.\.\. FAILED"
+    r"|^\s*(?:✕|✗|×) (.{3,160})$",
+    re.MULTILINE,
+)
+_TEST_COUNT = re.compile(
+    r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|failures?)\b"
+    r"|\bRan \d+ tests?\b|\btest result: \w+\.|^Tests?: +\d+",
+    re.IGNORECASE | re.MULTILINE,
+)
+_TEST_HINTS = ("passed", "failed", "FAIL", "Ran ", "Tests:", "test result", "✕", "✗")
+_EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
+_EXITED = re.compile(
+    r"exited with (?:code|status) (-?\d+)|\bexit (?:code|status)[: ]+(-?\d+)", re.I
+)
+# An output that is an error even without an exit code (Claude Code results carry none).
+_ERROR_START = re.compile(
+    r"^\s*(?:<tool_use_error>|Error\b|ERROR\b|error(?:\[\w+\])?:|fatal:|Traceback \(most"
+    r"|[A-Z][\w.]*(?:Error|Exception)\b[:(]|E {2,}\S|FAILED\b|panic)",
+)
+_STRONG_ERROR = re.compile(
+    r"^Traceback \(most recent call last\)|^[A-Z][\w.]*(?:Error|Exception): |^FAILED |"
+    r"^E {2,}\S|^--- FAIL:|panicked at|: command not found|No such file or directory"
+    r"|^(?:error|fatal)(?:\[\w+\])?: ",
+    re.MULTILINE,
+)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _command(args: Mapping[str, Any]) -> str | None:
+    """The whole shell command of a call's arguments (argv lists joined; ``bash -lc`` read)."""
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list):
+        parts = [str(p) for p in command]
+        if len(parts) >= 3 and parts[0] in ("bash", "sh", "zsh") and parts[1] in ("-lc", "-c"):
+            return parts[-1]
+        return " ".join(parts)
+    return command if isinstance(command, str) and command.strip() else None
+
+
+def command_line(command: str) -> str:
+    """A command as the ledger names it: its first line, at most 200 chars."""
+    return command.strip().splitlines()[0][:200]
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment, posix=True)
+    except ValueError:
+        return segment.split()
+
+
+def _is_path(word: str, *, loose: bool) -> bool:
+    """A word naming a file: path-like characters, no URL or option, and a directory part
+    or an extension (``loose``: any path-like word of a file command)."""
+    if not word or word.startswith("-") or "://" in word or len(word) > 300:
+        return False
+    if not _PATHLIKE.match(word) or word in (".", "..", "/", "~"):
+        return False
+    if word.replace(".", "").replace(",", "").isdigit():
+        return False
+    return loose or "/" in word or _EXTENSION.search(word) is not None
+
+
+def command_paths(command: str) -> list[tuple[str, str]]:
+    """``(path, access letter)`` of the files a shell command names: read by ``cat``/``sed
+    -n``/``head`` …, searched by ``rg``/``ls`` …, written by ``> x``/``tee``/``cp``, patched by
+    ``sed -i``/``apply_patch``, run by ``python x.py`` … Patch headers in a heredoc count."""
+    found: list[tuple[str, str]] = []
+    for match in _PATCH_HEADERS.finditer(command):
+        action, path, moved, diff = match.groups()
+        found.append((path or moved or diff, _HEADER_KIND.get(action or "", "p" if diff else "w")))
+    body = command.split("<<", 1)[0]  # a heredoc's lines are data, read above
+    for target in _REDIRECT.findall(body):
+        if _is_path(target, loose=False) and not target.startswith("/dev/"):
+            found.append((target, "w"))
+    for segment in _SEGMENTS.split(body):
+        words = [w for w in _words(_REDIRECT.sub(" ", segment)) if "=" not in w[:1]]
+        while words and (words[0] in _WRAPPING or "=" in words[0] or words[0].isdigit()):
+            words = words[1:]
+        if not words:
+            continue
+        if len(words) > 2 and words[0] in ("uv", "poetry", "pipenv") and words[1] == "run":
+            words = words[2:]
+        program = words[0].rsplit("/", 1)[-1]
+        rest = words[1:]
+        if program in ("git", "npm", "pnpm", "yarn") and rest:
+            rest = rest[1:]  # the subcommand
+        if program in ("cd", "echo", "printf", "export", "source", "."):
+            continue
+        if program in _READERS or program == "apply_patch":
+            letter = "r"
+        elif program in _SEARCHERS:
+            letter = "s"
+        elif program in _WRITERS:
+            letter = "w"
+        elif program in _RUNNERS or program.startswith("python"):
+            letter = "x"
+        else:
+            letter = "r"
+        if program == "sed" and any(w == "-i" or w.startswith("-i") for w in rest):
+            letter = "p"
+        positional = [w for w in rest if not w.startswith("-")]
+        if program in _PATTERN_FIRST and positional and not any(w in ("-e", "-f") for w in rest):
+            positional = positional[1:]  # the pattern or script
+        known = program in _READERS or program in _SEARCHERS or program in _WRITERS
+        for word in positional:
+            if _is_path(word, loose=known and program not in ("awk", "jq", "sort")):
+                found.append((word.rstrip("/") if len(word) > 1 else word, letter))
+    return found
+
+
+def _error_output(text: str, code: str | None, listing: bool) -> bool:
+    """Whether a tool result is an error: a non-zero exit code; or, without one, an output
+    that starts as an error or (not a listing) holds a traceback or error report line."""
+    if code is not None:
+        return code != "0"
+    if _ERROR_START.match(text):
+        return True
+    return not listing and _STRONG_ERROR.search(text) is not None
+
+
+def _exit_of(text: str) -> str | None:
+    code = _exit_code(text)
+    if code is None:
+        head = text[-400:] if len(text) > 400 else text
+        match = _EXITED.search(head) or (_EXITED.search(text, 0, 400) if len(text) > 400 else None)
+        if match:
+            code = match.group(1) or match.group(2)
+    return code
+
+
+def _is_listing(name: str, command: str | None) -> bool:
+    """A result that shows file contents or search hits (source code, not an error report)."""
+    lowered = name.lower()
+    if _FILE_VERBS.get(lowered) in ("r", "s"):
+        return True
+    if command is None:
+        return False
+    first = _words(_SEGMENTS.split(command.split("<<", 1)[0], 1)[0])
+    while first and (first[0] in _WRAPPING or "=" in first[0]):
+        first = first[1:]
+    program = first[0].rsplit("/", 1)[-1] if first else ""
+    if program == "sed" and any(w.startswith("-i") for w in first[1:]):
+        return False
+    return program in _READERS or program in _SEARCHERS or program == "git"
+
+
+def extract(
+    middle: Sequence[Message],
+    calls: Mapping[str, tuple[str, dict[str, Any]]] | None = None,
+) -> Ledger:
+    """The facts of the compacted rows ``middle`` (see the module docstring).
+
+    Args:
+        middle: the compacted messages, original content.
+        calls: tool call id → (name, parsed arguments) when already known.
+    """
+    got = _Collector()
+    add = got.add
+    pending: dict[str, tuple[str, str | None]] = {}  # call id -> (tool name, command)
+    for pos, message in enumerate(middle):
+        role = message.get("role")
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                if not isinstance(call, Mapping):
+                    continue
+                cid = tool_call_id(call) or f"#{pos}"
+                known = calls.get(cid) if calls is not None else None
+                name, args = known if known else (tool_call_name(call), parse_arguments(call))
+                lowered = name.lower()
+                letter = _FILE_VERBS.get(lowered, "x")
+                command = _command(args) if lowered in SHELL_TOOLS or "command" in args else None
+                for key, value in args.items():
+                    if not isinstance(value, str) or not value.strip():
+                        continue
+                    if _PATH_KEY.search(key) and "\n" not in value:
+                        add("files", value.strip(), pos, letter)
+                    elif key not in ("command", "cmd") and (
+                        "File:" in value or "+++ " in value or "Move to:" in value
+                    ):
+                        for match in _PATCH_HEADERS.finditer(value):
+                            action, path, moved, diff = match.groups()
+                            kind = _HEADER_KIND.get(action or "", "p" if diff else "w")
+                            add("files", path or moved or diff, pos, kind)
+                if command is not None and (lowered in SHELL_TOOLS or lowered == "apply_patch"):
+                    add("commands", command_line(command), pos, "?")
+                    for path, kind in command_paths(command):
+                        add("files", path, pos, kind)
+                pending[cid] = (name, command)
+        elif role == "tool":
+            cid = str(message.get("tool_call_id") or "")
+            name, command = pending.pop(cid, ("tool", None))
+            _result(got, pos, message, name, command)
+        elif role == "user":
+            raw = content_text(message.get("content"), images=False)
+            text = raw.strip()
+            if is_wrapper(text):
+                continue
+            request = text if len(text) <= _REQUEST_CHARS else text[: _REQUEST_CHARS - 1] + "…"
+            add("requests", " ".join(request.split()), pos)
+            head = text[:8_000]
+            if _has_constraint(head):
+                for sentence in _sentences(head):
+                    if 8 <= len(sentence) <= 400 and _has_constraint(sentence):
+                        key = " ".join(sentence.split()).lower()
+                        add("constraints", key, pos, text=" ".join(sentence.split()))
+    return got.ledger()
+
+
+def _result(got: _Collector, pos: int, message: Message, name: str, command: str | None) -> None:
+    """The exit code, error lines, exception names and test results of one tool result."""
+    content = message.get("content")
+    text = content if type(content) is str else content_text(content)
+    if len(text) > 2 * _SCAN:
+        text = text[:_SCAN] + "\n" + text[-_SCAN:]
+    code = _exit_of(text) if command is not None else None
+    if command is not None and code is not None:
+        got.detail("commands", command_line(command), code)
+    body = _unwrap(text)
+    listing = _is_listing(name, command)
+    source = _one_line(command_line(command), 60) if command else name
+    if message.get("is_error") is True or _error_output(body.lstrip(), code, listing):
+        for line in _error_lines(body, 4):
+            line = _one_line(line.strip(), _LINE_CHARS)
+            got.add("errors", line, pos, source)
+        if code not in (None, "0") and not _error_lines(body, 1):
+            tail = body.rstrip().rsplit("\n", 1)[-1].strip()
+            line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
+            got.add("errors", line, pos, source)
+    if "rror" in body or "xception" in body:
+        for exception in dict.fromkeys(_EXCEPTION.findall(body)):
+            got.add("exceptions", exception, pos)
+    if not listing and any(hint in body for hint in _TEST_HINTS):
+        for match in _TEST_FAIL.finditer(body):
+            test = next(g for g in match.groups() if g)
+            got.add("tests", f"FAILED {_one_line(test, 200)}", pos)
+        for match in _TEST_COUNT.finditer(body):
+            start = body.rfind("\n", 0, match.start()) + 1
+            end = body.find("\n", match.end())
+            line = body[start : end if end != -1 else len(body)].strip()
+            if len(line) < 300:
+                got.add("tests", _one_line(line.strip("= "), 200), pos)
+                break
+
+
+# ---------------------------------------------------------------------------------------
+# Merging, parsing, rendering
+
+
+def merge(previous: Ledger, new: Ledger) -> Ledger:
+    """``previous`` with ``new`` added: counts summed, details joined, order by last mention
+    (every previous fact is older than every new one)."""
+    facts: dict[str, tuple[Fact, ...]] = {}
+    for kind in KINDS:
+        joined: dict[str, Fact] = {}
+        old = previous.of(kind)
+        for index, fact in enumerate(old):
+            joined[_key(kind, fact)] = Fact(fact.text, fact.count, index - len(old), fact.detail)
+        for fact in new.of(kind):
+            key = _key(kind, fact)
+            before = joined.pop(key, None)
+            if before is None:
+                joined[key] = fact
+                continue
+            detail = fact.detail
+            if kind == "files":
+                detail = "".join(sorted(set(before.detail) | set(fact.detail)))
+            elif detail == "?" and kind == "commands":
+                detail = before.detail
+            joined[key] = Fact(fact.text, before.count + fact.count, fact.last, detail)
+        facts[kind] = tuple(sorted(joined.values(), key=lambda f: f.last))
+    left = {k: previous.left.get(k, 0) + new.left.get(k, 0) for k in KINDS}
+    return Ledger(facts, {k: v for k, v in left.items() if v})
+
+
+def _key(kind: str, fact: Fact) -> str:
+    if kind == "constraints":
+        return fact.text.lower()
+    return fact.text
+
+
+def split_ledger(body: str) -> tuple[str, str | None]:
+    """``(narrative, ledger text or None)`` of a summary body: the ledger is the part from
+    the last ``LEDGER_HEADING`` line on."""
+    at = body.rfind("\n" + LEDGER_HEADING + "\n")
+    if at == -1:
+        if body.startswith(LEDGER_HEADING + "\n"):
+            return "", body
+        return body, None
+    return body[:at].rstrip(), body[at + 1 :]
+
+
+_COUNT = re.compile(r" ×(\d+)$")
+_LEFT = re.compile(r"^\((\d+) (?:more |earlier )?(\w+) left to recall\)$")
+_FILE_ENTRY = re.compile(r"(\S+) \[([a-z]+)\](?:×(\d+))?")
+_COMMAND_LINE = re.compile(r"^`(.*)` -> exit (\S+)$")
+_ERROR_LINE = re.compile(r"^\[(.{1,80}?)\] (.*)$")
+
+
+def parse(body: str | None) -> Ledger:
+    """The ledger written in a previous summary body (empty when it has none). A body without
+    a ledger (an older summary) gives the constraints of its "Constraints & Preferences"."""
+    if not body:
+        return Ledger()
+    _, text = split_ledger(body)
+    if text is None:
+        return _legacy(body)
+    found: dict[str, list[Fact]] = {kind: [] for kind in KINDS}
+    left: dict[str, int] = {}
+    kind: str | None = None
+    for raw in text.splitlines()[1:]:
+        line = raw.rstrip()
+        if line.startswith("### "):
+            kind = _KIND_OF_TITLE.get(line[4:].split(" (")[0].strip())
+            continue
+        note = _LEFT.match(line.strip())
+        if note and kind is not None:
+            left[kind] = left.get(kind, 0) + int(note.group(1))
+            continue
+        if kind is None or not line.startswith("- "):
+            continue
+        item = line[2:]
+        count = 1
+        if kind not in ("files", "exceptions"):
+            match = _COUNT.search(item)
+            if match:
+                count, item = int(match.group(1)), item[: match.start()]
+        if kind == "files":
+            listing = item.split(": ", 1)[1] if ": " in item else item
+            for entry in _FILE_ENTRY.finditer(listing):
+                times = int(entry.group(3)) if entry.group(3) else 1
+                found[kind].append(Fact(entry.group(1).rstrip(","), times, 0, entry.group(2)))
+        elif kind == "commands":
+            match = _COMMAND_LINE.match(item)
+            if match:
+                found[kind].append(Fact(match.group(1), count, 0, match.group(2)))
+        elif kind == "errors":
+            match = _ERROR_LINE.match(item)
+            if match:
+                found[kind].append(Fact(match.group(2), count, 0, match.group(1)))
+            else:
+                found[kind].append(Fact(item, count, 0, ""))
+        elif kind == "exceptions":
+            for name in item.split(", "):
+                repeated = _COUNT.search(name)
+                if repeated:
+                    found[kind].append(Fact(name[: repeated.start()], int(repeated.group(1))))
+                else:
+                    found[kind].append(Fact(name, 1))
+        else:
+            found[kind].append(Fact(item, count))
+    found["requests"].reverse()  # written newest first
+    return Ledger({k: tuple(v) for k, v in found.items()}, left)
+
+
+def _legacy(body: str) -> Ledger:
+    constraints: list[Fact] = []
+    section = ""
+    for line in body.splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif section == "Constraints & Preferences" and line.startswith("- "):
+            text = " ".join(line[2:].split())
+            if text and not text.lower().startswith(("none", "(")):
+                constraints.append(Fact(text))
+    return Ledger({"constraints": tuple(constraints)} if constraints else {})
+
+
+def _directory(path: str) -> str:
+    return path.rsplit("/", 1)[0] + "/" if "/" in path.strip("/") else "./"
+
+
+def _file_entry(fact: Fact) -> str:
+    mark = f"×{fact.count}" if fact.count > 1 else ""
+    return f"{fact.text} [{fact.detail or 'x'}]{mark}"
+
+
+def _times(fact: Fact) -> str:
+    return f" ×{fact.count}" if fact.count > 1 else ""
+
+
+def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
+    """The rendered lines of ``facts`` (chronological)."""
+    if kind == "files":
+        groups: dict[str, list[str]] = {}
+        for fact in facts:
+            groups.setdefault(_directory(fact.text), []).append(_file_entry(fact))
+        return [f"- {d}: {', '.join(entries)}" for d, entries in groups.items()]
+    if kind == "commands":
+        return [f"- `{f.text}` -> exit {f.detail or '?'}{_times(f)}" for f in facts]
+    if kind == "errors":
+        return [f"- [{f.detail}] {f.text}{_times(f)}" if f.detail else f"- {f.text}" for f in facts]
+    if kind == "exceptions":
+        return ["- " + ", ".join(f"{f.text}{_times(f)}" for f in facts)] if facts else []
+    if kind == "requests":
+        return [f"- {f.text}{_times(f)}" for f in reversed(facts)]
+    return [f"- {f.text}{_times(f)}" for f in facts]
+
+
+def _size(lines: Iterable[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _section_size(kind: str, facts: Sequence[Fact]) -> int:
+    return len(_TITLES[kind]) + 5 + _size(_lines(kind, facts)) + (40 if facts else 0)
+
+
+def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
+    """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
+    first; written back in chronological order."""
+    if kind == "requests":
+        facts = facts[-_MAX_REQUESTS:]
+    if _section_size(kind, facts) <= room:
+        return tuple(facts)
+    ranked = sorted(facts, key=lambda f: (min(f.count, 3), f.last), reverse=True)
+    # Each fact's cost alone (a path: its entry, plus its directory's heading the first time);
+    # one pass, then a final check of the real size (dropping the last chosen while over).
+    used = _section_size(kind, ())
+    directories: set[str] = set()
+    chosen: list[Fact] = []
+    for fact in ranked:
+        if kind == "files":
+            directory = _directory(fact.text)
+            cost = len(_file_entry(fact)) + 2
+            if directory not in directories:
+                cost += len(directory) + 4
+        elif kind == "exceptions":
+            cost = len(fact.text) + len(_times(fact)) + 2
+        else:
+            cost = len(_lines(kind, (fact,))[0]) + 1
+        if used + cost > room:
+            continue
+        used += cost
+        chosen.append(fact)
+        if kind == "files":
+            directories.add(directory)
+    while chosen and _section_size(kind, chosen) > room:
+        chosen.pop()
+    return tuple(sorted(chosen, key=lambda f: f.last))
+
+
+def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
+    """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
+    its heading), and the ledger actually written (what did not fit is counted in ``left``)."""
+    wanted = {kind: ledger.of(kind) for kind in KINDS}
+    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
+    need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
+    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
+    # Water-filling: a kind needing less than its share takes what it needs, the rest is
+    # shared by the kinds needing more, in proportion to their shares.
+    allowed: dict[str, int] = {}
+    open_kinds = set(need)
+    spare = room
+    while open_kinds:
+        weight = sum(_SHARES[k] for k in open_kinds)
+        fits = {k for k in open_kinds if need[k] <= spare * _SHARES[k] / weight}
+        if not fits:
+            for k in open_kinds:
+                allowed[k] = int(spare * _SHARES[k] / weight)
+            break
+        for k in fits:
+            allowed[k] = need[k]
+            spare -= need[k]
+        open_kinds -= fits
+    kept: dict[str, tuple[Fact, ...]] = {}
+    left = dict(ledger.left)
+    parts = [LEDGER_HEADING, _NOTE]
+    for kind in KINDS:
+        facts = wanted[kind]
+        earlier = left.get(kind, 0)
+        if not facts and not earlier:
+            continue
+        chosen = _choose(kind, facts, allowed.get(kind, 0)) if facts else ()
+        dropped = len(ledger.of(kind)) - len(chosen)
+        kept[kind] = chosen
+        if dropped:
+            left[kind] = earlier + dropped
+        parts.append(f"### {_TITLES[kind]}")
+        parts.extend(_lines(kind, chosen))
+        if left.get(kind):
+            parts.append(f"({left[kind]} more {kind} left to recall)")
+    return "\n".join(parts), Ledger(kept, {k: v for k, v in left.items() if v})
