@@ -13,6 +13,8 @@ from compaction import END_MARKER, SUMMARY_PREFIX
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
+    keep_controls_visible,
+    keep_session_controls_visible,
     pair_stream,
     pair_tool_results,
     text_of,
@@ -146,6 +148,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             batch: list = []
             stored = 0
             for message in pair_stream(parsed.stream, parsed):
+                parsed.controls_replaced += keep_controls_visible(message)
                 checker.check(message)
                 tally.add(message)
                 batch.append(message)
@@ -155,7 +158,8 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                     batch = []
             if batch:
                 _insert_rows(session, batch, count_tokens(batch, parsed.model), stored)
-            try:  # known once the stream is read
+            keep_session_controls_visible(parsed)  # title and metadata: known once read
+            try:
                 check_text(parsed.title, "title")
                 check_text(parsed.extra, "session metadata")
             except Invalid as error:

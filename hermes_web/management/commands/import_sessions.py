@@ -22,6 +22,7 @@ def fidelity_line(report: dict) -> str:
         ("summaries", "summaries"),
         ("images", "images"),
         ("reasoning", "with reasoning"),
+        ("control_characters_replaced", "control characters replaced (NUL shown as ␀)"),
     ):
         if report.get(key):
             parts.append(f"{report[key]} {label}")
