@@ -37,6 +37,7 @@ from hermes_web.importers.base import (
     image_part,
     iter_lines,
     json_line,
+    pair_stream,
     safe_id,
     text_of,
 )
@@ -308,6 +309,12 @@ class _Builder:
         row goes before the kept rows, which Pi sends after it."""
         record = entry.record
         index = len(self.session.native_compactions)
+        # paired while still active (pairing leaves archived rows as they are)
+        self.rows[:] = list(pair_stream(self.rows, self.session))
+        self.row_of = {}
+        for at, row in enumerate(self.rows):
+            if isinstance(row.extra.get("pi_entry"), str):
+                self.row_of.setdefault(row.extra["pi_entry"], at)
         first_kept = record.get("firstKeptEntryId")
         kept_at = self.row_of.get(first_kept, len(self.rows)) if isinstance(first_kept, str) else 0
         for row in self.rows[:kept_at]:
