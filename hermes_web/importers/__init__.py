@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from hermes_web.importers import claude_code, codex, copilot_cli, hermes, openai, pi
+from hermes_web.importers import claude_code, codex, copilot_cli, hermes, openai, pi, swe_agent
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.detect import detect_format
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
-FORMATS += ("pi", "copilot-cli")
+FORMATS += ("pi", "copilot-cli", "swe-agent")
 logger = logging.getLogger(__name__)
 
 
@@ -107,7 +107,7 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
         "openai": openai.parse,
         "claude-code": claude_code.parse,
         "codex": codex.parse,
-        **{"pi": pi.parse, "copilot-cli": copilot_cli.parse},
+        **{"pi": pi.parse, "copilot-cli": copilot_cli.parse, "swe-agent": swe_agent.parse},
     }[fmt]
     with open(path, "rb") as stream:
         try:

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from hermes_web.importers import FORMATS, import_path
 
 SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
+SUFFIXES |= {".traj"}  # SWE-agent trajectories
 
 
 def fidelity_line(report: dict) -> str:
