@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from hermes_web.importers import claude_code, codex, copilot_cli, hermes, openai, pi, swe_agent
+from hermes_web.importers import (
+    claude_code,
+    codex,
+    copilot_cli,
+    cursor,
+    hermes,
+    openai,
+    pi,
+    swe_agent,
+)
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.detect import detect_format
@@ -50,7 +59,7 @@ __all__ = [
 ]
 
 FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
-FORMATS += ("pi", "copilot-cli", "swe-agent")
+FORMATS += ("pi", "copilot-cli", "swe-agent", "cursor")
 logger = logging.getLogger(__name__)
 
 
@@ -108,6 +117,7 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
         "claude-code": claude_code.parse,
         "codex": codex.parse,
         **{"pi": pi.parse, "copilot-cli": copilot_cli.parse, "swe-agent": swe_agent.parse},
+        **{"cursor": cursor.parse},
     }[fmt]
     with open(path, "rb") as stream:
         try:

@@ -24,6 +24,10 @@ FORMAT_CHOICES = [
     ("openai", "OpenAI messages (JSON)"),
     ("claude-code", "Claude Code transcript (JSONL)"),
     ("codex", "Codex rollout (JSONL)"),
+    ("pi", "Pi session (JSONL)"),
+    ("copilot-cli", "Copilot CLI events.jsonl"),
+    ("swe-agent", "SWE-agent trajectory (.traj)"),
+    ("cursor", "Cursor chat exported by SpecStory (.md)"),
 ]
 
 
