@@ -13,7 +13,8 @@ to this one (the id is the ``task`` call that started it).
 ``session.compaction_start`` / ``session.compaction_complete`` are Copilot's own
 compaction: a ``NativeCompaction`` (source "copilot-cli") with the token figures recorded at
 the start (``systemTokens``, ``conversationTokens``, ``toolDefinitionsTokens``) and the end
-(``preCompactionTokens``, ``compactionTokensUsed``, ``summaryContent``); what came before is
+(``preCompactionTokens``, ``postCompactionTokens``, ``trigger``, ``compactionTokensUsed``,
+``summaryContent``; only a ``success`` one compacted anything); what came before is
 archived and the summary row follows. Everything else (hooks, permissions, usage, deltas)
 is counted in the fidelity report.
 """
@@ -290,13 +291,15 @@ def _compaction(thread: _Thread, start: dict, data: dict, number: int, when) -> 
         before = (
             sum(parts) if all(isinstance(p, int) for p in parts) else start.get("currentTokens")
         )
+    after = data.get("postCompactionTokens")
     recorded = {k: v for k, v in data.items() if k != "summaryContent"}
     session.native_compactions.append(
         NativeCompaction(
             source="copilot-cli",
-            trigger=TRIGGERS.get(str(start.get("trigger", data.get("trigger", ""))), ""),
+            trigger=TRIGGERS.get(str(data.get("trigger") or start.get("trigger") or ""), ""),
             created_at=when,
             tokens_before=before if isinstance(before, int) else None,
+            tokens_after=after if isinstance(after, int) else None,
             summary=summary,
             marker="" if summary else "Copilot CLI compacted here; no summary was recorded",
             extra={"line": number, "start": start, "complete": recorded},

@@ -393,9 +393,11 @@ def _session(
         session.parent_id = parent
         session.kind = "branch"
     session.created_at = _when(path[0]) or epoch(header.get("timestamp"))
+    if not session.model and isinstance(header.get("modelId"), str):  # version 1 headers
+        session.model = header["modelId"]
     meta = {
         key: header[key]
-        for key in ("cwd", "version", "parentSession")
+        for key in ("cwd", "version", "parentSession", "branchedFrom", "provider")
         if header.get(key) not in (None, "")
     }
     if parent:

@@ -134,12 +134,15 @@ def test_tokens_before_from_the_start_event_when_the_end_has_none(tmp_path):
             {"type": "user.message", "data": {"content": "q"}},
             {"type": "session.compaction_start", "data": {"systemTokens": 10,
              "conversationTokens": 20, "toolDefinitionsTokens": 5}},
-            {"type": "session.compaction_complete", "data": {"success": True}},
+            {"type": "session.compaction_complete",
+             "data": {"success": True, "trigger": "manual", "postCompactionTokens": 7}},
         ],
     )  # fmt: skip
     (session,) = _parse(path)
     (compaction,) = session.native_compactions
     assert compaction.tokens_before == 35
+    assert compaction.tokens_after == 7
+    assert compaction.trigger == "manual"
     assert compaction.marker  # no summary: what the log said is kept
     assert session.messages[0].replaced_by == 0
 
