@@ -40,7 +40,7 @@ from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, p
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.detect import detect_format
 from hermes_web.importers.links import Links, namespaced
-from hermes_web.importers.store import AlreadyImported, store_session
+from hermes_web.importers.store import AlreadyImported, EmptySession, store_session
 from hermes_web.models import Session
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "import_path",
     "import_upload",
     "namespaced",
+    "summary_line",
     "store_session",
 ]
 
@@ -72,6 +73,7 @@ class ImportReport:
     duplicates: list[ImportProblem] = field(default_factory=list)  # already there: a failure
     errors: list[ImportProblem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # imported, but something was not read
+    empties: list[ImportProblem] = field(default_factory=list)  # no messages: not stored
 
     @property
     def ok(self) -> bool:
@@ -82,10 +84,27 @@ class ImportReport:
         """Everything that was not imported and should have been: errors, then duplicates."""
         return [*self.errors, *self.duplicates]
 
+    @property
+    def messages(self) -> int:
+        return sum(getattr(s, "message_total", 0) or 0 for s in self.sessions)
+
+    @property
+    def summary(self) -> str:
+        """One line for the CLI and the page: what this import stored and what it left out."""
+        return summary_line(
+            len(self.sessions),
+            self.messages,
+            len(self.empties),
+            len(self.skipped) + len(self.duplicates),
+            len(self.errors),
+        )
+
     def to_dict(self) -> dict:
         return {
             "file": self.file,
             "format": self.format,
+            "summary": self.summary,
+            "empty_sessions": len(self.empties),
             "imported": [
                 {
                     "id": s.public_id,
@@ -102,6 +121,22 @@ class ImportReport:
             "errors": [e.to_dict() for e in self.errors],
             "warnings": self.warnings,
         }
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def summary_line(sessions: int, messages: int, empties: int, again: int, failed: int) -> str:
+    """``2 sessions, 57 messages; 1 empty session left out; 1 already there; 0 failed``."""
+    parts = [f"{_count(sessions, 'session')}, {_count(messages, 'message')}"]
+    if empties:
+        parts.append(f"{_count(empties, 'empty session')} left out")
+    if again:
+        parts.append(f"{again:,} already there")
+    if failed:
+        parts.append(f"{failed:,} failed")
+    return "; ".join(parts)
 
 
 # --- parsing and storing ---------------------------------------------------------------
@@ -188,11 +223,14 @@ def import_path(
     fmt: str = "auto",
     name: str | None = None,
     skip_existing: bool = False,
+    duplicate_hint: str = "use --skip-existing to skip it",
 ) -> ImportReport:
     """Import every session in a file; problems are collected per session, never raised.
 
-    A session this user imported before is a duplicate (``report.duplicates``, a failure)
-    unless ``skip_existing``, which reports it as skipped. The file is only ever read."""
+    A session this user imported before is a duplicate (``report.duplicates``, a failure,
+    its problem ending with ``duplicate_hint``: how the caller's surface skips them)
+    unless ``skip_existing``, which reports it as skipped. A session with no messages is
+    not stored (``report.empties``). The file is only ever read."""
     path = Path(path)
     file = name or path.name
     report = ImportReport(file=file)
@@ -230,11 +268,13 @@ def import_path(
                 continue
             try:
                 report.sessions.append(store_session(item, owner, file, links))
+            except EmptySession as empty:
+                report.empties.append(empty)
             except AlreadyImported as again:
                 again.problem = (
                     "already imported (skipped)"
                     if skip_existing
-                    else "already imported: a duplicate (use --skip-existing to skip it)"
+                    else f"already imported: a duplicate ({duplicate_hint})"
                 )
                 (report.skipped if skip_existing else report.duplicates).append(again)
             except ImportProblem as problem:
@@ -261,7 +301,14 @@ def import_path(
     return report
 
 
-def import_upload(upload, *, owner, fmt: str = "auto", skip_existing: bool = False) -> ImportReport:
+def import_upload(
+    upload,
+    *,
+    owner,
+    fmt: str = "auto",
+    skip_existing: bool = False,
+    duplicate_hint: str = "send skip_existing to skip it",
+) -> ImportReport:
     """An uploaded file (Django UploadedFile): imported from its temp file, or a copy on disk."""
     name = Path(upload.name or "upload").name
     if upload.size is not None and upload.size > max_bytes():
@@ -281,11 +328,19 @@ def import_upload(upload, *, owner, fmt: str = "auto", skip_existing: bool = Fal
             fmt=fmt,
             name=name,
             skip_existing=skip_existing,
+            duplicate_hint=duplicate_hint,
         )
     with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as copy:
         _copy(upload, copy)
         copy.flush()
-        return import_path(copy.name, owner=owner, fmt=fmt, name=name, skip_existing=skip_existing)
+        return import_path(
+            copy.name,
+            owner=owner,
+            fmt=fmt,
+            name=name,
+            skip_existing=skip_existing,
+            duplicate_hint=duplicate_hint,
+        )
 
 
 def _copy(upload, target: IO[bytes]) -> None:

@@ -382,6 +382,25 @@ def keep_session_controls_visible(parsed: ParsedSession) -> None:
         parsed.controls_replaced += keep_controls_visible(message)
 
 
+# A title is what a person would call the conversation: never the reasoning a model wrote
+# first (``<think>``) nor a wrapper a tool put around the first user turn.
+_LEADING_TAG = re.compile(r"\s*<(?P<tag>[A-Za-z][\w:-]*)(?:\s[^<>]*)?>")
+_TITLE_CHARS = 80
+
+
+def clean_title(text: str) -> str:
+    """``text`` without the tagged blocks it starts with (``<think>…</think>``,
+    ``<command-name>…``, ``<environment_context>…``, ``<user_instructions>…``, or any
+    other leading element), whitespace folded, at most 80 characters; "" when nothing is
+    left (a block cut short by an earlier truncation included)."""
+    rest = text
+    while (match := _LEADING_TAG.match(rest)) is not None:
+        closing = f"</{match.group('tag')}>"
+        end = rest.find(closing, match.end())
+        rest = rest[end + len(closing) :] if end >= 0 else ""
+    return " ".join(rest.split())[:_TITLE_CHARS]
+
+
 def image_part(url: str) -> dict:
     return {"type": "image_url", "image_url": {"url": url}}
 

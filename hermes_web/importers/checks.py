@@ -175,7 +175,7 @@ class Tally:
             self.last_summary = m
 
     def report(self, parsed: ParsedSession) -> dict:
-        return {
+        report = {
             "records": parsed.records or self.total,
             "messages": self.active,
             "meta_rows": self.meta,
@@ -189,5 +189,7 @@ class Tally:
             "metadata": sorted(k for v in parsed.extra.values() if isinstance(v, dict) for k in v),
             "skipped": dict(sorted(parsed.skipped.items())),
             "kind": parsed.kind or "session",
-            "control_characters_replaced": parsed.controls_replaced,
         }
+        if parsed.controls_replaced:  # NUL shown as ␀ (keep_session_controls_visible)
+            report["control_characters_replaced"] = parsed.controls_replaced
+        return report

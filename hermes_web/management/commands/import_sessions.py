@@ -3,7 +3,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from hermes_web.importers import FORMATS, import_path
+from hermes_web.importers import FORMATS, import_path, summary_line
 
 SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
 SUFFIXES |= {".traj"}  # SWE-agent trajectories
@@ -68,7 +68,7 @@ class Command(BaseCommand):
             if root.is_dir()
             else [root]
         )
-        failed = duplicates = 0
+        failed = duplicates = again = sessions = messages = empties = 0
         for file in files:
             report = import_path(
                 file, owner=owner, fmt=format, name=str(file), skip_existing=skip_existing
@@ -91,8 +91,15 @@ class Command(BaseCommand):
                 self.stderr.write(f"duplicate: {problem}")
             for problem in report.errors:
                 self.stderr.write(f"error: {problem}")
+            for empty in report.empties:
+                self.stdout.write(f"left out {empty}")
             failed += len(report.errors)
             duplicates += len(report.duplicates)
+            again += len(report.duplicates) + len(report.skipped)
+            sessions += len(report.sessions)
+            messages += report.messages
+            empties += len(report.empties)
+        self.stdout.write("summary: " + summary_line(sessions, messages, empties, again, failed))
         if failed or duplicates:
             raise CommandError(
                 f"{failed} session(s) or file(s) failed to import and {duplicates} were "
