@@ -34,10 +34,14 @@ from hermes_web.importers import (
     cline,
     codex,
     continue_dev,
+    copilot_cli,
+    cursor,
     gemini_cli,
     hermes,
     openai,
     openhands,
+    pi,
+    swe_agent,
 )
 from hermes_web.importers.archive import archive_kind, unpacked
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
@@ -46,7 +50,7 @@ from hermes_web.importers.claude_code_folder import SessionFolder
 from hermes_web.importers.detect import detect_format
 from hermes_web.importers.directory import file_kind, plan_directory
 from hermes_web.importers.links import Links, namespaced
-from hermes_web.importers.store import AlreadyImported, store_session
+from hermes_web.importers.store import AlreadyImported, EmptySession, store_session
 from hermes_web.models import Session
 
 __all__ = [
@@ -63,17 +67,22 @@ __all__ = [
     "import_path",
     "import_upload",
     "namespaced",
+    "summary_line",
     "store_session",
 ]
 
 FORMATS: tuple[str, ...] = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
-# Other agents' files (imp): one whole-document parser each, paired and checked as usual.
+# Other agents' files: one parser each, paired and checked as usual.
 AGENT_PARSERS = {
     "gemini-cli": gemini_cli.parse,
     "aider": aider.parse,
     "openhands": openhands.parse,
     "cline": cline.parse,
     "continue": continue_dev.parse,
+    "pi": pi.parse,
+    "copilot-cli": copilot_cli.parse,
+    "swe-agent": swe_agent.parse,
+    "cursor": cursor.parse,
 }
 FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)
@@ -88,6 +97,7 @@ class ImportReport:
     duplicates: list[ImportProblem] = field(default_factory=list)  # already there: a failure
     errors: list[ImportProblem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # imported, but something was not read
+    empties: list[ImportProblem] = field(default_factory=list)  # no messages: not stored
 
     @property
     def ok(self) -> bool:
@@ -98,10 +108,27 @@ class ImportReport:
         """Everything that was not imported and should have been: errors, then duplicates."""
         return [*self.errors, *self.duplicates]
 
+    @property
+    def messages(self) -> int:
+        return sum(getattr(s, "message_total", 0) or 0 for s in self.sessions)
+
+    @property
+    def summary(self) -> str:
+        """One line for the CLI and the page: what this import stored and what it left out."""
+        return summary_line(
+            len(self.sessions),
+            self.messages,
+            len(self.empties),
+            len(self.skipped) + len(self.duplicates),
+            len(self.errors),
+        )
+
     def to_dict(self) -> dict:
         return {
             "file": self.file,
             "format": self.format,
+            "summary": self.summary,
+            "empty_sessions": len(self.empties),
             "imported": [
                 {
                     "id": s.public_id,
@@ -118,6 +145,22 @@ class ImportReport:
             "errors": [e.to_dict() for e in self.errors],
             "warnings": self.warnings,
         }
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def summary_line(sessions: int, messages: int, empties: int, again: int, failed: int) -> str:
+    """``2 sessions, 57 messages; 1 empty session left out; 1 already there; 0 failed``."""
+    parts = [f"{_count(sessions, 'session')}, {_count(messages, 'message')}"]
+    if empties:
+        parts.append(f"{_count(empties, 'empty session')} left out")
+    if again:
+        parts.append(f"{again:,} already there")
+    if failed:
+        parts.append(f"{failed:,} failed")
+    return "; ".join(parts)
 
 
 # --- parsing and storing ---------------------------------------------------------------
@@ -203,11 +246,14 @@ def import_path(
     fmt: str = "auto",
     name: str | None = None,
     skip_existing: bool = False,
+    duplicate_hint: str = "use --skip-existing to skip it",
 ) -> ImportReport:
     """Import every session in a file; problems are collected per session, never raised.
 
-    A session this user imported before is a duplicate (``report.duplicates``, a failure)
-    unless ``skip_existing``, which reports it as skipped. The file is only ever read."""
+    A session this user imported before is a duplicate (``report.duplicates``, a failure,
+    its problem ending with ``duplicate_hint``: how the caller's surface skips them)
+    unless ``skip_existing``, which reports it as skipped. A session with no messages is
+    not stored (``report.empties``). The file is only ever read."""
     path = Path(path)
     file = name or path.name
     report = ImportReport(file=file)
@@ -237,7 +283,7 @@ def import_path(
             else _pipelined(report.format, path, file)
         )
         for item in items:
-            _store(item, report, owner, file, links, skip_existing)
+            _store(item, report, owner, file, links, skip_existing, duplicate_hint)
     except ImportProblem as problem:
         report.errors.append(problem)
     except RecursionError:
@@ -264,18 +310,22 @@ def _store(
     file: str,
     links: Links,
     skip_existing: bool,
+    duplicate_hint: str = "use --skip-existing to skip it",
 ) -> None:
-    """Store one parsed session into ``report``: imported, skipped, a duplicate or an error."""
+    """Store one parsed session into ``report``: imported, empty (left out), skipped, a
+    duplicate or an error."""
     if isinstance(item, ImportProblem):
         report.errors.append(item)
         return
     try:
         report.sessions.append(store_session(item, owner, file, links))
+    except EmptySession as empty:
+        report.empties.append(empty)
     except AlreadyImported as again:
         again.problem = (
             "already imported (skipped)"
             if skip_existing
-            else "already imported: a duplicate (use --skip-existing to skip it)"
+            else f"already imported: a duplicate ({duplicate_hint})"
         )
         (report.skipped if skip_existing else report.duplicates).append(again)
     except ImportProblem as problem:
@@ -367,6 +417,7 @@ def _import_archive(
         report.sessions += part.sessions
         report.skipped += part.skipped
         report.duplicates += part.duplicates
+        report.empties += part.empties
         report.errors += part.errors
         report.warnings += [f"{part.file}: {warning}" for warning in part.warnings]
     if not reports:
@@ -374,7 +425,14 @@ def _import_archive(
     return report
 
 
-def import_upload(upload, *, owner, fmt: str = "auto", skip_existing: bool = False) -> ImportReport:
+def import_upload(
+    upload,
+    *,
+    owner,
+    fmt: str = "auto",
+    skip_existing: bool = False,
+    duplicate_hint: str = "send skip_existing to skip it",
+) -> ImportReport:
     """An uploaded file (Django UploadedFile): imported from its temp file, or a copy on disk."""
     name = Path(upload.name or "upload").name
     if upload.size is not None and upload.size > max_bytes():
@@ -394,11 +452,19 @@ def import_upload(upload, *, owner, fmt: str = "auto", skip_existing: bool = Fal
             fmt=fmt,
             name=name,
             skip_existing=skip_existing,
+            duplicate_hint=duplicate_hint,
         )
     with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as copy:
         _copy(upload, copy)
         copy.flush()
-        return import_path(copy.name, owner=owner, fmt=fmt, name=name, skip_existing=skip_existing)
+        return import_path(
+            copy.name,
+            owner=owner,
+            fmt=fmt,
+            name=name,
+            skip_existing=skip_existing,
+            duplicate_hint=duplicate_hint,
+        )
 
 
 def _copy(upload, target: IO[bytes]) -> None:

@@ -128,6 +128,8 @@ class ParsedSession:
     # What a reader joined or could not find, by name (e.g. "tool_result_files_joined"):
     # each is a key of the fidelity report.
     counts: Counter = field(default_factory=Counter)
+    # NUL characters shown as U+2400 (see ``visible_controls``), for the fidelity report.
+    controls_replaced: int = 0
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
@@ -323,6 +325,83 @@ def safe_id(value: str) -> str:
     if text.strip(".") == "":  # "." and ".." are path segments, not ids
         text = text.replace(".", "~2e")
     return text[:MAX_ID_CHARS]
+
+
+# PostgreSQL's text and jsonb cannot hold U+0000 (and the validator refuses it everywhere so
+# SQLite and PostgreSQL agree). In an imported transcript it is data the agent really saw (a
+# binary file cat'ed into a tool output), so it is kept visibly as the Control Pictures
+# symbol, never a reason to refuse the session. The other C0 controls are storable and are
+# part of what the tool printed (tabs, form feeds, colour escapes): they stay as they are.
+NUL, NUL_SYMBOL = "\x00", "\u2400"
+
+
+def visible_controls(value: Any) -> tuple[Any, int]:
+    """``value`` (text, or lists/dicts of it, keys too) with every NUL shown as ``␀``, and how
+    many were replaced; a value without NUL comes back as it is (no copy)."""
+    if isinstance(value, str):
+        if NUL not in value:
+            return value, 0
+        return value.replace(NUL, NUL_SYMBOL), value.count(NUL)
+    if isinstance(value, list):
+        total, items = 0, []
+        for item in value:
+            item, n = visible_controls(item)
+            items.append(item)
+            total += n
+        return (items if total else value), total
+    if isinstance(value, dict):
+        total, pairs = 0, {}
+        for key, item in value.items():
+            key, a = visible_controls(key)
+            item, b = visible_controls(item)
+            pairs[key] = item
+            total += a + b
+        return (pairs if total else value), total
+    return value, 0
+
+
+_MESSAGE_TEXT = ("content", "tool_calls", "tool_call_id", "tool_name", "reasoning", "extra")
+
+
+def keep_controls_visible(message: ParsedMessage) -> int:
+    """Every NUL in one message's text fields shown as ``␀``; returns how many."""
+    total = 0
+    for name in _MESSAGE_TEXT:
+        value, n = visible_controls(getattr(message, name))
+        if n:
+            setattr(message, name, value)
+            total += n
+    return total
+
+
+def keep_session_controls_visible(parsed: ParsedSession) -> None:
+    """``keep_controls_visible`` on the session's own text (title, metadata) and, when they
+    are held in a list, its messages; the count goes to the fidelity report (not the
+    title's, which repeats a message's text)."""
+    parsed.title = visible_controls(parsed.title)[0]
+    parsed.extra, n = visible_controls(parsed.extra)
+    parsed.controls_replaced += n
+    for message in parsed.messages:
+        parsed.controls_replaced += keep_controls_visible(message)
+
+
+# A title is what a person would call the conversation: never the reasoning a model wrote
+# first (``<think>``) nor a wrapper a tool put around the first user turn.
+_LEADING_TAG = re.compile(r"\s*<(?P<tag>[A-Za-z][\w:-]*)(?:\s[^<>]*)?>")
+_TITLE_CHARS = 80
+
+
+def clean_title(text: str) -> str:
+    """``text`` without the tagged blocks it starts with (``<think>…</think>``,
+    ``<command-name>…``, ``<environment_context>…``, ``<user_instructions>…``, or any
+    other leading element), whitespace folded, at most 80 characters; "" when nothing is
+    left (a block cut short by an earlier truncation included)."""
+    rest = text
+    while (match := _LEADING_TAG.match(rest)) is not None:
+        closing = f"</{match.group('tag')}>"
+        end = rest.find(closing, match.end())
+        rest = rest[end + len(closing) :] if end >= 0 else ""
+    return " ".join(rest.split())[:_TITLE_CHARS]
 
 
 def image_part(url: str) -> dict:

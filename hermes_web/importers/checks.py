@@ -10,7 +10,12 @@ from django.conf import settings
 
 from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig
 from compaction.tokens import get_encoding, message_token_text
-from hermes_web.importers.base import ImportProblem, ParsedSession, text_of
+from hermes_web.importers.base import (
+    ImportProblem,
+    ParsedSession,
+    keep_session_controls_visible,
+    text_of,
+)
 from hermes_web.importers.validate import Invalid, check_message, check_parsed
 from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
 
@@ -56,7 +61,9 @@ def previous_summary(parsed: ParsedSession) -> str:
 def check_session(parsed: ParsedSession, file: str) -> None:
     """Refuse what no provider would accept or no page could show: an invalid role, content
     part, tool call or text (validate.check_parsed), a tool result answering no earlier call
-    or without an id, a message larger than HERMES_MAX_MESSAGE_BYTES."""
+    or without an id, a message larger than HERMES_MAX_MESSAGE_BYTES. A NUL is not refused:
+    it is shown as ``␀`` first (``keep_session_controls_visible``) and counted."""
+    keep_session_controls_visible(parsed)
     check_parsed(parsed, file)
     checker = Checker(parsed, file)
     for message in parsed.messages:
@@ -168,7 +175,7 @@ class Tally:
             self.last_summary = m
 
     def report(self, parsed: ParsedSession) -> dict:
-        return {
+        report = {
             "records": parsed.records or self.total,
             "messages": self.active,
             "meta_rows": self.meta,
@@ -184,3 +191,6 @@ class Tally:
             "kind": parsed.kind or "session",
             **dict(sorted(parsed.counts.items())),
         }
+        if parsed.controls_replaced:  # NUL shown as ␀ (keep_session_controls_visible)
+            report["control_characters_replaced"] = parsed.controls_replaced
+        return report

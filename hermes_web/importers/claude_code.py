@@ -448,7 +448,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             title = text_of(value)
     build.close()
     spool.write(build.messages)
-    if not spool.turns:
+    if not spool.turns and not (session_ids or summary_title):  # else an empty session
         raise ImportProblem(file, 0, "no user or assistant records: not a Claude Code transcript")
     parent_id = session_ids[0] if session_ids else ""
     if sidechain_records and not main_records:

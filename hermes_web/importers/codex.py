@@ -319,7 +319,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             title = first_user
     build.close()
     spool.write(build.messages)
-    if not spool.turns:
+    if not spool.turns and not session_id:  # with its session_meta: an empty session
         raise ImportProblem(file, 0, "no response items: not a Codex rollout")
     session.public_id = safe_id(session_id)
     session.title = " ".join(title.split())[:80]

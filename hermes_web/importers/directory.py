@@ -16,6 +16,7 @@ from pathlib import Path
 from hermes_web.importers.claude_code_folder import SessionFolder, folder_of
 
 SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
+SUFFIXES |= {".traj"}  # SWE-agent trajectories
 
 
 def file_kind(mode: int) -> str:

@@ -3,7 +3,8 @@
 Parsed incrementally with ijson: the session is yielded at once with ``stream`` set, and
 its messages are built one at a time while the store reads them, so memory stays bounded
 whatever the file size (a list goes through ijson's C ``items``; an object's events are
-walked to pick up ``title`` and ``model`` wherever they sit). A broken file raises an
+walked to pick up ``title`` and ``model`` wherever they sit). Its id is the digest of its
+bytes, computed as they are read, so a second import of the same file is a duplicate. A broken file raises an
 ImportProblem from inside the stream, which rolls back the session's transaction.
 
 Nesting is bounded before ijson builds anything: its ``parse`` keeps a dotted path
@@ -15,6 +16,7 @@ those events with paths never longer than the limit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -95,9 +97,11 @@ class _Lines:
     def __init__(self, stream: IO[bytes]) -> None:
         self.stream, self.lines = stream, 1
         self.tail = b""
+        self.digest = hashlib.sha256()  # of every byte handed out: the session's id
 
     def read(self, size: int = -1) -> bytes:
         data = self.stream.read(size)
+        self.digest.update(data)
         self.lines += data.count(b"\n")
         if b"\\u" in data or b"\\u" in self.tail:
             window = self.tail + data
@@ -216,6 +220,11 @@ def _messages(
         raise ImportProblem(file, reader.lines, f"not valid UTF-8 (byte {error.start})") from None
     if not count:
         raise ImportProblem(file, 1, "the conversation has no messages")
+    while reader.read(1024 * 1024):  # whatever follows the document, for the digest
+        pass
+    # An OpenAI list names no session: its id is its content's digest, known once read, so
+    # importing the same file again (under any name) is a duplicate as for other formats.
+    parsed.public_id = f"openai-{reader.digest.hexdigest()[:24]}"
 
 
 def _object_items(reader: _Lines, parsed: ParsedSession, file: str) -> Iterator[Any]:

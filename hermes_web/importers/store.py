@@ -13,6 +13,9 @@ from compaction import END_MARKER, SUMMARY_PREFIX
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
+    clean_title,
+    keep_controls_visible,
+    keep_session_controls_visible,
     pair_stream,
     pair_tool_results,
     text_of,
@@ -22,7 +25,6 @@ from hermes_web.importers.checks import (
     Tally,
     check_session,
     count_tokens,
-    fidelity,
     previous_summary,
 )
 from hermes_web.importers.links import Links, namespaced
@@ -34,6 +36,32 @@ from hermes_web.models import Message, Session
 
 class AlreadyImported(ImportProblem):
     """This user imported the session before; reported, not a failure."""
+
+
+class EmptySession(ImportProblem):
+    """The session holds no message (only metadata, or nothing): not stored, counted in the
+    import's summary line."""
+
+
+class _Titles:
+    """The session's title, cleaned (``clean_title``); when the tool's title is only a
+    wrapper or reasoning, the first user turn that says something."""
+
+    def __init__(self, parsed: ParsedSession) -> None:
+        self.title = clean_title(parsed.title)
+
+    def add(self, message) -> None:
+        if self.title or message.role != "user" or not message.active or message.meta:
+            return
+        if not message.is_summary:
+            self.title = clean_title(text_of(message.content))
+
+
+def _refuse_empty(tally: Tally, parsed: ParsedSession, file: str) -> None:
+    if tally.total == tally.meta:
+        raise EmptySession(
+            file, parsed.line, "no messages: an empty session, not imported", parsed.public_id
+        )
 
 
 def store_session(parsed: ParsedSession, owner, file: str, links: Links | None = None) -> Session:
@@ -49,12 +77,17 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
         pair_tool_results(parsed)
         check_session(parsed, file)
+    tally, titles = Tally(), _Titles(parsed)
+    for message in parsed.messages:
+        tally.add(message)
+        titles.add(message)
+    _refuse_empty(tally, parsed, file)
     public_id = _public_id(parsed, owner, file)
     model = parsed.model
     counts = parsed.token_counts or count_tokens(parsed.messages, model)
     now = timezone.now()
     extra = _session_extra(parsed)
-    report = fidelity(parsed)
+    report = tally.report(parsed)
     extra["import_report"] = report
     fields = {"public_id": public_id} if public_id else {}
     own_links = links is None
@@ -64,7 +97,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         with transaction.atomic():
             session = Session.objects.create(
                 owner=owner,
-                title=parsed.title[:200],
+                title=titles.title,
                 source=parsed.source,
                 model=model[:200],
                 context_length=context_length_for(model),
@@ -134,7 +167,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     own_links = links is None
     links = links or Links(owner)
     session = None
-    tally = Tally()
+    tally, titles = Tally(), _Titles(parsed)
     try:
         with transaction.atomic():
             session = Session.objects.create(
@@ -152,8 +185,10 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             batch: list = []
             stored = 0
             for message in pair_stream(parsed.stream, parsed):
+                parsed.controls_replaced += keep_controls_visible(message)
                 checker.check(message)
                 tally.add(message)
+                titles.add(message)
                 batch.append(message)
                 if len(batch) >= _STREAM_BATCH:
                     counts = count_tokens(batch, parsed.model)
@@ -162,6 +197,8 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                     batch = []
             if batch:
                 _insert_rows(session, batch, count_tokens(batch, parsed.model), stored, natives)
+            _refuse_empty(tally, parsed, file)
+            keep_session_controls_visible(parsed)  # title and metadata: known once read
             try:  # known once the stream is read
                 check_text(parsed.title, "title")
                 check_text(parsed.extra, "session metadata")
@@ -173,7 +210,10 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             if summary is not None:
                 body = text_of(summary.content).split(SUMMARY_PREFIX, 1)[-1]
                 previous = body.split(END_MARKER, 1)[0].strip()
-            session.title = parsed.title.strip()[:200]
+            titles.title = clean_title(parsed.title) or titles.title  # known once read
+            session.title = titles.title
+            if parsed.public_id and not public_id:  # an id known only once read (OpenAI)
+                public_id = session.public_id = _public_id(parsed, owner, file)
             session.model = parsed.model[:200]
             session.context_length = context_length_for(parsed.model)
             session.previous_summary = previous
@@ -182,7 +222,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             session.save(
                 update_fields=[
                     *("title", "model", "context_length", "previous_summary", "extra"),
-                    "created_at",
+                    *("created_at", "public_id"),
                 ]
             )
             links.link(session, parsed)

@@ -5,7 +5,7 @@ import functools
 import json
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -92,6 +92,15 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         sessions = sessions.filter(Q(title__icontains=q) | Q(public_id__icontains=q))
     if source in Session.Source.values:
         sessions = sessions.filter(source=source)
+    # An imported session with no messages (a tool's empty or metadata-only file, imported
+    # before empties were left out) is noise in the list: listed only on request.
+    show_empty = request.GET.get("empty") == "1"
+    empty = Q(source__startswith="import:") & ~Exists(
+        Message.objects.filter(session=OuterRef("pk"))
+    )
+    hidden = 0 if show_empty else sessions.filter(empty).count()
+    if hidden:
+        sessions = sessions.exclude(empty)
     # Counted before the per-row aggregates are annotated, which count() would otherwise run.
     # The newest activity also keys the template's cache of the rows: any append, commit or
     # new session moves it, so the cached rows are never older than the data (or a minute).
@@ -105,6 +114,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "limited": total > LIST_LIMIT,
         "q": q,
         "source": source,
+        "hidden_empty": hidden,
         "sources": Session.Source.choices,
         "has_any": total or Session.objects.for_user(request.user).exists(),
         "rows_key": summary["latest"].timestamp() if summary["latest"] else 0,

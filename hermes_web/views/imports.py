@@ -17,6 +17,8 @@ from hermes_web.importers import FORMATS, ImportProblem, ImportReport, import_up
 from hermes_web.models import Session
 from hermes_web.services.sessions import max_upload_bytes
 
+# How a duplicate is skipped, said in the page's words (the form's checkbox).
+DUPLICATE_HINT = "tick “Skip sessions imported before” to leave it out quietly"
 FORMAT_CHOICES = [
     ("auto", "Detect automatically"),
     ("hermes-jsonl", "Hermes JSONL / JSON export or sessions/<id>.jsonl"),
@@ -24,6 +26,10 @@ FORMAT_CHOICES = [
     ("openai", "OpenAI messages (JSON)"),
     ("claude-code", "Claude Code transcript (JSONL)"),
     ("codex", "Codex rollout (JSONL)"),
+    ("pi", "Pi session (JSONL)"),
+    ("copilot-cli", "Copilot CLI events.jsonl"),
+    ("swe-agent", "SWE-agent trajectory (.traj)"),
+    ("cursor", "Cursor chat exported by SpecStory (.md)"),
 ]
 
 
@@ -84,7 +90,13 @@ def import_page(request: HtmxHttpRequest) -> HttpResponse:
                 status = 413
                 continue
             reports.append(
-                import_upload(upload, owner=request.user, fmt=fmt, skip_existing=skip_existing)
+                import_upload(
+                    upload,
+                    owner=request.user,
+                    fmt=fmt,
+                    skip_existing=skip_existing,
+                    duplicate_hint=DUPLICATE_HINT,
+                )
             )
         if status == 200 and all(r.refused and not r.sessions and not r.skipped for r in reports):
             status = 400  # nothing at all could be imported

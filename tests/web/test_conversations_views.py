@@ -47,7 +47,9 @@ def test_list_shows_counts_tokens_and_compactions(alice, alice_client):
 
 def test_search_and_source_filter(alice, alice_client):
     create_session(owner=alice, title="Timezone bug", source="chat")
-    create_session(owner=alice, title="Storage refactor", source="import:codex")
+    imported = create_session(owner=alice, title="Storage refactor", source="import:codex")
+    # an imported session with no messages is not listed (test_import_hygiene)
+    Message.objects.create(session=imported, position=0, role="user", content="refactor")
 
     def titles(response):
         tips = r'<tr class="chain-tip">\s*<td><a href="[^"]*">([^<]*)</a>'

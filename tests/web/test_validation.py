@@ -59,7 +59,7 @@ def test_a_clean_message_passes_and_deep_nesting_is_bounded():
         validation.check_text(deep, "extra")
 
 
-def test_the_same_nul_is_refused_at_every_entrance_and_nothing_is_stored(alice, tmp_path):
+def test_the_same_nul_is_refused_by_the_api_and_kept_visibly_by_an_import(alice, tmp_path):
     _key, raw = ApiKey.issue(owner=alice, name="test")
     auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
     web = Client(raise_request_exception=False)
@@ -90,9 +90,9 @@ def test_the_same_nul_is_refused_at_every_entrance_and_nothing_is_stored(alice, 
     line["messages"][1]["content"] = NUL
     export.write_text(json.dumps(line) + "\n")
     report = import_path(export, owner=alice)
-    assert [e.problem for e in report.errors] == [
-        "message 2: content: contains a NUL character (U+0000) at character 6"
-    ]
+    assert report.errors == []  # an imported file is what the agent saw: shown, not refused
+    assert report.sessions[0].fidelity["control_characters_replaced"] == 1
 
-    assert not Message.objects.exists()
-    assert list(Session.objects.all()) == [session]
+    stored = Message.objects.filter(session=report.sessions[0]).order_by("position")
+    assert [m.content for m in stored] == ["hi", "before\u2400after"]
+    assert Session.objects.count() == 2  # the API and endpoint stored nothing

@@ -12,6 +12,30 @@ from hermes_web.exporters import (
 from hermes_web.models import Compaction, Session
 
 
+def find_session(id: str, username: str | None, missing: str) -> Session:
+    """The session whose id is ``id``, or else the one imported session whose tool id
+    (``extra["source_id"]``, what the agent wrote) is ``id``, of ``username`` if given:
+    imported ids carry their owner's namespace, so the tool's id alone is what people have."""
+    sessions = Session.objects.all()
+    if username:
+        sessions = sessions.filter(owner__username=username)
+    session = sessions.filter(public_id=id).first()
+    if session is not None:
+        return session
+    found = list(sessions.filter(extra__source_id=id).order_by("pk")[:6])
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ids = ", ".join(s.public_id for s in found[:5]) + (", …" if len(found) > 5 else "")
+        raise CommandError(
+            f"{id!r} is the tool's id of {len(found) if len(found) < 6 else 'several'} imported "
+            f"sessions ({ids}): give one of those ids, or --user to say whose"
+        )
+    raise CommandError(
+        f"{missing} with id {id!r}" + (f" for user {username!r}" if username else "")
+    )
+
+
 class Command(BaseCommand):
     help = (
         "Export a session (openai, hermes-jsonl) or a compaction report (report-json, report-md)."
@@ -21,22 +45,24 @@ class Command(BaseCommand):
         parser.add_argument("id", help="a session id; for report formats also a compaction id")
         parser.add_argument("--format", default="openai", choices=FORMATS)
         parser.add_argument("--output", help="write here instead of stdout")
+        parser.add_argument(
+            "--user",
+            help="whose session: narrows the tool's own id (e.g. a Claude Code session id)",
+        )
 
-    def handle(self, *args, id: str, format: str, output: str | None, **options) -> None:
+    def handle(
+        self, *args, id: str, format: str, output: str | None, user: str | None = None, **options
+    ) -> None:
         if format in REPORT_FORMATS:
             compaction = Compaction.objects.filter(public_id=id).select_related("session").first()
             if compaction is None:
-                session = Session.objects.filter(public_id=id).first()
-                if session is None:
-                    raise CommandError(f"no session or compaction with id {id!r}")
+                session = find_session(id, user, "no session or compaction")
                 compaction = latest_report(session)
                 if compaction is None:
                     raise CommandError(f"session {id} has no compaction report yet")
             chunks = iter([export_report_text(compaction, format)])
         else:
-            session = Session.objects.filter(public_id=id).first()
-            if session is None:
-                raise CommandError(f"no session with id {id!r}")
+            session = find_session(id, user, "no session")
             chunks = iter_session_export(session, format)  # streamed: constant memory
         if output:
             with Path(output).open("w", encoding="utf-8") as file:

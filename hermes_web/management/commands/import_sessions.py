@@ -4,7 +4,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from hermes_web.importers import FORMATS, import_directory, import_path
+from hermes_web.importers import FORMATS, import_directory, import_path, summary_line
 from hermes_web.importers.directory import file_kind
 
 
@@ -26,6 +26,7 @@ def fidelity_line(report: dict) -> str:
         ("tool_result_files_missing", "tool-results files missing"),
         ("tool_result_files_too_large", "tool-results files too large (stub kept)"),
         ("compaction_agents_attached", "compaction agents attached"),
+        ("control_characters_replaced", "control characters replaced (NUL shown as ␀)"),
     ):
         if report.get(key):
             parts.append(f"{report[key]} {label}")
@@ -82,7 +83,7 @@ class Command(BaseCommand):
                     root, owner=owner, fmt=format, name=str(root), skip_existing=skip_existing
                 )
             ]
-        failed = duplicates = 0
+        failed = duplicates = again = sessions = messages = empties = 0
         for report in reports:
             for session in report.sessions:
                 self.stdout.write(
@@ -102,8 +103,15 @@ class Command(BaseCommand):
                 self.stderr.write(f"duplicate: {problem}")
             for problem in report.errors:
                 self.stderr.write(f"error: {problem}")
+            for empty in report.empties:
+                self.stdout.write(f"left out {empty}")
             failed += len(report.errors)
             duplicates += len(report.duplicates)
+            again += len(report.duplicates) + len(report.skipped)
+            sessions += len(report.sessions)
+            messages += report.messages
+            empties += len(report.empties)
+        self.stdout.write("summary: " + summary_line(sessions, messages, empties, again, failed))
         if failed or duplicates:
             raise CommandError(
                 f"{failed} session(s) or file(s) failed to import and {duplicates} were "
