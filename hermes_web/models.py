@@ -282,6 +282,9 @@ class Compaction(models.Model):
         OPENHANDS = "openhands", "OpenHands"
         PI = "pi", "Pi"
         COPILOT_CLI = "copilot-cli", "Copilot CLI"
+        CLINE = "cline", "Cline"
+        ROO_CODE = "roo-code", "Roo Code"
+        CONTINUE = "continue", "Continue"
         HERMES = "hermes", "Hermes"
 
     class Mode(models.TextChoices):

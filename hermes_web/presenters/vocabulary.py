@@ -52,6 +52,9 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "openhands": "OpenHands's own",
         "pi": "Pi's own",
         "copilot-cli": "Copilot CLI's own",
+        "cline": "Cline's own",
+        "roo-code": "Roo Code's own",
+        "continue": "Continue's own",
         "hermes": "Hermes's own",
     },
     "profile": {
@@ -64,6 +67,9 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "agent:openhands": "OpenHands's own",
         "agent:pi": "Pi's own",
         "agent:copilot-cli": "Copilot CLI's own",
+        "agent:cline": "Cline's own",
+        "agent:roo-code": "Roo Code's own",
+        "agent:continue": "Continue's own",
         "agent:hermes": "Hermes's own",
     },
     "slim": {
