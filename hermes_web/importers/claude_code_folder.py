@@ -143,7 +143,10 @@ def _read(path: Path, file: str) -> ParsedSession:
             file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
         )
     with open(path, "rb") as stream:
-        return next(iter(claude_code.parse(stream, file)))  # the spool outlives the file
+        parsed = next(iter(claude_code.parse(stream, file)))  # the spool outlives the file
+    if isinstance(parsed, ImportProblem):
+        raise parsed
+    return parsed
 
 
 def _meta(folder: SessionFolder, path: Path, agent: ParsedSession) -> dict:
