@@ -77,6 +77,8 @@ class SessionFolder:
         name = path.name
         if area == "tool-results":
             self.tool_results.setdefault(name, path)
+        elif area != "subagents":
+            skipped.append((path, "not a transcript of the session folder"))
         elif name.startswith("agent-") and name.endswith(META_SUFFIX):
             self.metas[name[: -len(META_SUFFIX)]] = path
         elif name.startswith(COMPACTION_AGENT) and name.endswith(".jsonl"):
