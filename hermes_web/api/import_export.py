@@ -30,8 +30,10 @@ def import_file(
     skip_existing: Form[bool] = False,
 ) -> dict | Status:
     """Upload a Hermes JSONL/JSON export, transcript or state.db, OpenAI JSON, Claude Code or
-    Codex transcript. Sessions imported before are ``duplicates`` (400 when nothing else
-    was imported) unless ``skip_existing``; each imported session has a fidelity report."""
+    Codex transcript, or a ``.zip`` / ``.tar.gz`` of such files and Claude Code session
+    folders (format auto; sub-agents linked as children, tool-results files joined).
+    Sessions imported before are ``duplicates`` (400 when nothing else was imported) unless
+    ``skip_existing``; each imported session has a fidelity report."""
     if format != "auto" and format not in IMPORT_FORMATS:
         raise Unprocessable(f"format must be auto or one of {', '.join(IMPORT_FORMATS)}")
     if (file.size or 0) > max_upload_bytes():

@@ -77,6 +77,8 @@ class SessionFolder:
         name = path.name
         if area == "tool-results":
             self.tool_results.setdefault(name, path)
+        elif area != "subagents":
+            skipped.append((path, "not a transcript of the session folder"))
         elif name.startswith("agent-") and name.endswith(META_SUFFIX):
             self.metas[name[: -len(META_SUFFIX)]] = path
         elif name.startswith(COMPACTION_AGENT) and name.endswith(".jsonl"):
@@ -143,7 +145,10 @@ def _read(path: Path, file: str) -> ParsedSession:
             file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
         )
     with open(path, "rb") as stream:
-        return next(iter(claude_code.parse(stream, file)))  # the spool outlives the file
+        parsed = next(iter(claude_code.parse(stream, file)))  # the spool outlives the file
+    if isinstance(parsed, ImportProblem):
+        raise parsed
+    return parsed
 
 
 def _meta(folder: SessionFolder, path: Path, agent: ParsedSession) -> dict:

@@ -67,14 +67,20 @@ def plan_directory(root: Path) -> DirectoryPlan:
             else:
                 regular.append(path)
     folders: dict[Path, SessionFolder] = {}
+    owner: dict[Path, Path] = {}  # file -> the session folder it belongs to
     for path in regular:
-        top = folder_of(path, root)
-        if top is not None:
+        if (top := folder_of(path, root)) is not None:
+            owner[path] = top
             folders.setdefault(top, SessionFolder(top)).add(path, plan.skipped)
+    for path in regular:  # the folder's other files (Claude Code also keeps workflows/ there)
+        top = next((p for p in path.parents if p in folders), None)
+        if path not in owner and top is not None:
+            owner[path] = top
+            folders[top].add(path, plan.skipped)
     for path in regular:
         if path.suffix == ".jsonl" and path.with_suffix("") in folders:
             folders[path.with_suffix("")].main = path
-        elif folder_of(path, root) is None and path.suffix.lower() in SUFFIXES:
+        elif path not in owner and path.suffix.lower() in SUFFIXES:
             plan.files.append(path)
     plan.files.sort(key=str)
     plan.folders = [folders[key] for key in sorted(folders, key=str)]

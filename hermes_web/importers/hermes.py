@@ -422,12 +422,6 @@ MESSAGE_SCHEMA = frozenset(
         *("display_identity", "display_order"),
     )
 )
-# Read as they are (numbers and flags); every other message column is text, read cut one
-# character past the per-message limit, so no value costs more than that here.
-_MESSAGE_WHOLE = (
-    *("id", "timestamp", "token_count", "observed", "_compressed_summary", "active"),
-    *("compacted", "display_order"),
-)
 # A BLOB (an identity key) that no page shows and JSON cannot hold.
 _MESSAGE_UNREAD = ("display_identity",)
 # A file we did not write decides how much work each SELECT is: reading is bounded by time
@@ -436,9 +430,11 @@ READ_SECONDS = 120.0
 _PROGRESS_STEPS = 10_000
 
 
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    # table_xinfo, not table_info: generated columns are listed too.
-    return {row[1] for row in db.execute(f"PRAGMA table_xinfo({table})")}  # noqa: S608 - fixed names
+def _columns(db: sqlite3.Connection, table: str, *, generated: bool = False) -> set[str]:
+    """The table's stored columns, or (``generated``) its generated ones: table_xinfo lists
+    both (``hidden`` 2 or 3 for a generated column), table_info hides the generated."""
+    rows = db.execute(f"PRAGMA table_xinfo({table})")  # noqa: S608 - fixed names
+    return {row[1] for row in rows if (row[6] in (2, 3)) == generated}
 
 
 def _plain_tables_only(db: sqlite3.Connection, file: str) -> None:
@@ -585,39 +581,43 @@ def _why(error: sqlite3.DatabaseError) -> str:
     return f"reading took longer than {READ_SECONDS:.0f} s" if text == "interrupted" else text
 
 
-def _select(names: list[str], cut: int | None = None, whole: tuple[str, ...] = ()) -> str:
-    """The SELECT list naming ``names``; with ``cut``, text columns not in ``whole`` are
-    read as their first ``cut`` characters."""
-    quoted = []
-    for name in names:
-        column = '"' + name.replace('"', '""') + '"'
-        if cut is not None and name not in whole:
-            column = f"substr({column}, 1, {cut}) AS {column}"
-        quoted.append(column)
-    return ", ".join(quoted)
+def _select(names: list[str]) -> str:
+    """The SELECT list naming ``names`` (quoted)."""
+    return ", ".join('"' + name.replace('"', '""') + '"' for name in names)
 
 
 class _Columns:
-    """What is read of a state.db: the schema's columns it has, and the others by name."""
+    """What is read of a state.db: the schema's stored columns it has; the others (and any
+    generated column, whatever its name: reading it would run its expression) by name."""
 
-    def __init__(self, columns: dict[str, set[str]]) -> None:
+    def __init__(self, db: sqlite3.Connection, columns: dict[str, set[str]]) -> None:
         have_sessions, have_messages = columns["sessions"], columns["messages"]
         self.sessions = _select([c for c in SESSION_READ if c in have_sessions])
         self.limit = settings.HERMES_MAX_MESSAGE_BYTES
-        read = sorted(have_messages & MESSAGE_SCHEMA - set(_MESSAGE_UNREAD))
-        self.messages = _select(read, self.limit + 1, _MESSAGE_WHOLE)
-        self.unknown_sessions = sorted(have_sessions - SESSION_SCHEMA)
-        self.unknown_messages = sorted(have_messages - MESSAGE_SCHEMA)
+        self.messages = _select(sorted(have_messages & MESSAGE_SCHEMA - set(_MESSAGE_UNREAD)))
+        self.unread: list[tuple[str, str, str]] = [  # (table, column, why)
+            *(
+                (t, c, "a column not in Hermes's schema")
+                for t in _REQUIRED
+                for c in sorted(
+                    columns[t] - (SESSION_SCHEMA if t == "sessions" else MESSAGE_SCHEMA)
+                )
+            ),
+            *(
+                (t, c, "a generated column")
+                for t in _REQUIRED
+                for c in sorted(_columns(db, t, generated=True))
+            ),
+        ]
 
     def note_unread(self, parsed: ParsedSession, rows: int) -> None:
         """Name the columns that were not read in the session's fidelity report."""
-        for name in self.unknown_sessions:
-            parsed.skip(f"sessions.{name}: a column not in Hermes's schema (not read)")
-        for name in self.unknown_messages:
-            parsed.skip(f"messages.{name}: a column not in Hermes's schema (not read)", rows)
+        for table, name, why in self.unread:
+            count = rows if table == "messages" else 1
+            parsed.skip(f"{table}.{name}: {why} (not read)", count)
 
     def check_sizes(self, rows: list[dict], file: str, line: int, session_id: str) -> None:
-        """A column value cut at the limit is over it: the session is refused, naming it."""
+        """A stored value over the per-message limit refuses the session, naming the column."""
         for number, row in enumerate(rows, start=1):
             for name, value in row.items():
                 if isinstance(value, str | bytes) and len(value) > self.limit:
@@ -677,8 +677,8 @@ def _session_rows(db: sqlite3.Connection, file: str, select: str) -> Iterator[di
 
 def parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     db, columns = open_state_db(path, file)
-    read = _Columns(columns)
     try:
+        read = _Columns(db, columns)
         for number, obj in enumerate(_session_rows(db, file, read.sessions), start=1):
             if isinstance(obj, ImportProblem):
                 yield obj

@@ -90,8 +90,8 @@ class Links:
             root_id=session.root_id,
             compression_count=session.compression_count,
         )
-        rotation = session.parent_id and parsed.kind != SUB_AGENT
-        top = self._top(session.parent_id) if rotation else session.pk
+        rotated_from = session.parent_id if parsed.kind != SUB_AGENT else None
+        top = self._top(rotated_from) if rotated_from else session.pk
         children = self.waiting.get(parsed.public_id, ())
         for child_pk in children:
             if child_pk in self.sub_agents:
@@ -107,8 +107,8 @@ class Links:
                     parsed.public_id,
                 )
         self.up[session.pk] = top
-        if rotation:
-            self.parent_of[session.pk] = session.parent_id
+        if rotated_from:
+            self.parent_of[session.pk] = rotated_from
         for child_pk in children:
             Session.objects.filter(pk=child_pk).touch(parent_id=session.pk)
             _link_task_call(child_pk, session.pk)

@@ -386,3 +386,31 @@ def test_a_windows_path_in_a_stub_of_text_blocks_is_joined_by_its_base_name(alic
     log = Message.objects.get(session=main, tool_call_id="toolu_01LOG")
     assert log.content == (FOLDER / "tool-results" / "toolu_01LOG.txt").read_text()
     assert log.extra["tool_result_file"] == "toolu_01LOG.txt"
+
+
+def test_workflow_agents_and_other_files_of_the_folder(alice, tmp_path):
+    """A workflow's agents live in ``subagents/workflows/<run>/`` (meta beside them); the
+    run's own ``<session>/workflows/<run>.json`` is not a transcript: skipped and named, it
+    fails nothing."""
+    tree = _tree(tmp_path)
+    folder = tree / "-home-dev-shop" / SID
+    run = folder / "subagents" / "workflows" / "wf_1a2b"
+    run.mkdir(parents=True)
+    agent = (folder / "subagents" / "agent-a9f8e7d.jsonl").read_text()
+    (run / "agent-a7c7c7c.jsonl").write_text(agent.replace("a9f8e7d", "a7c7c7c"))
+    (run / "agent-a7c7c7c.meta.json").write_text(
+        json.dumps({"agentType": "workflow-subagent", "workflowPhase": "implement"})
+    )
+    (folder / "workflows").mkdir()
+    (folder / "workflows" / "wf_1a2b.json").write_text('{"name": "build", "phases": []}')
+    out, err = _import_dir(tree)
+    assert "error:" not in err
+    assert f"skipped {folder / 'workflows' / 'wf_1a2b.json'}: not a transcript" in err
+    main, _, _ = _sessions(alice)
+    flow = Session.objects.get(public_id=f"{SID}.agent-a7c7c7c.{alice.pk}")
+    assert flow.parent_id == main.pk
+    assert flow.root_id == flow.pk
+    assert flow.extra["sub_agent"] == {
+        "agentType": "workflow-subagent",
+        "workflowPhase": "implement",
+    }

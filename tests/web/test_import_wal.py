@@ -147,8 +147,41 @@ def test_an_extra_generated_column_is_named_and_never_read(alice, tmp_path):
     )
     assert stored < 10_000
     skipped = session.extra["import_report"]["skipped"]
-    assert skipped["messages.blowup: a column not in Hermes's schema (not read)"] == 2
+    assert skipped["messages.blowup: a generated column (not read)"] == 2
     assert skipped["sessions.mystery: a column not in Hermes's schema (not read)"] == 1
+
+
+def test_a_generated_column_with_a_schema_name_is_not_read_either(alice, tmp_path):
+    """Its expression would run on every read: a generated ``api_content`` is named, not read."""
+    path = tmp_path / "state.db"
+    db = empty_state_db(path, fts=False)
+    db.executescript(
+        "ALTER TABLE messages DROP COLUMN api_content;"
+        "ALTER TABLE messages ADD COLUMN api_content TEXT GENERATED ALWAYS AS "
+        f"(printf('%.*c', {BLOWUP_BYTES}, 'x')) VIRTUAL;"
+    )
+    add_session(db, "s1", None, 1.0, [("user", "hi"), ("assistant", "hello")])
+    db.commit()
+    db.close()
+    (session,) = import_path(path, owner=alice).sessions
+    assert not Message.objects.filter(session=session, extra__has_key="api_content").exists()
+    skipped = session.extra["import_report"]["skipped"]
+    assert skipped["messages.api_content: a generated column (not read)"] == 2
+
+
+def test_prefixed_json_content_is_read_whole(alice, tmp_path):
+    """Hermes stores lists as "\\x00json:" + JSON: read as stored, the parts come back."""
+    path = tmp_path / "state.db"
+    db = empty_state_db(path, fts=False)
+    parts = '\x00json:[{"type": "text", "text": "see"}, {"type": "text", "text": "this"}]'
+    add_session(db, "s1", None, 1.0, [("user", parts)])
+    db.commit()
+    db.close()
+    (session,) = import_path(path, owner=alice).sessions
+    assert Message.objects.get(session=session).content == [
+        {"type": "text", "text": "see"},
+        {"type": "text", "text": "this"},
+    ]
 
 
 def test_a_known_column_over_the_message_limit_refuses_its_session(alice, tmp_path, settings):

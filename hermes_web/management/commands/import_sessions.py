@@ -72,10 +72,10 @@ class Command(BaseCommand):
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # a FIFO would block forever
             raise CommandError(f"{path}: {file_kind(mode)}, not a file or directory: refused")
         if stat.S_ISDIR(mode):
-            reports, skipped = import_directory(
+            reports, passed_over = import_directory(
                 root, owner=owner, fmt=format, skip_existing=skip_existing
             )
-            for where, why in skipped:
+            for where, why in passed_over:
                 self.stderr.write(f"skipped {where}: {why}")
         else:
             reports = [
