@@ -17,6 +17,7 @@ from hermes_web.importers.claude_code_folder import SessionFolder, folder_of
 
 SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
 SUFFIXES |= {".traj"}  # SWE-agent trajectories
+NAMES = (".aider.chat.history.md",)  # logs picked up by name: no other .md file is a session
 
 
 def file_kind(mode: int) -> str:
@@ -80,7 +81,7 @@ def plan_directory(root: Path) -> DirectoryPlan:
     for path in regular:
         if path.suffix == ".jsonl" and path.with_suffix("") in folders:
             folders[path.with_suffix("")].main = path
-        elif path not in owner and path.suffix.lower() in SUFFIXES:
+        elif path not in owner and (path.suffix.lower() in SUFFIXES or path.name.endswith(NAMES)):
             plan.files.append(path)
     plan.files.sort(key=str)
     plan.folders = [folders[key] for key in sorted(folders, key=str)]
