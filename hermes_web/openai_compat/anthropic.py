@@ -48,6 +48,9 @@ BLOCK_TYPES = (
     "redacted_thinking",
 )
 RESULT_BLOCK_TYPES = ("text", "image", "document")
+# Providers whose models take Anthropic thinking blocks back; others get the turn without them
+# (an OpenAI-compatible server may refuse the unknown fields).
+THINKING_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/")
 STOP_REASONS = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -202,11 +205,20 @@ def parse(body: bytes) -> ChatRequest:
     data = load_body(body)
     check_body(data)
     chat = request_from(to_chat(data))
+    params = chat.params
+    if resolve_model(chat.model).startswith(THINKING_PROVIDERS):
+        # Claude behind litellm takes the thinking blocks back (signed) and the setting.
+        if isinstance(data.get("thinking"), dict):
+            params = {**params, "thinking": data["thinking"]}
+    else:
+        for message in chat.messages:
+            message.pop("thinking_blocks", None)
+            message.pop("reasoning_content", None)
     return ChatRequest(
         model=chat.model,
         messages=chat.messages,
         stream=chat.stream,
-        params=chat.params,
+        params=params,
         extra={"id": f"msg_{random.getrandbits(96):024x}"},
     )
 

@@ -1,6 +1,8 @@
-"""``POST /v1/chat/completions`` and ``GET /v1/models``, as the OpenAI SDK calls them.
+"""``POST /v1/chat/completions`` and ``GET /v1/models``, as the OpenAI SDK calls them, and
+``serve``: the request flow the Messages and Responses adapters share with them.
 
-Authenticated with our API keys (``Authorization: Bearer hk_…``); errors are OpenAI-shaped.
+Authenticated with our API keys (``Authorization: Bearer hk_…`` or ``x-api-key``); errors are
+in the protocol's shape, also for an unknown ``/v1`` path.
 Responses carry ``X-Hermes-Session`` (the stored session) and, when the model received a
 compacted context, ``X-Hermes-Compaction`` (the inspector page of that compaction).
 """

@@ -343,3 +343,36 @@ def test_a_stream_cut_off_mid_reply_ends_with_an_error_event_and_stores_nothing(
         stream.get_final_message()
     assert caught.value.body["error"]["type"] == "api_error"
     assert list(Message.objects.values_list("pk", "content")) == before
+
+
+def test_thinking_blocks_reach_only_an_anthropic_upstream(claude, upstream, settings):
+    history = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "c2ln"},
+                {"type": "text", "text": "yo"},
+            ],
+        },
+        {"role": "user", "content": "again"},
+    ]
+    upstream.enqueue({"content": "ok"})
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=50,
+        messages=history,
+        extra_body={"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    )
+    sent = upstream.requests[-1]
+    assert sent["messages"][1] == {"role": "assistant", "content": "yo"}
+    assert "thinking" not in sent
+    # Served as a Claude model through litellm, the same request keeps them.
+    from hermes_web.openai_compat.anthropic import parse
+
+    settings.HERMES_API_MODELS = ["anthropic/claude-sonnet-4-5"]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": history}
+    body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+    chat = parse(json.dumps(body).encode())
+    assert chat.messages[1]["thinking_blocks"][0]["signature"] == "c2ln"
+    assert chat.params["thinking"] == {"type": "enabled", "budget_tokens": 1024}

@@ -209,3 +209,85 @@ def test_codex_runs_several_turns_through_a_compaction(live_server, upstream, al
     assert len(holding) == 1
     assert compaction.session_id == holding[0].pk
     assert compaction.result_session.client_messages > holding[0].client_messages
+
+
+def test_claude_code_runs_a_tool_and_its_result_continues_the_conversation(
+    live_server, upstream, alice, tmp_path
+):
+    claude = installed("claude")
+    env = {
+        **base_env(tmp_path),
+        "ANTHROPIC_BASE_URL": live_server.url,
+        "ANTHROPIC_API_KEY": issue_key(alice),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+    }
+    work = tmp_path / "project"
+    work.mkdir()
+    arguments = {"command": "echo PELICAN-42", "description": "Print a word"}
+    upstream.enqueue(
+        {
+            "tool_calls": [
+                {
+                    "id": "call_bash_1",
+                    "type": "function",
+                    # compact JSON, as a model writes it; Claude Code sends back its own
+                    "function": {
+                        "name": "Bash",
+                        "arguments": json.dumps(arguments, separators=(",", ":")),
+                    },
+                }
+            ]
+        }
+    )
+    upstream.default_reply = {"content": "The command printed PELICAN-42."}
+    command = [str(claude), "-p", "Run echo PELICAN-42.", "--model", "claude-sonnet-4-5"]
+    done = run([*command, "--allowedTools", "Bash", "--output-format", "json"], env, work)
+    assert json.loads(done.stdout)["result"] == "The command printed PELICAN-42."
+    conversation = main_requests(upstream, "Run echo PELICAN-42.")
+    results = [m for m in conversation[-1]["messages"] if m["role"] == "tool"]
+    assert results
+    assert results[0]["tool_call_id"] == "call_bash_1"
+    assert "PELICAN-42" in json.dumps(results[0]["content"])
+    holding = sessions_holding(alice, "Run echo PELICAN-42.")
+    assert len(holding) == 1  # the tool round continued the same session
+    roles = list(holding[0].messages.order_by("position").values_list("role", flat=True))
+    assert roles[-3:] == ["assistant", "tool", "assistant"]
+
+
+def test_codex_runs_a_tool_and_its_output_continues_the_conversation(
+    live_server, upstream, alice, tmp_path
+):
+    codex = installed("codex")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        'model = "fake-chat"\nmodel_provider = "hermes"\n[model_providers.hermes]\n'
+        f'name = "hermes-web"\nbase_url = "{live_server.url}/v1"\n'
+        'env_key = "HERMES_API_KEY"\nwire_api = "responses"\n'
+    )
+    env = {**base_env(tmp_path), "CODEX_HOME": str(home), "HERMES_API_KEY": issue_key(alice)}
+    work = tmp_path / "project"
+    work.mkdir()
+    upstream.enqueue(
+        {
+            "tool_calls": [
+                {
+                    "id": "call_exec_1",
+                    "type": "function",
+                    "function": {"name": "exec_command", "arguments": '{"cmd":"echo PELICAN-42"}'},
+                }
+            ]
+        }
+    )
+    upstream.default_reply = {"content": "The command ran."}
+    done = run([str(codex), "exec", "--skip-git-repo-check", "Run echo PELICAN-42."], env, work)
+    assert "The command ran." in done.stdout + done.stderr
+    conversation = main_requests(upstream, "Run echo PELICAN-42.")
+    results = [m for m in conversation[-1]["messages"] if m["role"] == "tool"]
+    assert [r["tool_call_id"] for r in results] == ["call_exec_1"]
+    holding = sessions_holding(alice, "Run echo PELICAN-42.")
+    assert len(holding) == 1
+    roles = list(holding[0].messages.order_by("position").values_list("role", flat=True))
+    assert roles[-3:] == ["assistant", "tool", "assistant"]
