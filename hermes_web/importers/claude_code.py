@@ -362,7 +362,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
         if kind not in MESSAGE_TYPES:
             if kind == "system" and record.get("subtype") == "compact_boundary":
                 build.compact_boundary(record, number)
-                session.skip("system:compact_boundary record (kept as a compaction)")
+                session.skip("system:compact_boundary record")  # stored as a compaction, not a row
                 continue
             if kind == "system" and record.get("subtype") == "local_command":
                 body = record.get("content")

@@ -157,7 +157,8 @@ class NativeRows:
             run.report = native_report(native, tally.replaced, tally)
             run.snapshot_position = tally.last_position
             run.save(update_fields=["report", "snapshot_position"])
-        attach_rotations(self.session)
+        if self.parsed.source == Session.Source.IMPORT_HERMES:  # only Hermes rotates
+            attach_rotations(self.session)
 
 
 def native_report(native: NativeCompaction, replaced: list[int], tally: _Tally) -> dict[str, Any]:

@@ -9,8 +9,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.core.cache import cache
+
 from compaction import END_MARKER, SUMMARY_PREFIX
 from compaction.messages import content_text
+from hermes_web.caching import AUDIT_SECONDS, audit_key
 from hermes_web.models import Compaction, Message
 from hermes_web.presenters.facts import FACT_KIND_LABELS, FACT_KINDS, fact_survival_audit
 from hermes_web.presenters.messages import message_view
@@ -153,6 +156,16 @@ def facts_kept(a: Compaction, b: Compaction) -> dict[str, Any] | None:
     other = b if native is a else a
     if native is None or other.replay_of_id != native.pk:
         return None
+    # Both finished runs never change: the facts of the pair are read once an hour at most.
+    key = f"{audit_key(a)}:facts:{audit_key(b)}"
+    facts = cache.get(key)
+    if facts is None:
+        facts = _facts_kept(a, b, native)
+        cache.set(key, facts, AUDIT_SECONDS)
+    return facts
+
+
+def _facts_kept(a: Compaction, b: Compaction, native: Compaction) -> dict[str, Any]:
     for run in (a, b):
         if "report" in run.get_deferred_fields():
             run.refresh_from_db(fields=["report"])

@@ -162,6 +162,27 @@ def test_codex_compacted_keeps_its_summary_and_its_replacement_history(alice, tm
     assert first.report["counts"] == {"messages_before": 4, "messages_after": 2}
 
 
+def test_codex_compacted_without_summary_and_with_bare_kept_items(alice, tmp_path):
+    """Shapes seen in the wild: ``message`` absent, replacement items without ``type``."""
+    lines = codex_lines()[:7] + [
+        json.dumps(
+            {
+                "timestamp": "2026-01-01T00:00:07.000Z",
+                "type": "compacted",
+                "payload": {"replacement_history": [{"role": "user", "content": "kept"}]},
+            }
+        ),
+        codex_lines()[-1],
+    ]
+    path = write_lines(tmp_path / "rollout-bare.jsonl", lines)
+    session = _ok(import_path(path, owner=alice)).sessions[0]
+    run = Compaction.objects.get(session=session)
+    assert run.native_marker == "Codex recorded this compaction without a summary"
+    (kept,) = run.report["native"]["kept_positions"]
+    assert Message.objects.get(session=session, position=kept).content == "kept"
+    assert run.archived_messages.count() == 4
+
+
 # --- Hermes -----------------------------------------------------------------------------
 
 
