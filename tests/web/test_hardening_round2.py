@@ -119,3 +119,56 @@ def test_the_signup_limit_is_shared_by_every_process(web):
         for i in range(20)
     ]
     assert here == [429] * 20
+
+
+# -- 8. one validator for every door ---------------------------------------------------------
+
+
+@pytest.fixture
+def api_headers(alice):
+    from hermes_web.models import ApiKey
+
+    _key, raw = ApiKey.issue(owner=alice, name="round2")
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+
+USER_WITH_TOOL_CALLS = {
+    "role": "user",
+    "content": "hi",
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+}
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_user_message_with_tool_calls_as_the_importer_does(
+    web, alice, api_headers, tmp_path
+):
+    from hermes_web.importers import import_path
+    from hermes_web.models import Message, Session
+
+    session = Session.objects.create(owner=alice, title="door")
+    answer = post_json(
+        web, f"/api/sessions/{session.public_id}/messages", USER_WITH_TOOL_CALLS, **api_headers
+    )
+    assert answer.status_code == 422
+    assert "tool_calls" in answer.json()["detail"]
+    assert not Message.objects.filter(session=session).exists()
+    # The importer says the same of the same message.
+    exported = tmp_path / "openai.json"
+    exported.write_text(json.dumps([USER_WITH_TOOL_CALLS]))
+    report = import_path(exported, owner=alice)
+    assert not report.sessions
+    assert "tool_calls: a user message carries tool calls" in str(report.refused[0])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("body", [[1, 2], "x", 7, None])
+def test_a_json_body_that_is_not_an_object_is_refused(web, alice, api_headers, body):
+    from hermes_web.models import Session
+
+    answer = web.post(
+        "/api/sessions", json.dumps(body), content_type="application/json", **api_headers
+    )
+    assert answer.status_code in (400, 422)
+    assert isinstance(answer.json()["detail"], str)
+    assert not Session.objects.filter(owner=alice).exists()
