@@ -80,3 +80,30 @@ class ImportUploadLimitMiddleware:
             if getattr(request, "import_too_large", False):
                 return too_large_response(request)
         return self.get_response(request)
+
+
+# An import report lists at most this many problems of each kind; the rest are counted. A
+# 0.8 MB file of 200,000 broken lines gave a 21 MB page and a 51 MB API answer.
+PROBLEMS_SHOWN = 100
+
+
+class ProblemList(list):
+    """A report's list of problems: keeps the first ``PROBLEMS_SHOWN``, counts the others.
+
+    ``len()`` and iteration see the kept ones; ``left_off`` is how many more there were and
+    ``total`` all of them, which is what counts of failures must use.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left_off = 0
+
+    def append(self, problem: object) -> None:
+        if len(self) < PROBLEMS_SHOWN:
+            super().append(problem)
+        else:
+            self.left_off += 1
+
+    @property
+    def total(self) -> int:
+        return len(self) + self.left_off

@@ -172,3 +172,55 @@ def test_a_json_body_that_is_not_an_object_is_refused(web, alice, api_headers, b
     assert answer.status_code in (400, 422)
     assert isinstance(answer.json()["detail"], str)
     assert not Session.objects.filter(owner=alice).exists()
+
+
+# -- 7. the import error list is capped ------------------------------------------------------
+
+GOOD_HERMES_LINE = json.dumps(
+    {"id": "s0", "source": "cli", "started_at": 1, "messages": [{"role": "user", "content": "hi"}]}
+)
+
+
+@pytest.fixture
+def broken_lines(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text(
+        GOOD_HERMES_LINE + "\n" + "{x\n" * 20_000
+    )  # 20,000 errors (the probe had 200,000)
+    return path
+
+
+@pytest.mark.django_db
+def test_a_file_of_20000_broken_lines_lists_100_errors_and_counts_the_rest(
+    broken_lines, alice, api_headers, web
+):
+    with broken_lines.open("rb") as upload:
+        answer = web.post("/api/import", {"file": upload}, **api_headers)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert len(body["imported"]) == 1
+    assert len(body["errors"]) == 100
+    assert body["left_off"]["errors"] == 19_900
+    assert len(answer.content) < 100_000
+
+    web.force_login(alice)
+    with broken_lines.open("rb") as upload:
+        page = web.post("/import/", {"file": upload, "skip_existing": "on"})
+    assert page.status_code == 200
+    assert page.content.count(b"broken JSON") == 100
+    assert b"19900 more errors not listed" in page.content
+    assert len(page.content) < 200_000
+
+
+@pytest.mark.django_db
+def test_the_cli_lists_100_errors_and_counts_every_failure(broken_lines, alice):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    err = StringIO()
+    with pytest.raises(CommandError, match="20000 session"):
+        call_command("import_sessions", str(broken_lines), "--user", "alice", stderr=err)
+    lines = err.getvalue().splitlines()
+    assert sum("broken JSON" in line for line in lines) == 100
+    assert any("19900 more not listed" in line for line in lines)

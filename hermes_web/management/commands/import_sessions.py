@@ -83,14 +83,22 @@ class Command(BaseCommand):
                         self.stdout.write(f"  not a message: {count} × {why}")
             for skipped in report.skipped:
                 self.stdout.write(f"skipped {skipped}")
+            if report.skipped.left_off:
+                self.stdout.write(f"skipped {report.skipped.left_off} more (not listed)")
             for warning in report.warnings:
                 self.stderr.write(f"warning: {report.file}: {warning}")
             for problem in report.duplicates:
                 self.stderr.write(f"duplicate: {problem}")
+            if report.duplicates.left_off:
+                self.stderr.write(
+                    f"duplicate: {report.file}: {report.duplicates.left_off} more not listed"
+                )
             for problem in report.errors:
                 self.stderr.write(f"error: {problem}")
-            failed += len(report.errors)
-            duplicates += len(report.duplicates)
+            if report.errors.left_off:
+                self.stderr.write(f"error: {report.file}: {report.errors.left_off} more not listed")
+            failed += report.errors.total
+            duplicates += report.duplicates.total
         if failed or duplicates:
             raise CommandError(
                 f"{failed} session(s) or file(s) failed to import and {duplicates} were "
