@@ -24,6 +24,7 @@ from hermes_web.models import Message
 ROLES = frozenset(Message.Role.values)
 # One line of a JSONL file may hold a whole session; past this it is refused, not buffered.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class ImportProblem(Exception):
@@ -254,10 +255,12 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
         if not raw:
             return
         number += 1
+        if number == 1 and raw.startswith(UTF8_BOM):  # Windows editors start files with one
+            raw = raw[len(UTF8_BOM) :]
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the oversized line
                 raw = stream.readline(MAX_LINE_BYTES)
-            yield number, ImportProblem(file, number, f"line longer than {_size(MAX_LINE_BYTES)}")
+            yield number, ImportProblem(file, number, f"line longer than {size_text(MAX_LINE_BYTES)}")
             continue
         if not raw.strip():
             continue
@@ -267,7 +270,7 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
             yield number, ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})")
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     return f"{n // 2**20} MB" if n >= 2**20 else f"{n} bytes"
 
 

@@ -224,3 +224,98 @@ def test_the_cli_lists_100_errors_and_counts_every_failure(broken_lines, alice):
     lines = err.getvalue().splitlines()
     assert sum("broken JSON" in line for line in lines) == 100
     assert any("19900 more not listed" in line for line in lines)
+
+
+# -- 9. errors in the door's shape -----------------------------------------------------------
+
+OPENAI_FILE = json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+
+
+def multipart(filename: str, data: bytes) -> tuple[bytes, str]:
+    """A multipart body by hand: the test client would cut the name to 255 characters."""
+    boundary = "round2boundary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+@pytest.mark.django_db
+def test_a_1000_character_filename_is_a_json_error_on_the_api(web, api_headers):
+    body, content_type = multipart("a" * 996 + ".json", OPENAI_FILE.encode())
+    answer = web.post("/api/import", body, content_type=content_type, **api_headers)
+    assert answer["Content-Type"].startswith("application/json"), answer.content[:200]
+    assert answer.status_code == 400
+    assert "file name is too long" in answer.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_1000_character_filename_is_a_form_error_on_the_page(web, alice):
+    from hermes_web.models import Session
+
+    web.force_login(alice)
+    body, content_type = multipart("a" * 996 + ".json", OPENAI_FILE.encode())
+    page = web.post("/import/", body, content_type=content_type)
+    assert page.status_code == 400
+    assert b"file name is too long" in page.content
+    assert b"<form" in page.content  # the page with its form, not a bare "Bad Request"
+    assert not Session.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_11_mb_api_body_is_a_json_413(web, alice, api_headers):
+    from hermes_web.models import Session
+
+    session = Session.objects.create(owner=alice, title="big")
+    body = json.dumps({"role": "user", "content": "x" * (11 * 2**20)})
+    answer = web.post(
+        f"/api/sessions/{session.public_id}/messages",
+        body,
+        content_type="application/json",
+        **api_headers,
+    )
+    assert answer.status_code == 413
+    assert "larger than the 10 MB" in answer.json()["detail"]
+    on_v1 = web.post(
+        "/v1/chat/completions", body, content_type="application/json", **api_headers
+    )
+    assert on_v1.status_code == 413
+    assert on_v1.json()["error"]["code"] == "request_too_large"
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "fixture, fmt",
+    [
+        ("hermes_export.jsonl", "hermes-jsonl"),
+        ("claude_code_session.jsonl", "claude-code"),
+        ("codex_rollout.jsonl", "codex"),
+    ],
+)
+def test_a_jsonl_file_starting_with_a_bom_is_imported(alice, tmp_path, fixture, fmt):
+    from hermes_web.importers import import_path
+
+    path = tmp_path / fixture
+    path.write_bytes(BOM + (ROOT / "tests" / "fixtures" / fixture).read_bytes())
+    report = import_path(path, owner=alice)
+    assert report.format == fmt
+    assert not report.errors, [str(e) for e in report.errors]
+    assert report.sessions
+
+
+@pytest.mark.django_db
+def test_a_70_mb_single_line_is_called_too_long_not_an_unknown_format(alice, tmp_path):
+    from hermes_web.importers import import_path
+
+    path = tmp_path / "one-line.jsonl"
+    with path.open("wb") as out:
+        out.write(b'{"id": "s1", "started_at": 1, "messages": [')
+        out.write(b'{"role": "user", "content": "aaaa"},' * (70 * 2**20 // 36))
+    report = import_path(path, owner=alice)
+    assert not report.sessions
+    assert "longer than 64 MB" in str(report.errors[0])
+    assert "format" not in str(report.errors[0])
