@@ -8,6 +8,7 @@ good sessions of the same file still import.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import pickle
 import re
@@ -260,7 +261,10 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the oversized line
                 raw = stream.readline(MAX_LINE_BYTES)
-            yield number, ImportProblem(file, number, f"line longer than {size_text(MAX_LINE_BYTES)}")
+            yield (
+                number,
+                ImportProblem(file, number, f"line longer than {size_text(MAX_LINE_BYTES)}"),
+            )
             continue
         if not raw.strip():
             continue
@@ -322,7 +326,12 @@ def safe_id(value: str) -> str:
     text = _SAFE_ID.sub(lambda m: "".join(f"~{b:02x}" for b in m.group().encode()), value)
     if text.strip(".") == "":  # "." and ".." are path segments, not ids
         text = text.replace(".", "~2e")
-    return text[:MAX_ID_CHARS]
+    if len(text) <= MAX_ID_CHARS:
+        return text
+    # Cut, two different long ids would share a prefix and collide ("already imported"): the
+    # cut one ends with a hash of the whole id. "~~" never occurs in an escaped id.
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[: MAX_ID_CHARS - 18]}~~{digest}"
 
 
 def image_part(url: str) -> dict:

@@ -83,7 +83,9 @@ def _by_text(path: Path, stream, first: str, file: str) -> str:
     """A first line that is not whole JSON: decide from the keys early in the text."""
     if _line_longer_than_limit(stream):  # no importer would read it: say so, not "format"
         raise ImportProblem(
-            file, 1, f"line 1 is longer than {size_text(MAX_LINE_BYTES)}, the most one line may hold"
+            file,
+            1,
+            f"line 1 is longer than {size_text(MAX_LINE_BYTES)}, the most one line may hold",
         )
     stream.seek(0)
     text = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")

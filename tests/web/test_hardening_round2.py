@@ -228,16 +228,22 @@ def test_the_cli_lists_100_errors_and_counts_every_failure(broken_lines, alice):
 
 # -- 9. errors in the door's shape -----------------------------------------------------------
 
-OPENAI_FILE = json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+OPENAI_FILE = json.dumps(
+    [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+)
 
 
 def multipart(filename: str, data: bytes) -> tuple[bytes, str]:
     """A multipart body by hand: the test client would cut the name to 255 characters."""
     boundary = "round2boundary"
     body = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
-        "Content-Type: application/octet-stream\r\n\r\n"
-    ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     return body, f"multipart/form-data; boundary={boundary}"
 
 
@@ -277,9 +283,7 @@ def test_an_11_mb_api_body_is_a_json_413(web, alice, api_headers):
     )
     assert answer.status_code == 413
     assert "larger than the 10 MB" in answer.json()["detail"]
-    on_v1 = web.post(
-        "/v1/chat/completions", body, content_type="application/json", **api_headers
-    )
+    on_v1 = web.post("/v1/chat/completions", body, content_type="application/json", **api_headers)
     assert on_v1.status_code == 413
     assert on_v1.json()["error"]["code"] == "request_too_large"
 
@@ -289,7 +293,7 @@ BOM = b"\xef\xbb\xbf"
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "fixture, fmt",
+    ("fixture", "fmt"),
     [
         ("hermes_export.jsonl", "hermes-jsonl"),
         ("claude_code_session.jsonl", "claude-code"),
@@ -319,3 +323,33 @@ def test_a_70_mb_single_line_is_called_too_long_not_an_unknown_format(alice, tmp
     assert not report.sessions
     assert "longer than 64 MB" in str(report.errors[0])
     assert "format" not in str(report.errors[0])
+
+
+@pytest.mark.django_db
+def test_two_sessions_whose_ids_share_their_first_100_characters_both_import(alice, tmp_path):
+    from hermes_web.importers import import_path
+
+    prefix = "p" * 120
+    path = tmp_path / "long-ids.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": prefix + tail,
+                    "source": "cli",
+                    "started_at": 1,
+                    "messages": [{"role": "user", "content": tail}],
+                }
+            )
+            + "\n"
+            for tail in ("-first", "-second")
+        )
+    )
+    report = import_path(path, owner=alice)
+    assert not report.duplicates, [str(p) for p in report.duplicates]
+    ids = [s.public_id for s in report.sessions]
+    assert len(set(ids)) == 2
+    assert all(len(i) <= 128 for i in ids)
+    # Stable: importing the file again finds both as already imported.
+    again = import_path(path, owner=alice)
+    assert len(again.duplicates) == 2
