@@ -216,6 +216,9 @@ HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
 # One imported message larger than this (characters of its content) fails its session:
 # it could never be sent to a model, and would only bloat every page that shows it.
 HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
+# Every stored field counts: content, tool calls, reasoning and metadata (a Hermes database's
+# extra columns). A session storing more than this in all (messages and its own metadata) fails.
+HERMES_MAX_SESSION_BYTES = env_int("HERMES_MAX_SESSION_BYTES", HERMES_MAX_UPLOAD_BYTES)
 # A compaction of a session over this many active messages loads only its head, the middle's
 # two ends and the rows the tail can reach (services/bounded_compaction.py): bounded memory.
 HERMES_BOUNDED_COMPACTION_ABOVE = env_int("HERMES_BOUNDED_COMPACTION_ABOVE", 100_000)
