@@ -353,3 +353,143 @@ def test_two_sessions_whose_ids_share_their_first_100_characters_both_import(ali
     # Stable: importing the file again finds both as already imported.
     again = import_path(path, owner=alice)
     assert len(again.duplicates) == 2
+
+
+# -- 2. every stored field counts against the size limits --------------------------------------
+
+
+def hermes_line(session_id: str, messages: list, **extra) -> str:
+    return json.dumps(
+        {"id": session_id, "source": "cli", "started_at": 1, "messages": messages, **extra}
+    )
+
+
+@pytest.mark.django_db
+def test_a_message_whose_metadata_exceeds_the_message_limit_is_refused(alice, tmp_path, settings):
+    from hermes_web.importers import import_path
+    from hermes_web.models import Message, Session
+
+    settings.HERMES_MAX_MESSAGE_BYTES = 2**20
+    path = tmp_path / "meta.jsonl"
+    small = {"role": "user", "content": "hi"}
+    bloated = {"role": "assistant", "content": "ok", "display_metadata": "x" * (2 * 2**20)}
+    path.write_text(hermes_line("fat", [small, bloated]) + "\n" + hermes_line("thin", [small]))
+    report = import_path(path, owner=alice)
+    assert [s.public_id for s in report.sessions] == [f"thin.{alice.pk}"]
+    assert "message 2 is 2.0 MB with its metadata" in str(report.errors[0])
+    assert not Session.objects.filter(public_id=f"fat.{alice.pk}").exists()
+    assert Message.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_session_metadata_counts_too(alice, tmp_path, settings):
+    from hermes_web.importers import import_path
+
+    settings.HERMES_MAX_MESSAGE_BYTES = 2**20
+    path = tmp_path / "session-meta.jsonl"
+    path.write_text(
+        hermes_line("s", [{"role": "user", "content": "hi"}], model_config="y" * (2 * 2**20))
+    )
+    report = import_path(path, owner=alice)
+    assert not report.sessions
+    assert "the session's metadata is 2.0 MB" in str(report.errors[0])
+
+
+@pytest.mark.django_db
+def test_a_session_storing_more_than_the_session_limit_is_refused(alice, tmp_path, settings):
+    from hermes_web.importers import import_path
+    from hermes_web.models import Message
+
+    settings.HERMES_MAX_MESSAGE_BYTES = 2**20
+    settings.HERMES_MAX_SESSION_BYTES = 3 * 2**20
+    rows = [{"role": "user", "content": "m", "note": "z" * (900 * 1024)} for _ in range(5)]
+    path = tmp_path / "many.jsonl"
+    path.write_text(hermes_line("many", rows))
+    report = import_path(path, owner=alice)
+    assert not report.sessions
+    assert "stores more than 3.0 MB by message 4" in str(report.errors[0])
+    assert not Message.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_generated_extra_column_of_a_state_db_cannot_blow_up_the_store(alice, tmp_path, settings):
+    """The probe's file: 16 KB on disk, each row's extra column generated as 40 MB (here 2 MB
+    against a 1 MB limit, to keep the test light)."""
+    import sqlite3
+
+    from hermes_web.importers import import_path
+    from hermes_web.models import Message
+
+    settings.HERMES_MAX_MESSAGE_BYTES = 2**20
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, started_at REAL,
+                               parent_session_id TEXT);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT,
+                               timestamp REAL,
+                               blowup TEXT GENERATED ALWAYS AS (printf('%.*c', 2000000, 'x')) VIRTUAL);
+        INSERT INTO sessions VALUES ('s1', 'cli', 1, NULL);
+        """
+    )
+    db.executemany(
+        "INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s1', ?, 'm', ?)",
+        [("user" if i % 2 == 0 else "assistant", i) for i in range(5)],
+    )
+    db.commit()
+    db.close()
+    assert path.stat().st_size < 64 * 1024
+    report = import_path(path, owner=alice)
+    assert report.format == "hermes-db"
+    # Refused (the column counts against the limit), or stored without the column (an explicit
+    # column list): never stored whole.
+    assert all(len(json.dumps(m.extra)) < 2**20 for m in Message.objects.all())
+    assert report.sessions or "with its metadata" in str(report.errors[0])
+
+
+# -- 5. a crash before the links are finished is repaired by the next import ----------------------
+
+
+def chain_file(path: Path, children: int, grandchildren: int) -> None:
+    """Children and grandchildren listed before their parent (``top``)."""
+
+    def line(session_id: str, parent: str | None) -> str:
+        return hermes_line(
+            session_id,
+            [{"role": "user", "content": session_id}],
+            parent_session_id=parent,
+        )
+
+    lines = [line(f"g{i}", f"c{i % children}") for i in range(grandchildren)]
+    lines += [line(f"c{i}", "top") for i in range(children)]
+    lines.append(line("top", None))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.django_db
+def test_a_tree_left_unfinished_by_a_crash_is_repaired_by_the_next_import(alice, tmp_path):
+    from hermes_web.importers import hermes, import_path, store_session
+    from hermes_web.importers.links import Links
+    from hermes_web.models import Session
+    from hermes_web.services.sessions import session_tree
+
+    path = tmp_path / "chain.jsonl"
+    chain_file(path, children=20, grandchildren=20)
+    # What a worker killed between the last session's commit and ``finish`` leaves: every
+    # row stored and linked to its parent, the roots and depths never rewritten.
+    links = Links(alice)
+    with path.open("rb") as stream:
+        for parsed in hermes.parse_jsonl(stream, path.name):
+            store_session(parsed, alice, path.name, links)
+    top = Session.objects.get(public_id=f"top.{alice.pk}")
+    assert Session.objects.filter(parent__isnull=False).count() == 40
+    assert len(session_tree(top)) < 41  # the crash's damage: the tree misses its subtrees
+
+    # The next import of anything, here the same file again (all duplicates), repairs it.
+    again = import_path(path, owner=alice, skip_existing=True)
+    assert len(again.skipped) == 41
+    assert len(session_tree(top)) == 41
+    for session in Session.objects.exclude(pk=top.pk):
+        assert session.root_id == top.pk
+        assert session.compression_count == (1 if session.public_id.startswith("c") else 2)
