@@ -493,3 +493,105 @@ def test_a_tree_left_unfinished_by_a_crash_is_repaired_by_the_next_import(alice,
     for session in Session.objects.exclude(pk=top.pk):
         assert session.root_id == top.pk
         assert session.compression_count == (1 if session.public_id.startswith("c") else 2)
+
+
+# -- 4. worker life cycle ------------------------------------------------------------------
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait(predicate, timeout: float, what: str):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_embedded_beat_dies_when_its_worker_is_killed(tmp_path):
+    import signal
+
+    env = {
+        **os.environ,
+        "HERMES_DATA_DIR": str(tmp_path),
+        "DATABASE_URL": "",
+        "CELERY_BROKER_URL": "",
+        "HERMES_CACHE_URL": "",
+        "HERMES_WORKER_WARMUP": "0",
+        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+    }
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "hermes_web", "worker", "-B", "--pool=threads",
+         "--concurrency=1", "--without-gossip", "--without-mingle", "-l", "info"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        beat = wait(lambda: children_of(worker.pid), 120, "the embedded beat process")[0]
+        wait(lambda: "beat: Starting" in (tmp_path / "worker.log").read_text(), 60, "beat")
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        wait(lambda: not alive(beat), 10, "the orphaned beat to exit")
+    finally:
+        with __import__("contextlib").suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_make_run_starts_beat_as_a_process_of_its_own():
+    procfile = dict(
+        line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
+    )
+    assert " -B" not in procfile["worker"]
+    assert "celery -A hermes_web beat" in procfile["beat"]
+
+
+@pytest.mark.django_db
+def test_healthz_reports_a_silent_worker_as_down(client):
+    from datetime import timedelta
+
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from hermes_web.models import WorkerHeartbeat
+    from hermes_web.tasks import WorkerMonitor
+
+    cache.clear()
+    WorkerHeartbeat.objects.create(name="celery@box:100", last_seen=timezone.now())
+    assert client.get("/healthz").json()["status"] == "ok"
+    WorkerHeartbeat.objects.update(last_seen=timezone.now() - timedelta(seconds=61))
+    answer = client.get("/healthz")
+    assert answer.status_code == 503
+    workers = answer.json()["workers"]
+    assert workers["ok"] is False
+    assert list(workers["down"]) == ["celery@box:100"]
+    assert workers["seen_last_minute"] == 0
+    # The same worker started again (another pid) takes its predecessor's place.
+    WorkerMonitor("celery@box:200", "default").forget_predecessors()
+    WorkerHeartbeat.objects.create(name="celery@box:200", last_seen=timezone.now())
+    assert client.get("/healthz").json()["status"] == "ok"
