@@ -595,3 +595,22 @@ def test_healthz_reports_a_silent_worker_as_down(client):
     WorkerMonitor("celery@box:200", "default").forget_predecessors()
     WorkerHeartbeat.objects.create(name="celery@box:200", last_seen=timezone.now())
     assert client.get("/healthz").json()["status"] == "ok"
+
+
+# -- 11. pages under load ---------------------------------------------------------------------
+
+
+def test_the_web_warm_up_imports_litellm_before_any_request(tmp_path):
+    """The first /v1 request of each web process imported litellm (4.5-15 s) and every request
+    queued behind it waited: the warm-up (run once in gunicorn's --preload master) does it."""
+    procfile = dict(
+        line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
+    )
+    assert "--preload" in procfile["web"]
+    script = "import sys, hermes_web.wsgi; print('litellm' in sys.modules)"
+    env = {**os.environ, "HERMES_DATA_DIR": str(tmp_path), "DATABASE_URL": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "True", done.stderr[-2000:]
