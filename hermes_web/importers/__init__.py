@@ -30,8 +30,8 @@ from hermes_web.importers import claude_code, codex, hermes, openai
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.detect import detect_format
-from hermes_web.importers.limits import ProblemList
 from hermes_web.importers.links import Links, namespaced
+from hermes_web.importers.sizes import ProblemList
 from hermes_web.importers.store import AlreadyImported, store_session
 from hermes_web.models import Session
 
@@ -59,7 +59,7 @@ class ImportReport:
     file: str
     format: str = ""
     sessions: list[Session] = field(default_factory=list)
-    # Each keeps its first 100 problems and counts the rest (limits.ProblemList).
+    # Each keeps its first 100 problems and counts the rest (sizes.ProblemList).
     skipped: ProblemList = field(default_factory=ProblemList)  # already there, --skip-existing
     duplicates: ProblemList = field(default_factory=ProblemList)  # already there: a failure
     errors: ProblemList = field(default_factory=ProblemList)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig
 from compaction.tokens import get_encoding, message_token_text
-from hermes_web.importers import limits
+from hermes_web.importers import sizes
 from hermes_web.importers.base import ImportProblem, ParsedSession, text_of
 from hermes_web.importers.validate import Invalid, check_message, check_parsed
 from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
@@ -69,9 +69,9 @@ class Checker:
         self.parsed, self.file = parsed, file
         self.number = 0
         self.calls: set[str] = set()
-        self.limit = limits.max_message_bytes()
-        self.session_limit = limits.max_session_bytes()
-        self.stored = 0  # characters the session stores so far (limits.message_size)
+        self.limit = sizes.max_message_bytes()
+        self.session_limit = sizes.max_session_bytes()
+        self.stored = 0  # characters the session stores so far (sizes.message_size)
 
     def check(self, message) -> None:
         """Everything ``check_session`` checks, for the next message of the session."""
@@ -92,7 +92,7 @@ class Checker:
         self.number += 1
         number, parsed, file = self.number, self.parsed, self.file
         if number == 1:
-            self.stored = limits.session_metadata_size(parsed)
+            self.stored = sizes.session_metadata_size(parsed)
             if self.stored > self.limit:
                 raise ImportProblem(
                     file,
@@ -100,7 +100,7 @@ class Checker:
                     f"the session's metadata is {_mb(self.stored)}; the limit is {_mb(self.limit)}",
                     parsed.public_id,
                 )
-        size = limits.message_size(message)  # every stored field, metadata included
+        size = sizes.message_size(message)  # every stored field, metadata included
         if size > self.limit:
             raise ImportProblem(
                 file,
