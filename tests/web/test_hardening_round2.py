@@ -86,13 +86,15 @@ print(",".join(map(str, codes)))
 
 def signups_in_another_process(prefix: str, count: int) -> list[int]:
     env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for(connection.settings_dict),
-        "SECRET_KEY": django_settings.SECRET_KEY,
-        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
-        "HERMES_CACHE_URL": "",
-        "CELERY_BROKER_URL": "",
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HERMES_CACHE_URL", "CELERY_BROKER_URL")  # no Redis: the database cache
     }
+    env.update(
+        DATABASE_URL=database_url_for(connection.settings_dict),
+        SECRET_KEY=django_settings.SECRET_KEY,
+        DJANGO_SETTINGS_MODULE="hermes_web.settings",
+    )
     done = subprocess.run(
         [sys.executable, "-c", SIGNUP_SCRIPT, prefix, str(count)],
         cwd=ROOT,
@@ -541,15 +543,17 @@ def wait(predicate, timeout: float, what: str):
 def test_the_embedded_beat_dies_when_its_worker_is_killed(tmp_path):
     import signal
 
+    # The embedded defaults in a folder of its own: SQLite database and broker, no Redis.
     env = {
-        **os.environ,
-        "HERMES_DATA_DIR": str(tmp_path),
-        "DATABASE_URL": "",
-        "CELERY_BROKER_URL": "",
-        "HERMES_CACHE_URL": "",
-        "HERMES_WORKER_WARMUP": "0",
-        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "HERMES_CACHE_URL")
     }
+    env.update(
+        HERMES_DATA_DIR=str(tmp_path),
+        HERMES_WORKER_WARMUP="0",
+        DJANGO_SETTINGS_MODULE="hermes_web.settings",
+    )
     log = (tmp_path / "worker.log").open("w")
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "hermes_web", "worker", "-B", "--pool=threads",
