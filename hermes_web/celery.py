@@ -1,6 +1,8 @@
 """The Celery app. Workers: ``celery -A hermes_web worker -Q default,chat,compaction``."""
 
 import os
+import signal
+import sys
 
 from celery import Celery, signals
 
@@ -32,3 +34,28 @@ def _warm_worker(**kwargs: object) -> None:
     from hermes_web.warmup import warm_worker
 
     warm_worker()
+
+
+@signals.beat_embedded_init.connect
+def _die_with_the_worker(**kwargs: object) -> None:
+    # `celery worker -B` runs beat as a child process; a SIGKILL of the worker left it running,
+    # re-parented to PID 1, still sending the recovery task every minute (three beats after two
+    # kills). The kernel now sends it SIGTERM when its parent dies. `make run` runs beat as a
+    # process of its own (Procfile); this covers `-B` wherever else it is used.
+    die_with_parent(signal.SIGTERM)
+
+
+def die_with_parent(sig: int) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the parent's group kill still applies
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os.kill(os.getpid(), sig)

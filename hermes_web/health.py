@@ -48,24 +48,23 @@ WAITING_GRACE_SECONDS = 10
 
 
 def check_workers() -> dict:
-    """Workers seen in the last minute (their heartbeat rows) and the oldest queued job's age.
+    """Workers seen in the last minute (their heartbeat rows), workers gone silent, and the
+    oldest queued job's age.
 
-    ``ok`` is False only when jobs wait and no worker was seen: that is the state in which
-    nothing will ever run them (a worker-less web process with nothing queued is fine).
+    A worker stamps its row every few seconds and deletes it when it stops cleanly, so a row
+    older than a minute is a worker that died (killed, out of memory) and was not replaced:
+    it is listed in ``down`` and ``ok`` is False, as it is when jobs wait and no worker was
+    seen (the state in which nothing will ever run them). A worker-less web process with
+    nothing queued is fine.
     """
     from django.utils import timezone
 
     from hermes_web.models import AgentTurn, Compaction, WorkerHeartbeat
 
     now = timezone.now()
+    cutoff = now - timedelta(seconds=WORKER_SEEN_SECONDS)
     try:
-        names = list(
-            WorkerHeartbeat.objects.filter(
-                last_seen__gte=now - timedelta(seconds=WORKER_SEEN_SECONDS)
-            )
-            .order_by("name")
-            .values_list("name", flat=True)[:50]
-        )
+        rows = list(WorkerHeartbeat.objects.order_by("name").values_list("name", "last_seen")[:100])
         oldest = [
             Compaction.objects.filter(status=Compaction.Status.QUEUED)
             .order_by("queued_at")
@@ -78,13 +77,19 @@ def check_workers() -> dict:
         ]
     except Exception as exc:  # the database check reports the cause
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    names = [name for name, seen in rows if seen >= cutoff]
+    down = {name: round((now - seen).total_seconds()) for name, seen in rows if seen < cutoff}
     ages = [(now - at).total_seconds() for at in oldest if at is not None]
     oldest_age = round(max(ages), 1) if ages else None
     waiting = oldest_age is not None and oldest_age >= WAITING_GRACE_SECONDS
+    waiting_without_worker = waiting and not names
     return {
-        "ok": bool(names) or not waiting,
+        "ok": not waiting_without_worker and not down,
         "seen_last_minute": len(names),
         "names": names,
+        # Silent for longer than a minute: name -> seconds since its last heartbeat.
+        "down": down,
+        "waiting_without_worker": waiting_without_worker,
         "oldest_queued_seconds": oldest_age,
     }
 
@@ -98,6 +103,6 @@ def no_worker_running() -> bool:
     key = WORKER_STATUS_KEY
     value = cache.get(key)
     if value is None:
-        value = not check_workers()["ok"]
+        value = bool(check_workers().get("waiting_without_worker", True))
         cache.set(key, value, WORKER_STATUS_SECONDS)
     return value

@@ -1,6 +1,8 @@
 """Request checks that apply to every route.
 
-Request-size limit: a body larger than the upload limit is refused before it is read.
+Request-size limit: a body larger than the upload limit is refused before it is read, and
+so is any body that is not an upload (JSON, forms) over ``DATA_UPLOAD_MAX_MEMORY_SIZE``
+(10 MB), which Django would otherwise answer with a bare HTML "Bad Request" on reading it.
 
 Django reads a request's body lazily (the CSRF check reads the form, an upload view reads
 ``request.FILES``); this middleware runs first and answers 413 from the ``Content-Length``
@@ -52,10 +54,23 @@ class RequestSizeLimitMiddleware:
                 "(HERMES_MAX_UPLOAD_BYTES)",
                 413,
             )
+        in_memory = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        multipart = request.META.get("CONTENT_TYPE", "").startswith("multipart/")
+        if in_memory is not None and length > in_memory and not multipart:
+            return self._refuse(
+                request,
+                f"request body of {length:,} bytes is larger than the "
+                f"{in_memory // 2**20} MB a JSON or form body may have",
+                413,
+            )
         return self.get_response(request)
 
     @staticmethod
     def _refuse(request: HttpRequest, detail: str, status: int) -> HttpResponse:
+        if request.path.startswith("/v1/"):  # the OpenAI-compatible endpoint's own shape
+            from hermes_web.openai_compat.errors import ApiError
+
+            return ApiError(status, detail, code="request_too_large").response()
         if request.path.startswith("/api/") or "json" in request.META.get("HTTP_ACCEPT", ""):
             return JsonResponse({"detail": detail}, status=status)
         return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")

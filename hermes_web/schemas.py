@@ -270,6 +270,8 @@ class ImportOut(Schema):
     duplicates: list[ImportProblemOut] = []  # imported before (send skip_existing to skip)
     errors: list[ImportProblemOut]
     warnings: list[str] = []  # imported, but something was not read (e.g. a state.db -wal)
+    # The lists above hold the first 100 of each kind; how many more there were.
+    left_off: dict[str, int] = {}
 
 
 class ImportFailedOut(ImportOut):

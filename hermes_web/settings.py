@@ -216,6 +216,9 @@ HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
 # One imported message larger than this (characters of its content) fails its session:
 # it could never be sent to a model, and would only bloat every page that shows it.
 HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
+# Every stored field counts: content, tool calls, reasoning and metadata (a Hermes database's
+# extra columns). A session storing more than this in all (messages and its own metadata) fails.
+HERMES_MAX_SESSION_BYTES = env_int("HERMES_MAX_SESSION_BYTES", HERMES_MAX_UPLOAD_BYTES)
 # A compaction of a session over this many active messages loads only its head, the middle's
 # two ends and the rows the tail can reach (services/bounded_compaction.py): bounded memory.
 HERMES_BOUNDED_COMPACTION_ABOVE = env_int("HERMES_BOUNDED_COMPACTION_ABOVE", 100_000)
@@ -248,6 +251,24 @@ CACHES: dict[str, dict[str, Any]] = {
         }
     )
 }
+
+# Counters that must hold across processes (sign-ups per address): Redis when configured, else
+# the database (`manage.py createcachetable`, run after every migrate by a post_migrate hook),
+# never the per-process memory cache, which let every web process count on its own.
+HERMES_LIMITS_CACHE_TABLE = "hermes_limits_cache"
+CACHES["limits"] = (
+    {
+        "BACKEND": "hermes_web.caching.ForgivingRedisCache",
+        "LOCATION": HERMES_CACHE_URL,
+        "KEY_PREFIX": "hermes-limits",
+    }
+    if HERMES_CACHE_URL
+    else {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": HERMES_LIMITS_CACHE_TABLE,
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    }
+)
 
 # Sessions are read on every request: from the cache first (shared Redis at scale), from the
 # database when the cache misses or is down.
@@ -334,20 +355,24 @@ HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
 HERMES_WORKSPACES_DIR = Path(env_str("HERMES_WORKSPACES_DIR") or str(DATA_DIR / "workspaces"))
 HERMES_WORKSPACE_QUOTA_BYTES = env_int("HERMES_WORKSPACE_QUOTA_BYTES", 20 * 1024 * 1024)
 
-# Login throttling (django-axes): after HERMES_LOGIN_FAILURE_LIMIT wrong passwords from one
-# address, that address gets 429 until the cool-off ends; a success resets its count.
+# Login throttling (django-axes): after HERMES_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair gets 429 until the cool-off ends. A success resets only
+# its own pair: signing in to one's own account never clears the failures against another's
+# (with an address-only lockout it did, so wrong passwords interleaved with own logins were
+# never throttled).
 INSTALLED_APPS += ["csp", "axes"]
 MIDDLEWARE += ["csp.middleware.CSPMiddleware", "axes.middleware.AxesMiddleware"]
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", *AUTHENTICATION_BACKENDS]
 AXES_FAILURE_LIMIT = env_int("HERMES_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = env_int("HERMES_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "hermes_web.views.accounts.client_ip"
 AXES_VERBOSE = False
-# Sign-ups: at most this many attempts per address and hour (counted in the cache).
+# Sign-ups: at most this many attempts per address and hour, counted in the "limits" cache
+# (shared by every process: see CACHES).
 HERMES_SIGNUP_PER_HOUR = env_int("HERMES_SIGNUP_PER_HOUR", 20)
 AUTH_PASSWORD_VALIDATORS += [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},

@@ -160,6 +160,12 @@ class WorkerMonitor:
         finally:
             connection.close()
 
+    def forget_predecessors(self) -> None:
+        """Drop the rows of earlier processes of this worker (same node name, another pid):
+        a worker killed and started again is not reported down (health.check_workers)."""
+        node = self.name.rsplit(":", 1)[0]
+        WorkerHeartbeat.objects.filter(name__startswith=f"{node}:").exclude(name=self.name).delete()
+
     def beat(self) -> None:
         """One round: heartbeat row, then the sweep."""
         now = timezone.now()
@@ -171,6 +177,10 @@ class WorkerMonitor:
         recover_stranded_runs()
 
     def _loop(self) -> None:
+        try:
+            self.forget_predecessors()
+        except Exception as error:  # database down: the rows age out in a day
+            log.warning("worker monitor: %s: %s", type(error).__name__, error)
         while True:
             try:
                 self.beat()

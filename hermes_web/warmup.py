@@ -34,6 +34,13 @@ def warm() -> None:
         from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
 
         get_encoding(settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL)
+        # litellm (4.5 s to import on an idle core, 15 s on a busy one) was imported by the
+        # first /v1 request of each web process, and every request queued behind it in that
+        # process waited too: the 7-9 s first request of every client under load (issue #28).
+        # Imported here, once in gunicorn's master (--preload), shared by the forked workers.
+        from hermes_web.llm_models import litellm_module
+
+        litellm_module()
     except Exception:  # a warm-up must never keep the server from starting
         log.exception("warm-up failed; workers will warm on their first requests")
 

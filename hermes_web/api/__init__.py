@@ -5,9 +5,13 @@ lookups and paging shared in ``common``; refusals raised as ``errors.ApiRefusal`
 answered by one exception handler each.
 """
 
+import json
+from typing import Any
+
 from django.http import HttpRequest
 from ninja import NinjaAPI, Schema
 from ninja.operation import Operation
+from ninja.parser import Parser
 from ninja.security import django_auth
 
 from hermes_web.api import compactions, import_export, messages, sessions
@@ -28,9 +32,25 @@ class HermesAPI(NinjaAPI):
         return f"hermes_web_api_sessions_{name}"
 
 
+class ObjectBodyParser(Parser):
+    """Every JSON body of this API is an object: anything else is refused (400, "Cannot parse
+    request body") instead of reaching a schema whose fields all have defaults, which read
+    ``[1, 2]`` as an empty object and created a session from it."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        body = json.loads(request.body)
+        if not isinstance(body, dict):
+            raise ValueError(f"the body must be a JSON object, not {type(body).__name__}")
+        return body
+
+
 # A bearer API key (scripts) or the browser's session cookie, which also requires CSRF.
 api = HermesAPI(
-    title="hermes-web", version="1", urls_namespace="api", auth=[ApiKeyAuth(), django_auth]
+    title="hermes-web",
+    version="1",
+    urls_namespace="api",
+    auth=[ApiKeyAuth(), django_auth],
+    parser=ObjectBodyParser(),
 )
 install_error_handlers(api)
 for module in (sessions, messages, compactions, import_export):

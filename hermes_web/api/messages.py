@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from hermes_web import validation
 from hermes_web.api.common import ERRORS, PageQuery, get_session, get_session_key, page_bounds
 from hermes_web.api.errors import Conflict, Unprocessable
 from hermes_web.models import Message
@@ -54,6 +55,19 @@ def post_message(request: HttpRequest, session_id: str, data: MessageIn) -> Stat
         )
     if data.role == "tool" and not data.tool_call_id:
         raise Unprocessable("a tool message needs tool_call_id")
+    # The whole message through the importers' validator too (the schema checks each field
+    # alone): a user message with tool calls would make the OpenAI export invalid.
+    try:
+        validation.check_message(
+            role=data.role,
+            content=data.content,
+            tool_calls=data.tool_calls,
+            tool_call_id=data.tool_call_id,
+            tool_name=data.name,
+            reasoning=data.reasoning,
+        )
+    except validation.Invalid as error:
+        raise Unprocessable(str(error)) from None
     message = append_message(
         session,
         role=data.role,

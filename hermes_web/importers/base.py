@@ -8,6 +8,7 @@ good sessions of the same file still import.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import pickle
 import re
@@ -24,6 +25,7 @@ from hermes_web.models import Message
 ROLES = frozenset(Message.Role.values)
 # One line of a JSONL file may hold a whole session; past this it is refused, not buffered.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class ImportProblem(Exception):
@@ -259,10 +261,15 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
         if not raw:
             return
         number += 1
+        if number == 1 and raw.startswith(UTF8_BOM):  # Windows editors start files with one
+            raw = raw[len(UTF8_BOM) :]
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the oversized line
                 raw = stream.readline(MAX_LINE_BYTES)
-            yield number, ImportProblem(file, number, f"line longer than {_size(MAX_LINE_BYTES)}")
+            yield (
+                number,
+                ImportProblem(file, number, f"line longer than {size_text(MAX_LINE_BYTES)}"),
+            )
             continue
         if not raw.strip():
             continue
@@ -272,7 +279,7 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
             yield number, ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})")
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     return f"{n // 2**20} MB" if n >= 2**20 else f"{n} bytes"
 
 
@@ -324,7 +331,12 @@ def safe_id(value: str) -> str:
     text = _SAFE_ID.sub(lambda m: "".join(f"~{b:02x}" for b in m.group().encode()), value)
     if text.strip(".") == "":  # "." and ".." are path segments, not ids
         text = text.replace(".", "~2e")
-    return text[:MAX_ID_CHARS]
+    if len(text) <= MAX_ID_CHARS:
+        return text
+    # Cut, two different long ids would share a prefix and collide ("already imported"): the
+    # cut one ends with a hash of the whole id. "~~" never occurs in an escaped id.
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[: MAX_ID_CHARS - 18]}~~{digest}"
 
 
 # PostgreSQL's text and jsonb cannot hold U+0000 (and the validator refuses it everywhere so

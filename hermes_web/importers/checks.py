@@ -3,13 +3,11 @@ token counts and the fidelity report (whole sessions or one message at a time)."
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
-
-from django.conf import settings
 
 from compaction import END_MARKER, SUMMARY_PREFIX, CompactionConfig
 from compaction.tokens import get_encoding, message_token_text
+from hermes_web.importers import sizes
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
@@ -78,7 +76,9 @@ class Checker:
         self.parsed, self.file = parsed, file
         self.number = 0
         self.calls: set[str] = set()
-        self.limit = settings.HERMES_MAX_MESSAGE_BYTES
+        self.limit = sizes.max_message_bytes()
+        self.session_limit = sizes.max_session_bytes()
+        self.stored = 0  # characters the session stores so far (sizes.message_size)
 
     def check(self, message) -> None:
         """Everything ``check_session`` checks, for the next message of the session."""
@@ -98,16 +98,31 @@ class Checker:
         """Size and tool-result checks of the next message (numbered from 1)."""
         self.number += 1
         number, parsed, file = self.number, self.parsed, self.file
-        content = message.content
-        size = (
-            len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
-        )
+        if number == 1:
+            self.stored = sizes.session_metadata_size(parsed)
+            if self.stored > self.limit:
+                raise ImportProblem(
+                    file,
+                    parsed.line,
+                    f"the session's metadata is {_mb(self.stored)}; the limit is {_mb(self.limit)}",
+                    parsed.public_id,
+                )
+        size = sizes.message_size(message)  # every stored field, metadata included
         if size > self.limit:
             raise ImportProblem(
                 file,
                 parsed.line,
-                f"message {number} is {size // 2**20} MB; the limit per message "
-                f"is {self.limit // 2**20} MB",
+                f"message {number} is {_mb(size)} with its metadata; the limit per message "
+                f"is {_mb(self.limit)}",
+                parsed.public_id,
+            )
+        self.stored += size
+        if self.stored > self.session_limit:
+            raise ImportProblem(
+                file,
+                parsed.line,
+                f"the session stores more than {_mb(self.session_limit)} by message {number} "
+                "(HERMES_MAX_SESSION_BYTES)",
                 parsed.public_id,
             )
         for call in message.tool_calls or ():
@@ -128,6 +143,10 @@ class Checker:
                     "answers no earlier tool call",
                     parsed.public_id,
                 )
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
 
 
 def fidelity(parsed: ParsedSession) -> dict:

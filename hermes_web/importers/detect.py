@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from hermes_web.importers import agent_detect
-from hermes_web.importers.base import ImportProblem
+from hermes_web.importers.base import MAX_LINE_BYTES, ImportProblem, size_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _SNIFF_BYTES = 1024 * 1024
@@ -90,6 +90,12 @@ def detect_format(path: Path, file: str) -> str:
 
 def _by_text(path: Path, stream, first: str, file: str) -> str:
     """A first line that is not whole JSON: decide from the keys early in the text."""
+    if _line_longer_than_limit(stream):  # no importer would read it: say so, not "format"
+        raise ImportProblem(
+            file,
+            1,
+            f"line 1 is longer than {size_text(MAX_LINE_BYTES)}, the most one line may hold",
+        )
     stream.seek(0)
     text = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     if re.match(r'\s*\{\s*"(?:environment|trajectory|history|info|replay_config)"', text) and (
@@ -111,6 +117,17 @@ def _by_text(path: Path, stream, first: str, file: str) -> str:
     if path.suffix.lower() == ".jsonl":
         raise ImportProblem(file, 1, "cannot tell the format from the first line; pass --format")
     return "openai"
+
+
+def _line_longer_than_limit(stream) -> bool:
+    stream.seek(0)
+    read = 0
+    while read <= MAX_LINE_BYTES:
+        chunk = stream.readline(_SNIFF_BYTES)
+        if not chunk or chunk.endswith(b"\n"):
+            return False
+        read += len(chunk)
+    return True
 
 
 def _kind_of(record: dict) -> str:

@@ -13,6 +13,7 @@ from typing import cast
 
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 
 from hermes_web.http import HtmxHttpRequest
@@ -52,12 +53,24 @@ def import_paths() -> tuple[str, ...]:
 
 
 def too_large_response(request: HttpRequest) -> HttpResponse:
+    return refusal_response(request, too_large_text(), 413)
+
+
+def refusal_response(request: HttpRequest, problem: str, status: int) -> HttpResponse:
+    """The refusal in the door's shape: JSON for ``/api/import``, the form's error otherwise."""
     if request.path.startswith(reverse("api:import_file")):
-        return JsonResponse({"detail": too_large_text()}, status=413)
+        return JsonResponse({"detail": problem}, status=status)
     from hermes_web.views.imports import too_large  # the page renders its own partial
 
     # django-htmx's middleware runs before this module's (settings.MIDDLEWARE).
-    return too_large(cast(HtmxHttpRequest, request), too_large_text())
+    return too_large(cast(HtmxHttpRequest, request), problem, status)
+
+
+def unreadable_upload_text(error: MultiPartParserError) -> str:
+    if "header size" in str(error):
+        # Django caps a part's headers at 1,024 bytes; the file name is the one that grows.
+        return "cannot read the upload: the file name is too long (keep it under 1,000 characters)"
+    return f"cannot read the upload: {error}"
 
 
 class ImportUploadLimitMiddleware:
@@ -76,7 +89,10 @@ class ImportUploadLimitMiddleware:
                 return too_large_response(request)
             # Still a plain list: the body has not been read yet (Django freezes it then).
             request.upload_handlers.insert(0, SizeLimitHandler(request))  # type: ignore[union-attr]
-            request.FILES  # noqa: B018 - parse now, under the limit, before any view or check
+            try:
+                request.FILES  # noqa: B018 - parse now, under the limit, before any view or check
+            except MultiPartParserError as error:  # else Django's bare HTML "Bad Request"
+                return refusal_response(request, unreadable_upload_text(error), 400)
             if getattr(request, "import_too_large", False):
                 return too_large_response(request)
         return self.get_response(request)

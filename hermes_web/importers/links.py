@@ -8,7 +8,8 @@ parent's rotation chain, lineage or rotation tree."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from hermes_web.importers.base import ImportProblem, ParsedSession
 from hermes_web.models import Message, Session
@@ -33,7 +34,11 @@ class Links:
     in memory (a union-find over tree tops), so a 3,000-deep chain in any order needs no
     recursion and no walk per link; a link that would close a cycle is refused, naming the
     ids, and its session is not stored. Trees that gained a waiting subtree get their
-    ``root`` and depth rewritten level by level when the file is done (``finish``)."""
+    ``root`` and depth rewritten level by level when the file is done (``finish``).
+
+    An import that died before ``finish`` (a killed worker) leaves children linked but with
+    their own root and depth 0: every import starts by finding such trees (``_unfinished``)
+    and ``finish`` rewrites them too, so the next import of this user repairs them."""
 
     def __init__(self, owner) -> None:
         self.owner = owner
@@ -50,7 +55,7 @@ class Links:
         self.up: dict[int, int] = {}  # union-find: tree top -> the top it was attached under
         self.parent_of: dict[int, int] = {}  # sessions linked in this import
         self.names: dict[int, str] = {}
-        self.dirty: set[int] = set()
+        self.dirty: set[int] = _unfinished(owner)
 
     def _top(self, pk: int) -> int:
         path = []
@@ -172,6 +177,35 @@ class Links:
             current = self.parent_of.get(current)
         names.append(names[0])
         return names
+
+
+def _unfinished(owner) -> set[int]:
+    """Tops of this user's imported trees whose roots or depths were never rewritten: a
+    session whose root is not its parent's, or whose depth is not its parent's plus one."""
+    imported = Session.objects.filter(owner=owner, source__startswith="import:")
+    broken = list(
+        imported.filter(parent__isnull=False)
+        .annotate(parent_root=Coalesce("parent__root_id", "parent_id"))
+        .filter(
+            Q(root_id__isnull=True)
+            | ~Q(root_id=F("parent_root"))
+            | ~Q(compression_count=F("parent__compression_count") + 1)
+        )
+        .values_list("pk", flat=True)[:10_000]
+    )
+    if not broken:
+        return set()
+    parent_of = dict(
+        imported.filter(parent__isnull=False).values_list("pk", "parent_id").iterator()
+    )
+    tops = set()
+    for pk in broken:
+        seen = {pk}
+        while (up := parent_of.get(pk)) is not None and up not in seen:  # stored data may loop
+            seen.add(up)
+            pk = up
+        tops.add(pk)
+    return tops
 
 
 def _link_task_call(child_pk: int, parent_pk: int) -> None:

@@ -7,7 +7,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.views import LoginView
-from django.core.cache import cache
+from django.core.cache import caches
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -75,13 +76,19 @@ def _is_ip(text: str) -> bool:
 
 def signup_throttled(request: HttpRequest) -> bool:
     """Count this sign-up attempt; True once the address has used up its hourly allowance."""
+    # The "limits" cache is shared by every process (Redis or the database), so N web
+    # processes do not each allow the hourly count.
+    limits = caches["limits"]
     key = signup_key(client_ip(request) or "unknown", timezone.now())
-    cache.add(key, 0, SIGNUP_WINDOW_SECONDS)
-    try:
-        attempts = cache.incr(key)
-    except ValueError:  # evicted between add and incr
-        cache.set(key, 1, SIGNUP_WINDOW_SECONDS)
-        attempts = 1
+    # The database cache's incr is a read then a write: one transaction (SQLite takes its write
+    # lock at BEGIN) keeps two processes from both reading the same count.
+    with transaction.atomic():
+        limits.add(key, 0, SIGNUP_WINDOW_SECONDS)
+        try:
+            attempts = limits.incr(key)
+        except ValueError:  # evicted between add and incr
+            limits.set(key, 1, SIGNUP_WINDOW_SECONDS)
+            attempts = 1
     return attempts > settings.HERMES_SIGNUP_PER_HOUR
 
 

@@ -103,10 +103,11 @@ def import_page(request: HtmxHttpRequest) -> HttpResponse:
     return _answer(request, reports, status, fmt)
 
 
-def too_large(request: HtmxHttpRequest, problem: str) -> HttpResponse:
-    """413 (200 + error markup for htmx) before the body was stored; see importers.limits."""
+def too_large(request: HtmxHttpRequest, problem: str, status: int = 413) -> HttpResponse:
+    """413 (200 + error markup for htmx) before the body was stored, or another refusal of
+    an upload that could not be read (400); see importers.limits."""
     fmt = request.GET.get("format", "auto")
-    return _answer(request, [_failed("(upload)", problem)], 413, fmt)
+    return _answer(request, [_failed("(upload)", problem)], status, fmt)
 
 
 def _failed(name: str, problem: str) -> ImportReport:

@@ -387,6 +387,30 @@ def cases() -> list[Case]:
             ),
             "virtual.db",
         ),
+        # issue #28: stored size counts metadata; one line too long; errors capped
+        Case(
+            "metadata-over-message-limit",
+            _jl(
+                _hermes(
+                    [
+                        {"role": "user", "content": "hi"},
+                        {
+                            "role": "assistant",
+                            "content": "ok",
+                            "display_metadata": big[: 11 * 2**20],
+                        },
+                    ]
+                )
+            ),
+            "hmeta.jsonl",
+        ),
+        Case(
+            "70mb-single-line",
+            b'{"id": "s1", "started_at": 1, "messages": ['
+            + b'{"role": "user", "content": "aaaa"},' * (70 * 2**20 // 36),
+            "oneline70.jsonl",
+        ),
+        Case("20000-broken-lines", b"{x\n" * 20_000, "broken20k.jsonl", "hermes-jsonl"),
     ]
     return items
 

@@ -90,6 +90,8 @@ def _cli(path: Path, username: str, fmt: str) -> subprocess.CompletedProcess:
     )
 
 
+# 80 files through both doors, a 70 MB one among them: past the default 300 s on a busy box.
+@pytest.mark.timeout(900)
 def test_hostile_import_files_are_refused_cleanly_by_api_and_cli(spawn, owner, tmp_path):
     for probe in PROBES:
         assert not probe.exists()

@@ -97,17 +97,25 @@ class Command(BaseCommand):
                         self.stdout.write(f"  not a message: {count} × {why}")
             for skipped in report.skipped:
                 self.stdout.write(f"skipped {skipped}")
+            if report.skipped.left_off:
+                self.stdout.write(f"skipped {report.skipped.left_off} more (not listed)")
             for warning in report.warnings:
                 self.stderr.write(f"warning: {report.file}: {warning}")
             for problem in report.duplicates:
                 self.stderr.write(f"duplicate: {problem}")
+            if report.duplicates.left_off:
+                self.stderr.write(
+                    f"duplicate: {report.file}: {report.duplicates.left_off} more not listed"
+                )
             for problem in report.errors:
                 self.stderr.write(f"error: {problem}")
+            if report.errors.left_off:
+                self.stderr.write(f"error: {report.file}: {report.errors.left_off} more not listed")
             for empty in report.empties:
                 self.stdout.write(f"left out {empty}")
-            failed += len(report.errors)
-            duplicates += len(report.duplicates)
-            again += len(report.duplicates) + len(report.skipped)
+            failed += report.errors.total
+            duplicates += report.duplicates.total
+            again += report.duplicates.total + report.skipped.total
             sessions += len(report.sessions)
             messages += report.messages
             empties += len(report.empties)
