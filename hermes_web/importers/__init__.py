@@ -59,7 +59,7 @@ __all__ = [
     "store_session",
 ]
 
-FORMATS = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
+FORMATS: tuple[str, ...] = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
 FORMATS += ("pi", "copilot-cli", "swe-agent", "cursor")
 logger = logging.getLogger(__name__)
 
