@@ -262,6 +262,8 @@ class ImportOut(Schema):
     duplicates: list[ImportProblemOut] = []  # imported before (send skip_existing to skip)
     errors: list[ImportProblemOut]
     warnings: list[str] = []  # imported, but something was not read (e.g. a state.db -wal)
+    summary: str = ""  # "2 sessions, 57 messages; 1 empty session left out; 1 already there"
+    empty_sessions: int = 0  # sessions with no messages: not stored
 
 
 class ImportFailedOut(ImportOut):
