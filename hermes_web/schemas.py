@@ -272,6 +272,8 @@ class ImportOut(Schema):
     warnings: list[str] = []  # imported, but something was not read (e.g. a state.db -wal)
     # The lists above hold the first 100 of each kind; how many more there were.
     left_off: dict[str, int] = {}
+    summary: str = ""  # "2 sessions, 57 messages; 1 empty session left out; 1 already there"
+    empty_sessions: int = 0  # sessions with no messages: not stored
 
 
 class ImportFailedOut(ImportOut):

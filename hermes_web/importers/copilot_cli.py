@@ -197,7 +197,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
             main.created_at = epoch(data.get("startTime")) or when
             if isinstance(data.get("selectedModel"), str):
                 main.model = data["selectedModel"]
-            context = data.get("context") if isinstance(data.get("context"), dict) else {}
+            found = data.get("context")
+            context: dict = found if isinstance(found, dict) else {}
             for key in ("cwd", "repository", "branch", "gitRoot", "headCommit"):
                 if context.get(key) not in (None, ""):
                     meta[key] = context[key]
@@ -263,17 +264,17 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     main.messages = thread.rows
     main.extra = {"copilot_cli": meta}
     yield main
-    for agent, child in agents.items():
-        if not child.rows:
+    for agent, agent_thread in agents.items():
+        if not agent_thread.rows:
             continue
-        session = child.session
+        session = agent_thread.session
         session.public_id = safe_id(f"{session_id}.agent-{agent}")
         session.parent_id = main.public_id
         session.model = main.model
-        session.created_at = child.rows[0].created_at
-        first = next((text_of(r.content) for r in child.rows if r.role == "user"), "")
+        session.created_at = agent_thread.rows[0].created_at
+        first = next((text_of(r.content) for r in agent_thread.rows if r.role == "user"), "")
         session.title = " ".join(first.split())[:80]
-        session.messages = child.rows
+        session.messages = agent_thread.rows
         session.extra["copilot_cli"]["parent_session_id"] = session_id
         yield session
 
@@ -284,13 +285,13 @@ def _compaction(thread: _Thread, start: dict, data: dict, number: int, when) -> 
         session.skip("session.compaction_complete that failed (nothing was compacted)")
         return
     index = len(session.native_compactions)
-    summary = data.get("summaryContent") if isinstance(data.get("summaryContent"), str) else ""
+    raw = data.get("summaryContent")
+    summary = raw if isinstance(raw, str) else ""
     before = data.get("preCompactionTokens")
     if not isinstance(before, int):
         parts = [start.get(key) for key in START_TOKENS]
-        before = (
-            sum(parts) if all(isinstance(p, int) for p in parts) else start.get("currentTokens")
-        )
+        counts = [p for p in parts if isinstance(p, int)]
+        before = sum(counts) if len(counts) == len(parts) else start.get("currentTokens")
     after = data.get("postCompactionTokens")
     recorded = {k: v for k, v in data.items() if k != "summaryContent"}
     session.native_compactions.append(

@@ -323,7 +323,8 @@ class _Builder:
         for row in self.rows[kept_at:]:
             if row.active and not row.meta and row.kept_by is None:
                 row.kept_by = index
-        summary = record.get("summary") if isinstance(record.get("summary"), str) else ""
+        raw = record.get("summary")
+        summary = raw if isinstance(raw, str) else ""
         tokens = record.get("tokensBefore")
         when = _when(entry)
         self.session.native_compactions.append(

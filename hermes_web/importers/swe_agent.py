@@ -86,7 +86,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         session.records = len(steps or [])
     if not session.messages:
         raise ImportProblem(file, 0, "the trajectory holds no messages")
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    found = data.get("info")
+    info: dict = found if isinstance(found, dict) else {}
     session.public_id = safe_id(PurePath(file).stem)
     session.model = _model(data.get("replay_config"))
     first = next(

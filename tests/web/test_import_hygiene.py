@@ -197,3 +197,17 @@ def test_export_session_accepts_the_tools_own_id(alice, bob, tmp_path):
     assert json.loads(mine.getvalue()) == exported
     with pytest.raises(CommandError, match="no session with id 'nope' for user 'bob'"):
         call_command("export_session", "nope", user="bob", stdout=StringIO())
+
+
+def test_the_api_answers_the_summary_and_its_own_duplicate_words(alice_client):
+    def upload():
+        return SimpleUploadedFile(CLAUDE.name, CLAUDE.read_bytes())
+
+    first = alice_client.post("/api/import", {"file": upload()}).json()
+    assert first["summary"].startswith("1 session, ")
+    assert first["empty_sessions"] == 0
+    again = alice_client.post("/api/import", {"file": upload()}).json()
+    assert again["summary"] == "0 sessions, 0 messages; 1 already there"
+    assert again["duplicates"][0]["problem"] == (
+        "already imported: a duplicate (send skip_existing to skip it)"
+    )
