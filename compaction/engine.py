@@ -426,12 +426,12 @@ def _with_ledger(
     """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
     char budget shrinks in proportion while the tokens are over: paths and commands take
     fewer chars per token than prose)."""
-    for _ in range(4):
+    for _ in range(8):
         text, written = _fit_ledger(body, ledger, budget)
         tokens = counter(text)
-        if tokens <= cap:
+        if tokens <= cap or budget <= _NARRATIVE_FLOOR * 2:
             break
-        budget = max(_NARRATIVE_FLOOR * 2, int(budget * cap / tokens * 0.97))
+        budget = max(_NARRATIVE_FLOOR * 2, int(budget * cap / tokens * 0.95))
     return text, written
 
 
