@@ -285,6 +285,12 @@ _TEST_COUNT = re.compile(
     r"|\bRan \d+ tests?\b|\btest result: \w+\.|^Tests?: +\d+",
     re.IGNORECASE | re.MULTILINE,
 )
+# Every error report, exception name and test result the scan below finds holds one of these.
+_HINTS = re.compile(
+    r"rror|xception|FAIL|Traceback|fatal|panic|not found|No such|passed|failed|Ran |Tests?:"
+    r"|test result|✕|✗|×|^E ",
+    re.MULTILINE,
+)
 _TEST_HINTS = ("passed", "failed", "FAIL", "Ran ", "Tests:", "test result", "✕", "✗")
 _EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
 _EXITED = re.compile(
@@ -498,6 +504,9 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
     code = _exit_of(text) if command is not None else None
     if command is not None and code is not None:
         got.detail("commands", command_line(command), code)
+    failed = code is not None and code != "0"
+    if not failed and message.get("is_error") is not True and _HINTS.search(text) is None:
+        return  # no error, exception name or test result can be in it: most results
     body = _unwrap(text)
     listing = _is_listing(name, command)
     source = _one_line(command_line(command), 60) if command else name
