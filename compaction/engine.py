@@ -420,6 +420,14 @@ _NARRATIVE_FLOOR = 400  # chars of narrative kept however full the ledger is
 _SUMMARY_TOKEN_CAP = 8_000
 
 
+def _narrative_target(target: int, narrative_chars: int | None) -> int:
+    """The "Target ~N tokens" of the LLM prompt: with the ledger appended, the narrative's
+    room (4 chars a token), so the model is not told to write what would be cut."""
+    if narrative_chars is None:
+        return target
+    return max(200, min(target, narrative_chars // 4))
+
+
 def _with_ledger(
     body: str, ledger: Ledger, budget: int, cap: int, counter: TokenCounter
 ) -> tuple[str, Ledger]:
@@ -799,7 +807,10 @@ def compact(
         now=day,
         previous_summary=narrative_previous,
         focus=focus,
-        budget_tokens=summary_budget_tokens(span_info["middle"], cfg.context_length),
+        budget_tokens=_narrative_target(
+            summary_budget_tokens(span_info["middle"], cfg.context_length),
+            narrative_chars if ledger is not None else None,
+        ),
         ledger=ledger is not None,
     )
     request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
