@@ -27,7 +27,8 @@ earlier summaries left out) this script extracts:
 - constraints: sentences of real user messages containing must / never / always / do not /
   don't / make sure / avoid / only use;
 
-and counts the share found verbatim in the summary body (error lines by their first 120
+and counts the share found verbatim in the summary body (and how many of them only the fact
+ledger kept, not the narrative) (error lines by their first 120
 chars). It prints per session, then per agent, profile, summarizer and window the kept
 shares, the summary size in tokens, and PASS/MISS against the issue #26 targets: paths ≥ 90 %,
 commands ≥ 80 %, exceptions ≥ 90 %, error lines ≥ 70 %, constraints ≥ 90 %, every kind
@@ -201,6 +202,12 @@ def _kept(facts: dict[str, set[str]], body: str) -> dict[str, tuple[int, int]]:
     return {k: (sum(_norm(f) in body for f in v), len(v)) for k, v in facts.items()}
 
 
+def _only(facts: dict[str, set[str]], body: str, narrative: str) -> int:
+    """How many facts the summary keeps only in its ledger (not in the narrative)."""
+    body, narrative = _norm(body), _norm(narrative)
+    return sum(_norm(f) in body and _norm(f) not in narrative for v in facts.values() for f in v)
+
+
 def _config(profile: str, window: int) -> CompactionConfig:
     return CompactionConfig(profile=profile, context_length=window)
 
@@ -232,7 +239,16 @@ def rounds(messages, profile, window, summarizer, most=5):
         for kind, facts in own.items():
             wanted[kind] |= facts
         body = out.report.summary_body or ""
-        found.append((_kept(own, body), _kept(wanted, body), _summary_tokens(body, config)))
+        narrative = body.split("\n## Fact Ledger\n")[0]
+        found.append(
+            (
+                _kept(own, body),
+                _kept(wanted, body),
+                _summary_tokens(body, config),
+                _only(own, body, narrative),
+                _only(wanted, body, narrative),
+            )
+        )
         current = list(out.messages)
         sizes = list(out.report.output_message_tokens)
         if len(found) >= most:
@@ -440,10 +456,11 @@ def main(argv: list[str]) -> int:
                         found = rounds(messages, profile, window, summarizer)
                         if not found:
                             continue
-                        picks = [("1", found[0][0], found[0][2])]
+                        picks = [("1", found[0][0], found[0][2], found[0][3])]
                         if len(found) >= 2:
-                            picks.append((str(len(found)), found[-1][1], found[-1][2]))
-                        for count, kept, tokens in picks:
+                            last = found[-1]
+                            picks.append((str(len(found)), last[1], last[2], last[4]))
+                        for count, kept, tokens, only in picks:
                             key = (agent, profile, kind, window, "1" if count == "1" else "5")
                             sizes[key].append(tokens)
                             for fact, (a, b) in kept.items():
@@ -452,7 +469,7 @@ def main(argv: list[str]) -> int:
                             line = " ".join(f"{f} {a}/{b}" for f, (a, b) in kept.items())
                             print(
                                 f"{name:28} {profile:7} {kind:13} {window // 1000:>3}K ×{count}"
-                                f" {tokens:6,} tok  {line}"
+                                f" {tokens:6,} tok  {line}  (ledger only: {only})"
                             )
     finally:
         server.stop()

@@ -420,18 +420,26 @@ _NARRATIVE_FLOOR = 400  # chars of narrative kept however full the ledger is
 _SUMMARY_TOKEN_CAP = 8_000
 
 
+def _narrative_target(target: int, narrative_chars: int | None) -> int:
+    """The "Target ~N tokens" of the LLM prompt: with the ledger appended, the narrative's
+    room (4 chars a token), so the model is not told to write what would be cut."""
+    if narrative_chars is None:
+        return target
+    return max(200, min(target, narrative_chars // 4))
+
+
 def _with_ledger(
     body: str, ledger: Ledger, budget: int, cap: int, counter: TokenCounter
 ) -> tuple[str, Ledger]:
     """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
     char budget shrinks in proportion while the tokens are over: paths and commands take
     fewer chars per token than prose)."""
-    for _ in range(4):
+    for _ in range(8):
         text, written = _fit_ledger(body, ledger, budget)
         tokens = counter(text)
-        if tokens <= cap:
+        if tokens <= cap or budget <= _NARRATIVE_FLOOR * 2:
             break
-        budget = max(_NARRATIVE_FLOOR * 2, int(budget * cap / tokens * 0.97))
+        budget = max(_NARRATIVE_FLOOR * 2, int(budget * cap / tokens * 0.95))
     return text, written
 
 
@@ -799,7 +807,10 @@ def compact(
         now=day,
         previous_summary=narrative_previous,
         focus=focus,
-        budget_tokens=summary_budget_tokens(span_info["middle"], cfg.context_length),
+        budget_tokens=_narrative_target(
+            summary_budget_tokens(span_info["middle"], cfg.context_length),
+            narrative_chars if ledger is not None else None,
+        ),
         ledger=ledger is not None,
     )
     request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)

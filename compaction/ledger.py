@@ -91,17 +91,10 @@ _TITLES = {
     "tests": "Tests",
 }
 _KIND_OF_TITLE = {title.split(" (")[0]: kind for kind, title in _TITLES.items()}
-# Share of the ledger's room each kind may take when not everything fits; what a kind does
-# not need goes to the others.
-_SHARES = {
-    "constraints": 0.22,
-    "requests": 0.08,
-    "files": 0.26,
-    "commands": 0.24,
-    "errors": 0.12,
-    "exceptions": 0.04,
-    "tests": 0.04,
-}
+# Share of the ledger's room the constraints, exception names and requests may take when not
+# everything fits; the other kinds share what is left in proportion to size × weight.
+_SHARES = {"constraints": 0.30, "exceptions": 0.05, "requests": 0.08}
+_WEIGHTS = {"files": 0.9, "commands": 0.8, "errors": 0.7, "tests": 0.7}
 _MAX_REQUESTS = 5
 _REQUEST_CHARS = 600
 _LINE_CHARS = 240
@@ -291,6 +284,12 @@ _TEST_COUNT = re.compile(
     r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|failures?)\b"
     r"|\bRan \d+ tests?\b|\btest result: \w+\.|^Tests?: +\d+",
     re.IGNORECASE | re.MULTILINE,
+)
+# Every error report, exception name and test result the scan below finds holds one of these.
+_HINTS = re.compile(
+    r"rror|xception|FAIL|Traceback|fatal|panic|not found|No such|passed|failed|Ran |Tests?:"
+    r"|test result|✕|✗|×|^E ",
+    re.MULTILINE,
 )
 _TEST_HINTS = ("passed", "failed", "FAIL", "Ran ", "Tests:", "test result", "✕", "✗")
 _EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
@@ -505,6 +504,9 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
     code = _exit_of(text) if command is not None else None
     if command is not None and code is not None:
         got.detail("commands", command_line(command), code)
+    failed = code is not None and code != "0"
+    if not failed and message.get("is_error") is not True and _HINTS.search(text) is None:
+        return  # no error, exception name or test result can be in it: most results
     body = _unwrap(text)
     listing = _is_listing(name, command)
     source = _one_line(command_line(command), 60) if command else name
@@ -735,22 +737,22 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
     wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
     need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
     room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
-    # Water-filling: a kind needing less than its share takes what it needs, the rest is
-    # shared by the kinds needing more, in proportion to their shares.
+    # The user's constraints first, then the exception names (a word each), then the newest
+    # requests, each up to its share; the other kinds share the rest in proportion to their
+    # need times their weight, so each keeps about the same fraction of its facts (paths a
+    # little more, error lines a little less).
     allowed: dict[str, int] = {}
-    open_kinds = set(need)
     spare = room
-    while open_kinds:
-        weight = sum(_SHARES[k] for k in open_kinds)
-        fits = {k for k in open_kinds if need[k] <= spare * _SHARES[k] / weight}
-        if not fits:
-            for k in open_kinds:
-                allowed[k] = int(spare * _SHARES[k] / weight)
-            break
-        for k in fits:
-            allowed[k] = need[k]
-            spare -= need[k]
-        open_kinds -= fits
+    for kind in ("constraints", "exceptions", "requests"):
+        if kind in need:
+            allowed[kind] = min(need[kind], int(room * _SHARES[kind]))
+            spare -= allowed[kind]
+    rest = {k: v for k, v in need.items() if k not in allowed}
+    weighted = {k: v * _WEIGHTS[k] for k, v in rest.items()}
+    total = sum(weighted.values())
+    for kind, size in rest.items():
+        share = int(spare * weighted[kind] / total) if total else 0
+        allowed[kind] = size if sum(rest.values()) <= spare else min(size, share)
     kept: dict[str, tuple[Fact, ...]] = {}
     left = dict(ledger.left)
     parts = [LEDGER_HEADING, _NOTE]

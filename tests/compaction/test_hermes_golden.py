@@ -120,13 +120,13 @@ GOLDEN = {
     "capped_tail": "b1ffb14015cfac39",
     "long_words": "40cc94841721ba8e",
     "secrets_failures": "76f80bed1f502216",
-    "secrets_failures_small": "ec21a8c8a89d9448",
-    "synthetic_10000_cached": "ced601e143e638dc",
-    "synthetic_2000": "4ea8b0dd44e29733",
-    "synthetic_2000_cached": "60c29e62682f3312",
+    "secrets_failures_small": "3d53a3f37476a5cd",
+    "synthetic_10000_cached": "b9a36eecf8604e94",
+    "synthetic_2000": "f1caf1a51fb0e87f",
+    "synthetic_2000_cached": "41c3ce262ba1b290",
     "synthetic_300": "1622ef76303f3494",
-    "synthetic_8k_window": "49f5a1b150a8ad3f",
-    "synthetic_small_window": "cde7a6496e4efde2",
+    "synthetic_8k_window": "075c12639d78c004",
+    "synthetic_small_window": "f2df62e471f29766",
 }
 
 

@@ -271,3 +271,12 @@ def test_the_summary_stays_within_its_token_ceiling():
         out = compact(messages, config=config, now=DAY, force=True)
         assert out.report.tokens["summary"] <= ceiling * 1.05, window
         assert "left to recall" in out.report.summary_body
+
+
+def test_the_llm_is_asked_for_no_more_than_the_room_the_ledger_leaves(fake_openai):
+    fake_openai.enqueue({"content": "## Goal\nFaster dashboard."})
+    summarizer = LLMSummarizer("openai/fake", api_base=fake_openai.base_url, api_key="x")
+    config = CompactionConfig(context_length=32_000, tail_token_budget=60, protect_first_n=1)
+    report = _compact(_codex_session(), config, summarizer=summarizer).report
+    target = int(report.summarizer_prompt.split("Target ~")[1].split(" tokens")[0])
+    assert target < 2_000  # the prompt's usual floor; the ledger takes most of 5 % of 32K
