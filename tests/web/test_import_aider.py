@@ -93,3 +93,17 @@ def test_a_log_without_turns_or_headers_is_refused(alice, tmp_path):
     problem = refused(broken, alice)
     assert "not valid UTF-8" in problem.problem
     assert problem.line == 2
+
+
+def test_a_folder_import_finds_the_aider_log_and_no_other_markdown(alice, tmp_path):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".aider.chat.history.md").write_bytes(LOG.read_bytes())
+    (project / "README.md").write_text("# aider chat started at 2025-01-01 10:00:00\n#### hi  \n")
+    out = StringIO()
+    call_command("import_sessions", str(project), user=alice.username, stdout=out)
+    assert out.getvalue().count("imported aider-") == 2  # the log's two runs; README.md not read

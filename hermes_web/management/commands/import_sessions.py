@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from hermes_web.importers import FORMATS, import_path
 
 SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
+NAMES = (".aider.chat.history.md",)  # logs picked up by name: no other .md file is a session
 
 
 def fidelity_line(report: dict) -> str:
@@ -60,7 +61,11 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: no such file or directory")
         files = (
             sorted(
-                (p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES),
+                (
+                    p
+                    for p in root.rglob("*")
+                    if p.is_file() and (p.suffix.lower() in SUFFIXES or p.name.endswith(NAMES))
+                ),
                 key=str,  # a main transcript before its <session>/subagents/ directory
             )
             if root.is_dir()
