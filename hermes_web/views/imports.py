@@ -24,6 +24,12 @@ FORMAT_CHOICES = [
     ("openai", "OpenAI messages (JSON)"),
     ("claude-code", "Claude Code transcript (JSONL)"),
     ("codex", "Codex rollout (JSONL)"),
+    # other agents' files (imp)
+    ("gemini-cli", "Gemini CLI chat (session-*.json / .jsonl, logs.json, checkpoint)"),
+    ("aider", "Aider chat log (.aider.chat.history.md)"),
+    ("openhands", "OpenHands trajectory or event (JSON)"),
+    ("cline", "Cline / Roo Code task (api_conversation_history.json, ui_messages.json)"),
+    ("continue", "Continue session (JSON)"),
 ]
 
 
