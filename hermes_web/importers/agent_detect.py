@@ -29,19 +29,23 @@ ANTHROPIC_BLOCK = re.compile(r'"type"\s*:\s*"(?:tool_use|tool_result)"')
 CONTINUE_SESSION = re.compile(r'\A\s*\{\s*"(?:history|sessionId|title|workspaceDirectory)"\s*:')
 
 
-def sniff(path: Path, head: str) -> str:
-    """The format name of another agent's file, or "" when it is none of theirs."""
-    name = path.name.lower()
+def sniff(path: Path, head: str, file: str = "") -> str:
+    """The format name of another agent's file, or "" when it is none of theirs (``file``:
+    the name shown, an upload's own name where ``path`` is its temporary copy)."""
+    name = Path(file or path.name).name.lower()
     start = head[:_HEAD]
     if name.endswith(".aider.chat.history.md") or AIDER_HEADER.match(start):
         return "aider"
     if GEMINI_RECORDING.match(start) or GEMINI_LOGS.match(start) or GEMINI_CHECKPOINT.match(start):
         return "gemini-cli"
     if OPENHANDS_EVENT.match(start) or (
-        name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
+        path.name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
     ):
         return "openhands"
-    if name == "task_metadata.json" and (path.parent / "api_conversation_history.json").is_file():
+    if (
+        path.name == "task_metadata.json"
+        and (path.parent / "api_conversation_history.json").is_file()
+    ):
         return "cline"  # a task folder's bookkeeping, read with the task
     if CLINE_UI.match(start) and CLINE_UI_TYPE.search(start[:400]):
         return "cline"

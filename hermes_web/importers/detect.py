@@ -37,7 +37,7 @@ def detect_format(path: Path, file: str) -> str:
             return "hermes-db"
         stream.seek(0)
         other_agent = agent_detect.sniff(  # Gemini CLI, Aider, OpenHands, Cline, Continue
-            path, stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+            path, stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff"), file
         )
         if other_agent:
             return other_agent

@@ -93,3 +93,31 @@ def test_a_log_without_turns_or_headers_is_refused(alice, tmp_path):
     problem = refused(broken, alice)
     assert "not valid UTF-8" in problem.problem
     assert problem.line == 2
+
+
+def test_a_folder_import_finds_the_aider_log_and_no_other_markdown(alice, tmp_path):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".aider.chat.history.md").write_bytes(LOG.read_bytes())
+    (project / "README.md").write_text("# aider chat started at 2025-01-01 10:00:00\n#### hi  \n")
+    out = StringIO()
+    call_command("import_sessions", str(project), user=alice.username, stdout=out)
+    assert out.getvalue().count("imported aider-") == 2  # the log's two runs; README.md not read
+
+
+def test_the_import_page_takes_other_agents_files(alice_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    html = alice_client.get("/import/").content.decode()
+    for fmt in ("gemini-cli", "aider", "openhands", "cline", "continue"):
+        assert f'value="{fmt}"' in html
+    assert ".md" in html.split('accept="', 1)[1].split('"', 1)[0]
+    log = SimpleUploadedFile(".aider.chat.history.md", LOG.read_bytes())
+    response = alice_client.post("/import/", {"file": [log], "format": "auto"})
+    assert response.status_code == 200
+    assert Session.objects.filter(source=Session.Source.IMPORT_AIDER).count() == 2
+    assert "aider-20250504-170236" in response.content.decode()
