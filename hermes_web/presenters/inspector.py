@@ -363,16 +363,18 @@ def card_context(compaction: Compaction) -> dict:
 
 
 def structure_of(report: dict, mode: str) -> dict:
-    """What a commit would do to the session, in message counts (for Compare)."""
+    """What a commit would do to the session, in message counts (for Compare).
+
+    The counts come from each message's fate (``message_fates``), so "kept verbatim",
+    "kept, slimmed" and "summarized" are the same numbers as Compare's fate table.
+    """
     counts = report.get("counts") or {}
-    bounds = report.get("boundaries") or {}
-    head = bounds.get("head") or [0, 0]
-    tail = bounds.get("tail") or [0, 0]
-    middle = bounds.get("middle") or [0, 0]
+    fates = message_fates(report)
     return {
         "before": counts.get("messages_before"),
         "after": counts.get("messages_after"),
-        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
-        "summarized": middle[1] - middle[0],
+        "kept_verbatim": fates.count("kept"),
+        "slimmed": fates.count("slimmed"),
+        "summarized": fates.count("summarized"),
         "rotation": mode == Compaction.Mode.ROTATION,
     }
