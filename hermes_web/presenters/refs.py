@@ -22,6 +22,9 @@ from django.urls import reverse
 from hermes_web.models import Compaction
 
 REF_RE = re.compile(r"\[ref:(\d+)\]")
+# A text longer than this is a message, not a line a compaction wrote (the engine's own
+# rule for "already folded", compaction.slimming).
+FOLDED_MAX_CHARS = 800
 
 
 class RefResolver:
@@ -68,6 +71,19 @@ class RefResolver:
                     return run
         return self.runs[0]
 
+    def folded_from(self, text: str) -> tuple[str, int] | None:
+        """The original row of a short text a compaction wrote in place of it (a fold, a
+        stub: it quotes the line a run's action wrote at its ``[ref:N]``), else None."""
+        if len(text) > FOLDED_MAX_CHARS:
+            return None
+        for match in REF_RE.finditer(text):
+            ref = int(match.group(1))
+            for run in self.runs:
+                if any(written in text for written in self.written_lines(run).get(ref, ())):
+                    rows = self.rows(run)
+                    return rows[ref] if 0 <= ref < len(rows) else None
+        return None
+
     def target(self, ref: int, line: str) -> tuple[str, int] | None:
         run = self.writer(ref, line)
         if run is None:
@@ -113,3 +129,8 @@ def chain_of(run: Compaction) -> list[Compaction]:
     if moment is not None:
         earlier = earlier.filter(finished_at__lte=moment)
     return [run, *earlier]
+
+
+def lineage_runs(session: Any) -> list[Compaction]:
+    """The committed runs of ``session``'s chain, newest first (for a ``RefResolver``)."""
+    return list(Compaction.objects.for_lineage(session).committed().order_by("-finished_at", "-pk"))

@@ -32,7 +32,13 @@ from django_htmx.http import (
 from hermes_web.http import HtmxHttpRequest
 from hermes_web.llm_models import model_label
 from hermes_web.models import AgentTurn, Compaction, Message, Session
-from hermes_web.presenters.chat import chat_chains, chat_items, compaction_outcome, render_markdown
+from hermes_web.presenters.chat import (
+    chat_chains,
+    chat_items,
+    compaction_outcome,
+    render_markdown,
+    restore_folded,
+)
 from hermes_web.services.chat import (
     ChatBusy,
     active_turns,
@@ -73,6 +79,7 @@ def _marker_for(rows: list[Message], session: Session) -> dict[int, Compaction]:
 
 def _items(rows: list[Message], session: Session) -> list[dict]:
     items = chat_items(rows)
+    restore_folded(items, session)
     markers = _marker_for(rows, session)
     for item in items:
         item["compaction"] = markers.get(item["row"].pk)
@@ -137,11 +144,7 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
     continued_from = None
     if session.parent_id:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
-    continued_in = None
-    if session.is_rotated:
-        continued_in = resolve_tip(session)
-    elif session.end_reason == Session.EndReason.UNDONE and session.parent_id:
-        continued_in = resolve_tip(Session.objects.get(pk=session.parent_id))
+    continued_in = _continued_in(session)
     compaction = latest_compaction(session)
     context = {
         "nav": "chat",
@@ -189,12 +192,28 @@ def chat_new(request: HtmxHttpRequest) -> HttpResponse:
     return redirect("chat_detail", public_id=session.public_id)
 
 
+def _continued_in(session: Session) -> Session | None:
+    """The live session this one's conversation goes on in (a rotation child, or the parent
+    an undo reopened), or None for a live session."""
+    if session.is_rotated:
+        return resolve_tip(session)
+    if session.end_reason == Session.EndReason.UNDONE and session.parent_id:
+        return resolve_tip(Session.objects.get(pk=session.parent_id))
+    return None
+
+
 @require_GET
 @login_required
 def chat_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
-    """A chat page. A session that continued in a rotation child is shown read-only, with
-    a link forward; the live session links back to the one it continues."""
+    """A chat page. The URL of a session that continued elsewhere (a rotation, an undo)
+    redirects to the live one, so a bookmark or a reload lands where the conversation goes
+    on; ``?history=1`` shows it read-only, with a link forward (the live session's "earlier
+    session" link); the live session links back to the one it continues."""
     session = _session_for(request, public_id)
+    if request.GET.get("history") != "1":
+        live = _continued_in(session)
+        if live is not None and live.pk != session.pk:
+            return redirect("chat_detail", public_id=live.public_id)
     return render(request, TEMPLATE, _page_context(request, session))
 
 

@@ -86,9 +86,14 @@ def test_chat_with_the_demo_model_then_compress(
     expect(link).to_have_attribute("href", re.compile(r"^/compactions/[0-9a-f]{32}/$"))
     screenshot("chat-after-compress")
 
-    # The new session says it continues the old one; the old URL is read-only, linking on.
+    # The new session says it continues the old one; the old URL follows to it (issue #27),
+    # and the old session's history view is read-only, linking on.
     expect(page.locator(".continued-note")).to_contain_text("Continued in a new session")
+    live_url = page.url
     page.goto(chat_url)
+    expect(page).to_have_url(live_url)
+    expect(page.locator("#composer")).to_be_visible()
+    page.goto(chat_url + "?history=1")
     expect(page.locator(".read-only-note")).to_contain_text("This session is read-only")
     expect(page.locator("#composer")).to_have_count(0)
     page.get_by_role("link", name="Go to the continuation →").click()

@@ -123,7 +123,9 @@ def test_the_chat_marker_undoes_and_the_status_row_redoes(alice, alice_client, b
     assert "Undone: the context from before this compaction is restored" in page
     assert "Redo this compaction" in page
     assert "This session is read-only" not in page
-    old = alice_client.get(reverse("chat_detail", args=[child.public_id])).content.decode()
+    child_url = reverse("chat_detail", args=[child.public_id])
+    assert alice_client.get(child_url).url == response.url  # follows to the live session
+    old = alice_client.get(child_url + "?history=1").content.decode()
     assert "This session is read-only" in old
     redo = alice_client.post(reverse("chat_compaction_undo", args=[run.public_id, "redo"]))
     assert redo.url == reverse("chat_detail", args=[child.public_id])

@@ -1,0 +1,40 @@
+"""Issue #27: the chat page tells the truth and follows the conversation (items 4, 9)."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from compaction.messages import content_text
+from hermes_web.models import Message, Session
+from tests.web.inspector_seed import compact_now, seed_conversation
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_stub_in_a_continuation_expands_to_the_original_output(alice, alice_client):
+    """Item 4: "Full output (72 chars)" showed the stub line itself; now the original."""
+    session = seed_conversation(alice, n=200, seed=5, mode="rotation")
+    run = compact_now(
+        session, alice, mode="rotation", overrides={"tail_token_budget": 6_000, "profile": "hermes"}
+    )
+    assert run.status == "committed", run.error
+    child = Session.objects.get(pk=run.result_session_id)
+    stubs = [
+        row
+        for row in Message.objects.filter(session=child, role="tool").order_by("position")
+        if "[ref:" in content_text(row.content) and len(content_text(row.content)) < 800
+    ]
+    assert stubs, "the hermes passes wrote no stand-in into the continuation"
+    html = alice_client.get(reverse("chat_detail", args=[child.public_id])).content.decode()
+    shown = 0
+    for stub in stubs:
+        ref = int(re.search(r"\[ref:(\d+)\]", content_text(stub.content))[1])
+        original = run.input_rows()[ref]
+        text = content_text(original.content)
+        href = reverse("message_detail", args=[session.public_id, original.position])
+        if href in html:
+            shown += 1
+            assert f"Full output ({len(text):,} chars)" in html
+    assert shown > 0
+    assert f"Full output ({len(content_text(stubs[0].content))} chars)" not in html
