@@ -145,3 +145,30 @@ def test_a_message_page_links_each_call_to_its_result(alice, alice_client):
     ).content.decode()
     assert reverse("message_detail", args=[session.public_id, result.position]) in html
     assert "(no result)" not in html
+
+
+def test_the_markdown_export_says_what_the_pages_say(alice, alice_client):
+    """Item 7: one "## Warnings", numbers with separators, reasons in words, and the
+    summary's own headings fenced so they do not collide with the report's."""
+    session = seed_conversation(alice, n=160, seed=7)
+    session.context_length = 64_000  # a default threshold lowered below the window
+    session.save(update_fields=["context_length"])
+    run = compact_now(session, alice, overrides={"tail_token_budget": 70_000})
+    text = alice_client.get(reverse("compaction_report_md", args=[run.public_id])).content.decode()
+    assert text.count("## Warnings") <= 1
+    tokens = run.report["tokens"]
+    assert f"{tokens['before']:,} → {tokens['after']:,}" in text
+    assert "provider prompt tokens: not reported" in text
+    codes = [w["code"] for w in report_warnings(run.report)]
+    for code in codes:
+        assert f"`{code}`" in text
+    assert "`threshold_at_window`" not in text  # nobody configured it (item 6)
+    outside = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("## "):
+            outside.append(line)
+    assert "## Active Task" not in outside
+    assert len(outside) == len(set(outside))
