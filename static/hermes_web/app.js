@@ -9,4 +9,19 @@
       form.reset();
     }
   });
+  // <button data-copy="#id">: copy that element's text, and say so next to the button.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy"));
+    var status = button.parentNode.querySelector(".copy-status");
+    if (!source || !navigator.clipboard) {
+      if (status) status.textContent = "Copying is not available here: select the text instead.";
+      return;
+    }
+    navigator.clipboard.writeText(source.textContent.trim()).then(
+      function () { if (status) status.textContent = "Copied."; },
+      function () { if (status) status.textContent = "Could not copy: select the text instead."; }
+    );
+  });
 })();

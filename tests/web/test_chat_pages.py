@@ -38,3 +38,20 @@ def test_a_stub_in_a_continuation_expands_to_the_original_output(alice, alice_cl
             assert f"Full output ({len(text):,} chars)" in html
     assert shown > 0
     assert f"Full output ({len(content_text(stubs[0].content))} chars)" not in html
+
+
+def test_a_reload_after_creating_an_api_key_creates_no_second_key(alice, alice_client):
+    """Item 13: POST, redirect, GET; the raw key is shown once, with a copy button."""
+    from hermes_web.models import ApiKey
+
+    response = alice_client.post(reverse("create_api_key"), {"name": "backup"})
+    assert response.status_code == 302
+    assert response.url == reverse("api_keys")
+    shown = alice_client.get(response.url).content.decode()
+    raw = shown.split('id="raw-key" tabindex="0">', 1)[1].split("<", 1)[0]
+    assert raw.startswith("hk_")
+    assert 'data-copy="#raw-key"' in shown
+    again = alice_client.get(response.url).content.decode()  # the reload
+    assert raw not in again
+    assert ApiKey.objects.filter(owner=alice).count() == 1
+    assert '<th><span class="visually-hidden">Actions</span></th>' in again
