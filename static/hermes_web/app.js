@@ -24,4 +24,19 @@
       function () { if (status) status.textContent = "Could not copy: select the text instead."; }
     );
   });
+  // [data-roving]: one Tab stop; the arrow keys, Home and End move between its links.
+  document.addEventListener("keydown", function (event) {
+    var cell = event.target;
+    var group = cell.closest && cell.closest("[data-roving]");
+    if (!group || cell.tagName !== "A") return;
+    var cells = Array.prototype.slice.call(group.querySelectorAll("a"));
+    var at = cells.indexOf(cell);
+    var to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0, End: cells.length - 1 }[event.key];
+    if (to === undefined) return;
+    event.preventDefault();
+    to = Math.max(0, Math.min(cells.length - 1, to));
+    cell.setAttribute("tabindex", "-1");
+    cells[to].setAttribute("tabindex", "0");
+    cells[to].focus();
+  });
 })();
