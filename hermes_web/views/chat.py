@@ -141,6 +141,9 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         said = last is not None and (last.status in shown or (last.usage or {}).get("overflow"))
         turns = [last] if last is not None and said else []
     rows, earlier_before = _window(session, _hidden_ids(turns))
+    archived = None
+    if earlier_before is None:  # the start of the active rows is on the page
+        archived = _archived_turns(session)
     continued_from = None
     if session.parent_id:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
@@ -153,6 +156,7 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         "draft_key": session.root.public_id if session.root is not None else session.public_id,
         "items": _items(rows, session),
         "earlier_before": earlier_before,
+        "archived": archived,
         "turns": [_turn_context(t) for t in turns],
         "meter": context_meter(session),
         "compaction": compaction,
@@ -190,6 +194,25 @@ def chat_new(request: HtmxHttpRequest) -> HttpResponse:
     if text and not text.startswith("/"):
         send_message(session=session, text=text[:MAX_MESSAGE_CHARS])
     return redirect("chat_detail", public_id=session.public_id)
+
+
+ARCHIVED_SHOWN = 200  # archived rows shown in the chat; the conversation page has them all
+
+
+def _archived_turns(session: Session) -> dict | None:
+    """The rows in-place compactions archived in this session, for the collapsed "N earlier
+    turns archived — show" block at the top of the chat (None when there are none)."""
+    archived = Message.objects.filter(session=session, archived=True)
+    count = archived.count()
+    if not count:
+        return None
+    rows = list(archived.order_by("-position")[:ARCHIVED_SHOWN])[::-1]
+    return {
+        "count": count,
+        "turns": archived.filter(role=Message.Role.USER).count(),
+        "items": chat_items(rows),
+        "more": count - len(rows),
+    }
 
 
 def _continued_in(session: Session) -> Session | None:
@@ -266,7 +289,13 @@ def _command(request: HtmxHttpRequest, session: Session, text: str) -> HttpRespo
             value = set_mode(session=resolve_tip(session), mode=argument or "")
             flash.success(
                 request,
-                f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}.",
+                f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}"
+                + (
+                    " (a compaction archives the older rows in this chat, behind “show”)."
+                    if value == "in_place"
+                    else " (a compaction continues the chat in a new session)."
+                ),
+                extra_tags="chat-near",
             )
         else:
             return _refuse(
@@ -464,12 +493,14 @@ def chat_compaction_undo(request: HtmxHttpRequest, public_id: str, action: str) 
     apply = undo_compaction if action == "undo" else redo_compaction
     try:
         run = apply(run, user=request.user, carry_over=carry)
+    # The outcome shows next to the status row, and the page opens there (#chat-notices),
+    # not at the top while the chat scrolls to its newest message.
     except UndoRefused as refused:
-        flash.error(request, str(refused))
+        flash.error(request, str(refused), extra_tags="chat-near")
     else:
-        flash.success(request, compaction_outcome(run))
+        flash.success(request, compaction_outcome(run), extra_tags="chat-near")
     live = resolve_tip(Session.objects.get(pk=run.session_id))
-    target = reverse("chat_detail", args=[live.public_id])
+    target = reverse("chat_detail", args=[live.public_id]) + "#chat-notices"
     if request.htmx:
         return HttpResponseClientRedirect(target)
     return redirect(target)
