@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import (
     HTMX_STOP_POLLING,
@@ -196,6 +198,8 @@ def chat_new(request: HtmxHttpRequest) -> HttpResponse:
     return redirect("chat_detail", public_id=session.public_id)
 
 
+TITLE_MAX_CHARS = 200  # Session.title's column
+BUSY_TURNS = (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING)
 ARCHIVED_SHOWN = 200  # archived rows shown in the chat; the conversation page has them all
 
 
@@ -504,3 +508,58 @@ def chat_compaction_undo(request: HtmxHttpRequest, public_id: str, action: str) 
     if request.htmx:
         return HttpResponseClientRedirect(target)
     return redirect(target)
+
+
+def _chain(session: Session):
+    """Every session of ``session``'s rotation chain (the chat as the sidebar lists it)."""
+    root_id = session.root_id or session.pk
+    return Session.objects.filter(owner_id=session.owner_id).filter(
+        Q(pk=root_id) | Q(root_id=root_id)
+    )
+
+
+@require_POST
+@login_required
+def chat_rename(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """Rename a chat: every session of its chain gets the title (the sidebar shows it)."""
+    session = _session_for(request, public_id)
+    title = " ".join((request.POST.get("title") or "").split())
+    live = resolve_tip(session)
+    if not title or len(title) > TITLE_MAX_CHARS:
+        flash.error(
+            request,
+            f"Give the chat a title of 1 to {TITLE_MAX_CHARS} characters; it was not renamed.",
+            extra_tags="chat-near",
+        )
+    else:
+        _chain(session).update(title=title, updated_at=timezone.now())
+        flash.success(request, f"Renamed to “{title}”.", extra_tags="chat-near")
+    return redirect(reverse("chat_detail", args=[live.public_id]) + "#chat-notices")
+
+
+@require_POST
+@login_required
+def chat_delete(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """Delete a chat: its whole chain, with its messages and compactions. Refused while the
+    agent answers or a compaction runs (their workers would write into rows now gone)."""
+    session = _session_for(request, public_id)
+    chain = _chain(session)
+    busy = (
+        AgentTurn.objects.filter(session__in=chain, status__in=BUSY_TURNS).exists()
+        or Compaction.objects.in_progress().filter(session__in=chain).exists()
+    )
+    if busy:
+        flash.error(
+            request,
+            "The agent is answering or a compaction is running; stop it or wait, then delete.",
+            extra_tags="chat-near",
+        )
+        live = resolve_tip(session)
+        return redirect(reverse("chat_detail", args=[live.public_id]) + "#chat-notices")
+    title = session.title or "New chat"
+    count = chain.count()
+    chain.delete()
+    flash.success(
+        request, f"Deleted the chat “{title}” ({count} session{'s' if count != 1 else ''})."
+    )
+    return redirect("chat")

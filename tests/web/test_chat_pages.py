@@ -55,3 +55,31 @@ def test_a_reload_after_creating_an_api_key_creates_no_second_key(alice, alice_c
     assert raw not in again
     assert ApiKey.objects.filter(owner=alice).count() == 1
     assert '<th><span class="visually-hidden">Actions</span></th>' in again
+
+
+def test_a_chat_can_be_renamed_and_deleted_with_its_whole_chain(alice, alice_client, bob_client):
+    """Item 12: rename and delete, for the whole rotation chain; nobody else's."""
+    session = seed_conversation(alice, n=120, seed=8, mode="rotation")
+    run = compact_now(session, alice, mode="rotation")
+    child = Session.objects.get(pk=run.result_session_id)
+    rename = reverse("chat_rename", args=[child.public_id])
+    assert bob_client.post(rename, {"title": "mine now"}).status_code == 404
+    response = alice_client.post(rename, {"title": "  Parser   crash  "})
+    assert response.url == reverse("chat_detail", args=[child.public_id]) + "#chat-notices"
+    assert set(
+        Session.objects.filter(pk__in=[session.pk, child.pk]).values_list("title", flat=True)
+    ) == {"Parser crash"}
+    page = alice_client.get(response.url).content.decode()
+    assert "Renamed to “Parser crash”." in page
+    refused = alice_client.post(rename, {"title": "   "})
+    assert "not renamed" in alice_client.get(refused.url).content.decode()
+    delete = reverse("chat_delete", args=[child.public_id])
+    assert bob_client.post(delete).status_code == 404
+    gone = alice_client.post(delete)
+    assert gone.url == reverse("chat")
+    assert not Session.objects.filter(pk__in=[session.pk, child.pk]).exists()
+    assert not Message.objects.filter(session_id__in=[session.pk, child.pk]).exists()
+    assert (
+        "Deleted the chat “Parser crash” (2 sessions)."
+        in alice_client.get(gone.url).content.decode()
+    )
