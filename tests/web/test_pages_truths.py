@@ -172,3 +172,14 @@ def test_the_markdown_export_says_what_the_pages_say(alice, alice_client):
             outside.append(line)
     assert "## Active Task" not in outside
     assert len(outside) == len(set(outside))
+
+
+def test_json_previews_read_as_text():
+    """Item 7: a JSON tool result's preview has its text, not ``{"output": "a\\nb"``."""
+    from hermes_web.presenters.messages import preview_line
+
+    line = preview_line('{"output": "line one\\nline two", "exit_code": 0}')
+    assert "\\n" not in line
+    assert line == "output: line one line two · exit_code: 0"
+    assert preview_line("x" * 200).endswith("…")
+    assert len(preview_line("x" * 200)) == 90
