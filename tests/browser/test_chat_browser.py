@@ -389,7 +389,7 @@ def test_undo_and_redo_a_compaction_from_the_chat(
     marker.get_by_role("button", name="Undo").click()
     # Said next to the status row (issue #27); the archived turns are collapsed, not gone.
     expect(page.locator("#chat-notices")).to_contain_text("Undone: the context from before")
-    expect(page.locator(".chat-marker")).to_have_count(0)
+    expect(page.locator(".chat-marker:visible")).to_have_count(0)
     expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(1)
     screenshot("chat-undone")
     # A message after the undo: redo is refused in words, and offered with carrying it over.
@@ -399,7 +399,7 @@ def test_undo_and_redo_a_compaction_from_the_chat(
     page.reload()
     expect(page.locator(".undo-reason")).to_contain_text("2 messages were added after")
     page.get_by_role("button", name="Redo this compaction and carry 2 messages over").click()
-    expect(page.locator(".chat-marker")).to_be_visible()
+    expect(page.locator(".chat-marker:visible")).to_be_visible()
     expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(0)
     expect(
         page.locator(".user-bubble:visible").filter(has_text="a question after the undo")
