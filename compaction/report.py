@@ -112,17 +112,28 @@ def _fence(text: str) -> str:
     return f"{ticks}text\n{text}\n{ticks}"
 
 
-def report_to_markdown(report: Mapping[str, Any]) -> str:
+def _count(value: Any) -> str:
+    """A count with thousands separators (``125,824``); "not reported" for None."""
+    if value is None:
+        return "not reported"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def report_to_markdown(
+    report: Mapping[str, Any], words: Mapping[str, Mapping[str, str]] | None = None
+) -> str:
     """Render a report dict (``CompactionReport.to_dict()``) as Markdown.
 
-    Words match the web pages (the engine's ``forced`` trigger reads "manual"). Every text
-    that comes from the conversation (fold lines, tool call ids, models, messages) goes in a
-    code span sized to its own backticks or in a fenced block, so it cannot break the page.
+    Words match the web pages (the engine's ``forced`` trigger reads "manual"); ``words``
+    (the web's vocabulary, kind -> value -> words) adds to and overrides the built-in ones,
+    so the export says what the pages say. Every text that comes from the conversation
+    (fold lines, tool call ids, models, messages, the summary) goes in a code span sized to
+    its own backticks or in a fenced block, so it cannot break the page or add headings.
     """
     r = report
     tokens = r.get("tokens") or {}
     counts = r.get("counts") or {}
-    words = {
+    builtin: dict[str, dict[str, str]] = {
         "trigger": {
             "auto": "automatic",
             "forced": "manual",
@@ -146,13 +157,17 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         },
     }
 
+    vocabulary = {kind: {**builtin.get(kind, {}), **extra} for kind, extra in (words or {}).items()}
+    vocabulary = {**builtin, **vocabulary}
+
     def word(kind: str, value: Any) -> str:
-        return words[kind].get(str(value), str(value)) if value is not None else "—"
+        return vocabulary.get(kind, {}).get(str(value), str(value)) if value is not None else "—"
 
     lines = [
         "# Compaction report",
         "",
-        f"- **Status:** {r.get('status')}" + (f" ({r['reason']})" if r.get("reason") else ""),
+        f"- **Status:** {word('status', r.get('status'))}"
+        + (f" ({word('reason', r['reason'])})" if r.get("reason") else ""),
         f"- **Date:** {r.get('now')}",
         f"- **Trigger:** {word('trigger', r.get('trigger', 'auto'))}",
         f"- **Profile:** {r.get('profile') or 'classic'}",
@@ -160,11 +175,12 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
     if r.get("focus"):
         lines.append(f"- **Focus:** {_escape_md(str(r['focus']))}")
     lines += [
-        f"- **Messages:** {counts.get('messages_before')} → {counts.get('messages_after')}",
-        f"- **Tokens:** {tokens.get('before')} → {tokens.get('after')} "
-        f"(saved {tokens.get('saved')}, ratio {tokens.get('ratio')})",
-        f"- **Threshold:** {tokens.get('threshold')}; provider prompt tokens: "
-        f"{tokens.get('provider_prompt_tokens')}",
+        f"- **Messages:** {_count(counts.get('messages_before'))} → "
+        f"{_count(counts.get('messages_after'))}",
+        f"- **Tokens:** {_count(tokens.get('before'))} → {_count(tokens.get('after'))} "
+        f"(saved {_count(tokens.get('saved'))}, ratio {tokens.get('ratio')})",
+        f"- **Threshold:** {_count(tokens.get('threshold'))}; provider prompt tokens: "
+        f"{_count(tokens.get('provider_prompt_tokens'))}",
         f"- **Summarizer:** {word('summarizer', r.get('summarizer'))}"
         + (f" ({_code(r['summarizer_model'])})" if r.get("summarizer_model") else ""),
         f"- **Previous summary carried forward:** {'yes' if r.get('previous_summary_used') else 'no'}",
@@ -190,10 +206,7 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
     ]
     for part in ("head", "middle", "tail"):
         span = (r.get("boundaries") or {}).get(part)
-        lines.append(f"| {part} | {span} | {tokens.get(part)} |")
-    if r.get("warnings"):
-        lines += ["", "## Warnings", ""]
-        lines += [f"- `{w.get('code')}`: {w.get('message')}" for w in r["warnings"]]
+        lines.append(f"| {part} | {span} | {_count(tokens.get(part))} |")
     if r.get("redactions"):
         lines += ["", f"Secrets redacted from the summarizer input and summary: {r['redactions']}"]
     if r.get("alignment"):
@@ -210,7 +223,8 @@ def report_to_markdown(report: Mapping[str, Any]) -> str:
         ]
         for kind, t in totals.items():
             lines.append(
-                f"| {word('slim', kind)} | {t['count']} | {t['chars_before']} | {t['chars_after']} |"
+                f"| {word('slim', kind)} | {_count(t['count'])} | {_count(t['chars_before'])} "
+                f"| {_count(t['chars_after'])} |"
             )
         written = [a for a in r.get("slimming") or [] if a.get("line") or a.get("fold_line")]
         if written:

@@ -312,7 +312,7 @@ class _Scan:
                 cid = message.get("tool_call_id")
                 entry = take_pending(cid if type(cid) is str else str(cid or ""), None)
                 if entry is None:
-                    add_action((pos, "tool", {}, pos, None))
+                    add_action((pos, _orphan_tool(message), _UNKNOWN_ARGS, pos, None))
                     continue
                 call_pos, name, args, command = entry
                 add_action((call_pos, name, args, pos, None))
@@ -914,8 +914,9 @@ def resume_summary(facts: SummaryFacts) -> str:
         verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
         target = _command_of(args) if lowered in SHELL_TOOLS else None
         target = f"`{target}`" if target else (", ".join(_paths_of(args)[:2]) or _first_arg(args))
+        target = "" if args is _UNKNOWN_ARGS else f" {_one_line(target, 120)}"
         line = (
-            f"{number + total - offset}. {verb} {_one_line(target, 120)} — "
+            f"{number + total - offset}. {verb}{target} — "
             f"{_one_line(outcome, 240)} (on {when}) [tool: {name}]"
         )
         if filled + len(line) + 1 > room:
@@ -978,6 +979,25 @@ def _goal(facts: SummaryFacts, scan: _Scan, prev: Mapping[str, list[str]]) -> st
     if first is None or is_wrapper(first):
         first = scan.first_user
     return (first or "Unknown.").strip()[:1_000] or "Unknown."
+
+
+# The arguments of a result whose call is not in the middle (an earlier compaction
+# summarized it, or it is in the parent session): unknown, not empty, so no
+# "(no arguments)" is written for them; the outcome (often that compaction's fold line,
+# "[read_file] read logs/x.log …") names the target.
+_UNKNOWN_ARGS: dict[str, Any] = {}
+_FOLD_TOOL_RE = re.compile(r"\[([A-Za-z0-9_.:-]{1,64})\] ")
+
+
+def _orphan_tool(message: Mapping[str, Any]) -> str:
+    """The tool name of a result without its call: the row's own ``name``, else the name an
+    earlier fold line starts with, else "tool"."""
+    name = message.get("name")
+    if isinstance(name, str) and name:
+        return name
+    content = message.get("content")
+    match = _FOLD_TOOL_RE.match(content) if isinstance(content, str) else None
+    return match.group(1) if match else "tool"
 
 
 def _first_arg(args: Mapping[str, Any]) -> str:

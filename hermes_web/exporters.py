@@ -16,6 +16,7 @@ from typing import Any
 
 from compaction import report_to_markdown
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.presenters.vocabulary import VOCABULARY, report_warnings
 
 SESSION_FORMATS = ("openai", "hermes-jsonl")
 REPORT_FORMATS = ("report-json", "report-md")
@@ -241,7 +242,15 @@ def export_report_text(compaction: Compaction, fmt: str) -> str:
             return f"# Compaction report\n\n- **Status:** {compaction.status} ({detail})\n"
         # The stored trigger (manual, automatic, what-if) is what the pages show; the engine
         # only knows forced or automatic.
-        return report_to_markdown({**compaction.report, "trigger": compaction.trigger})
+        return report_to_markdown(
+            # The warnings the pages show (one list, see report_warnings), in their words.
+            {
+                **compaction.report,
+                "trigger": compaction.trigger,
+                "warnings": report_warnings(compaction.report),
+            },
+            words=VOCABULARY,
+        )
     raise ValueError(f"unknown report export format {fmt!r} (expected {', '.join(REPORT_FORMATS)})")
 
 

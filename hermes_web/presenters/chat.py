@@ -15,12 +15,14 @@ from typing import Any
 
 import markdown as markdown_lib
 import nh3
+from django.urls import reverse
 from django.utils import timezone
 
 from compaction.messages import content_text
 from compaction.slimming import fold_tool_result
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.messages import image_views
+from hermes_web.presenters.refs import FOLDED_MAX_CHARS, RefResolver, lineage_runs
 from hermes_web.validation import scrub_surrogates
 
 ALLOWED_TAGS = {
@@ -156,6 +158,7 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
             if result is not None:
                 paired.add(result.pk)
                 output = content_text(result.content, images=False)
+                entry["raw_output"] = output
                 entry["one_line"] = fold_tool_result(name, args, output)
                 entry["output_chars"] = len(output)
                 pretty_output = _pretty_output(output)
@@ -164,10 +167,41 @@ def chat_items(rows: list[Message]) -> list[dict[str, Any]]:
                 entry["error"] = output.startswith('{"error"')
             item["calls"].append(entry)
         if row.role == Message.Role.TOOL:
+            item["raw_output"] = text
             item["one_line"] = fold_tool_result(row.tool_name or "tool", {}, text)
             item["output"] = _pretty_output(text)[:OUTPUT_PREVIEW_CHARS]
+            item["output_chars"] = len(text)
         items.append(item)
     return items
+
+
+def restore_folded(items: list[dict[str, Any]], session: Any) -> None:
+    """Outputs that are a line an earlier compaction wrote in place of the original (a
+    continuation session's copy of a fold or a stub) show the original output, its size
+    and a link to its stored row (``original_href``), not the 72-character stub."""
+    outputs = [
+        entry
+        for item in items
+        for entry in [*item["calls"], item]
+        if "[ref:" in str(entry.get("raw_output") or "")
+        and len(str(entry["raw_output"])) <= FOLDED_MAX_CHARS
+    ]
+    if not outputs:
+        return
+    resolver = RefResolver(lineage_runs(session))
+    for entry in outputs:
+        found = resolver.folded_from(str(entry["raw_output"]))
+        if found is None:
+            continue
+        original = Message.objects.filter(session__public_id=found[0], position=found[1]).first()
+        if original is None:
+            continue
+        text = content_text(original.content, images=False)
+        pretty = _pretty_output(text)
+        entry["output"] = pretty[:OUTPUT_PREVIEW_CHARS]
+        entry["output_cut"] = max(0, len(pretty) - OUTPUT_PREVIEW_CHARS)
+        entry["output_chars"] = len(text)
+        entry["original_href"] = reverse("message_detail", args=list(found))
 
 
 # -- words for people ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from hermes_web.caching import PANEL_SECONDS, card_key
 from hermes_web.models import Compaction
 from hermes_web.presenters.compare import message_fates
 from hermes_web.presenters.messages import percent_of, word_diff
+from hermes_web.presenters.refs import RefResolver
 from hermes_web.presenters.vocabulary import (
     ALIGNMENT_LABELS,
     REGIONS,
@@ -293,13 +294,15 @@ def inspector_context(
     slim_region: str = "",
     slim_page: int = 1,
     positions: list[int] | None = None,
+    refs: RefResolver | None = None,
 ) -> dict:
-    """Everything the inspector panels print for one run (pure reads of its report)."""
+    """Everything the inspector panels print for one run (pure reads of its report; with
+    ``refs``, the summary's references are resolved to the rows their lines describe)."""
     report = compaction.report or {}
     tokens = report.get("tokens") or {}
     summary = summary_sections(report.get("summary"))
     for section in summary["sections"]:
-        section["segments"] = ref_segments(section["body"], positions)
+        section["segments"] = refs.segments(section["body"]) if refs else []
     output_tokens = report.get("output_message_tokens") or []
     return {
         "c": compaction,
@@ -363,16 +366,18 @@ def card_context(compaction: Compaction) -> dict:
 
 
 def structure_of(report: dict, mode: str) -> dict:
-    """What a commit would do to the session, in message counts (for Compare)."""
+    """What a commit would do to the session, in message counts (for Compare).
+
+    The counts come from each message's fate (``message_fates``), so "kept verbatim",
+    "kept, slimmed" and "summarized" are the same numbers as Compare's fate table.
+    """
     counts = report.get("counts") or {}
-    bounds = report.get("boundaries") or {}
-    head = bounds.get("head") or [0, 0]
-    tail = bounds.get("tail") or [0, 0]
-    middle = bounds.get("middle") or [0, 0]
+    fates = message_fates(report)
     return {
         "before": counts.get("messages_before"),
         "after": counts.get("messages_after"),
-        "kept_verbatim": (head[1] - head[0]) + (tail[1] - tail[0]),
-        "summarized": middle[1] - middle[0],
+        "kept_verbatim": fates.count("kept"),
+        "slimmed": fates.count("slimmed"),
+        "summarized": fates.count("summarized"),
         "rotation": mode == Compaction.Mode.ROTATION,
     }

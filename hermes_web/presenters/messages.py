@@ -98,7 +98,18 @@ def message_view(
         "result_anchor": anchor_for(tool_call_id) if tool_call_id else "",
         "token_percent": percent_of(tokens, max_tokens) if max_tokens else 0.0,
         "fields": json_fields(text) if len(text) <= preview_chars else [],
+        "preview": preview_line(text[:20_000]),
     }
+
+
+def preview_line(text: str, chars: int = 90) -> str:
+    """A one-line preview for people: a JSON tool result shows its fields' text (real line
+    breaks, no ``\n`` escapes or quotes), everything on one line, at most ``chars``."""
+    fields = json_fields(text) if len(text) <= 200_000 else []
+    if fields:
+        text = " · ".join(f"{f['key']}: {f['value']}" for f in fields)
+    line = " ".join(text.split())
+    return line if len(line) <= chars else line[: chars - 1] + "…"
 
 
 def json_fields(text: str) -> list[dict[str, str]]:

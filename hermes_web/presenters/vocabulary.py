@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
+from compaction import CompactionConfig
+
 ALIGNMENT_LABELS = {
     "tool_group_kept_whole": "cut moved so a tool call and its results stay together",
     "latest_user_pulled_in": "latest user message pulled into the tail",
@@ -83,6 +85,21 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "lean_tail": "lean-tail stub",
     },
     "region": {"head": "head", "middle": "middle", "tail": "tail"},
+    # Why a run did not compact (``Compaction.reason``, the report's ``reason``).
+    "reason": {
+        "summary_not_smaller": "the summary would not have been smaller than what it replaces",
+        "nothing_to_compact": "there was nothing between the head and the tail to summarize",
+        "ineffective": "the latest compactions saved too little, so automatic compaction paused",
+        "superseded": "a newer compaction of the same conversation replaced this one",
+        "summary_failed": "every summarizer failed, and this run was set to abort then",
+        "summary_auth_error": "the summarizer's API key was refused",
+        "below_threshold": "the conversation is below the threshold",
+        "threshold": "the conversation reached the threshold",
+        "forced": "asked for by hand",
+        "locked": "another compaction of this conversation was running",
+        "ended": "the conversation had ended",
+        "undone": "it was undone",
+    },
 }
 SLIM_KINDS = tuple(VOCABULARY["slim"])
 REGIONS = tuple(VOCABULARY["region"])
@@ -118,10 +135,33 @@ def tally_compactions(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
 
 
 def term(kind: str, value: Any) -> str:
-    """The one word the pages use for a stored ``value`` of ``kind`` (trigger, status, …)."""
+    """The one word the pages use for a stored ``value`` of ``kind`` (trigger, status, …).
+
+    A code the vocabulary does not know reads as words (underscores become spaces), so no
+    raw ``snake_case`` reaches a person.
+    """
     if value is None or value == "":
         return "—"
-    return VOCABULARY.get(kind, {}).get(str(value), str(value))
+    known = VOCABULARY.get(kind, {}).get(str(value))
+    if known is not None:
+        return known
+    return str(value).replace("_", " ") if kind == "reason" else str(value)
+
+
+def number(value: Any, *, missing: str = "not reported") -> str:
+    """A count for people: thousands separators (``125,824``), ``missing`` for None/blank."""
+    if value is None or value == "":
+        return missing
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}"
+    try:
+        return f"{int(str(value)):,}"
+    except ValueError:
+        return str(value)
 
 
 def report_profile(report: Mapping[str, Any]) -> str:
@@ -147,6 +187,8 @@ def report_warnings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 
     for warning in report.get("warnings") or []:
         if isinstance(warning, Mapping):
+            if warning.get("code") == "threshold_at_window" and _default_threshold_lowered(report):
+                continue
             add(str(warning.get("code") or ""), str(warning.get("message") or ""))
     if report.get("status") != "compacted":
         return list(found.values())
@@ -167,7 +209,9 @@ def report_warnings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             f"The threshold ({threshold:,} tokens) is at or above the {window:,}-token window: "
             "automatic compaction cannot start before the context overflows.",
         )
-    tail = tokens.get("tail")
+    # The tail as it was sent: hermes's passes (pressure demotion, lean-tail stubs) may have
+    # slimmed it well below the input's tail, and the engine judges that one.
+    tail = tokens.get("tail_slimmed", tokens.get("tail"))
     if _number(tail) and _number(threshold) and tail > threshold:
         add(
             "tail_over_threshold",
@@ -176,6 +220,27 @@ def report_warnings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     if report.get("fallbacks") and report.get("summarizer") == "deterministic":
         add("summarizer_fallback", "The model summarizers failed; the deterministic one wrote it.")
     return list(found.values())
+
+
+def _default_threshold_lowered(report: Mapping[str, Any]) -> bool:
+    """True when the engine lowered a threshold nobody set: the percentage and the floor are
+    the engine's defaults and the threshold it used is below the window. The engine notes
+    this as ``threshold_at_window`` ("the configured threshold … was lowered"), which is not
+    so for a default chat on a small window, and nothing is wrong: the threshold works."""
+    config = report.get("config") or {}
+    threshold = (report.get("tokens") or {}).get("threshold")
+    window = config.get("context_length")
+    if not (_number(threshold) and _number(window)) or threshold >= window:
+        return False
+    return all(
+        config.get(name, default) == default for name, default in _THRESHOLD_DEFAULTS.items()
+    )
+
+
+_THRESHOLD_DEFAULTS = {
+    name: CompactionConfig.__dataclass_fields__[name].default
+    for name in ("threshold_percent", "min_threshold_tokens")
+}
 
 
 def _number(value: Any) -> TypeGuard[int | float]:

@@ -14,10 +14,20 @@ def _keys(request) -> list[ApiKey]:
     return list(ApiKey.objects.filter(owner=request.user))
 
 
+# The session key that carries a new raw key from the POST to the one GET that shows it.
+NEW_KEY_SESSION = "hermes_new_api_key"
+
+
 @require_GET
 @login_required
 def api_keys(request: HttpRequest) -> HttpResponse:
-    return render(request, "hermes_web/api_keys.html", {"keys": _keys(request)})
+    context: dict = {"keys": _keys(request)}
+    shown = request.session.pop(NEW_KEY_SESSION, None)  # once: a reload no longer has it
+    if isinstance(shown, dict):
+        new_key = next((k for k in context["keys"] if k.pk == shown.get("id")), None)
+        if new_key is not None and new_key.revoked_at is None:
+            context.update(new_key=new_key, raw_key=str(shown.get("raw") or ""))
+    return render(request, "hermes_web/api_keys.html", context)
 
 
 @require_POST
@@ -36,12 +46,10 @@ def create_api_key(request: HttpRequest) -> HttpResponse:
             status=400,
         )
     key, raw = ApiKey.issue(owner=request.user, name=name)
-    # Rendered, not redirected: the raw key exists only in this response.
-    return render(
-        request,
-        "hermes_web/api_keys.html",
-        {"keys": _keys(request), "new_key": key, "raw_key": raw},
-    )
+    # POST, redirect, GET: a reload of the page shows the list and creates nothing. The raw
+    # key rides in the server-side session to that one GET, which removes it.
+    request.session[NEW_KEY_SESSION] = {"id": key.pk, "raw": raw}
+    return redirect("api_keys")
 
 
 # A revoke names its key by a prefix of the key's hash (the page uses 24 characters). Short

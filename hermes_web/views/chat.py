@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import (
     HTMX_STOP_POLLING,
@@ -32,7 +34,13 @@ from django_htmx.http import (
 from hermes_web.http import HtmxHttpRequest
 from hermes_web.llm_models import model_label
 from hermes_web.models import AgentTurn, Compaction, Message, Session
-from hermes_web.presenters.chat import chat_chains, chat_items, compaction_outcome, render_markdown
+from hermes_web.presenters.chat import (
+    chat_chains,
+    chat_items,
+    compaction_outcome,
+    render_markdown,
+    restore_folded,
+)
 from hermes_web.services.chat import (
     ChatBusy,
     active_turns,
@@ -73,6 +81,7 @@ def _marker_for(rows: list[Message], session: Session) -> dict[int, Compaction]:
 
 def _items(rows: list[Message], session: Session) -> list[dict]:
     items = chat_items(rows)
+    restore_folded(items, session)
     markers = _marker_for(rows, session)
     for item in items:
         item["compaction"] = markers.get(item["row"].pk)
@@ -134,14 +143,13 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         said = last is not None and (last.status in shown or (last.usage or {}).get("overflow"))
         turns = [last] if last is not None and said else []
     rows, earlier_before = _window(session, _hidden_ids(turns))
+    archived = None
+    if earlier_before is None:  # the start of the active rows is on the page
+        archived = _archived_turns(session)
     continued_from = None
     if session.parent_id:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
-    continued_in = None
-    if session.is_rotated:
-        continued_in = resolve_tip(session)
-    elif session.end_reason == Session.EndReason.UNDONE and session.parent_id:
-        continued_in = resolve_tip(Session.objects.get(pk=session.parent_id))
+    continued_in = _continued_in(session)
     compaction = latest_compaction(session)
     context = {
         "nav": "chat",
@@ -150,6 +158,7 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         "draft_key": session.root.public_id if session.root is not None else session.public_id,
         "items": _items(rows, session),
         "earlier_before": earlier_before,
+        "archived": archived,
         "turns": [_turn_context(t) for t in turns],
         "meter": context_meter(session),
         "compaction": compaction,
@@ -189,12 +198,49 @@ def chat_new(request: HtmxHttpRequest) -> HttpResponse:
     return redirect("chat_detail", public_id=session.public_id)
 
 
+TITLE_MAX_CHARS = 200  # Session.title's column
+BUSY_TURNS = (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING)
+ARCHIVED_SHOWN = 200  # archived rows shown in the chat; the conversation page has them all
+
+
+def _archived_turns(session: Session) -> dict | None:
+    """The rows in-place compactions archived in this session, for the collapsed "N earlier
+    turns archived — show" block at the top of the chat (None when there are none)."""
+    archived = Message.objects.filter(session=session, archived=True)
+    count = archived.count()
+    if not count:
+        return None
+    rows = list(archived.order_by("-position")[:ARCHIVED_SHOWN])[::-1]
+    return {
+        "count": count,
+        "turns": archived.filter(role=Message.Role.USER).count(),
+        "items": chat_items(rows),
+        "more": count - len(rows),
+    }
+
+
+def _continued_in(session: Session) -> Session | None:
+    """The live session this one's conversation goes on in (a rotation child, or the parent
+    an undo reopened), or None for a live session."""
+    if session.is_rotated:
+        return resolve_tip(session)
+    if session.end_reason == Session.EndReason.UNDONE and session.parent_id:
+        return resolve_tip(Session.objects.get(pk=session.parent_id))
+    return None
+
+
 @require_GET
 @login_required
 def chat_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
-    """A chat page. A session that continued in a rotation child is shown read-only, with
-    a link forward; the live session links back to the one it continues."""
+    """A chat page. The URL of a session that continued elsewhere (a rotation, an undo)
+    redirects to the live one, so a bookmark or a reload lands where the conversation goes
+    on; ``?history=1`` shows it read-only, with a link forward (the live session's "earlier
+    session" link); the live session links back to the one it continues."""
     session = _session_for(request, public_id)
+    if request.GET.get("history") != "1":
+        live = _continued_in(session)
+        if live is not None and live.pk != session.pk:
+            return redirect("chat_detail", public_id=live.public_id)
     return render(request, TEMPLATE, _page_context(request, session))
 
 
@@ -247,7 +293,13 @@ def _command(request: HtmxHttpRequest, session: Session, text: str) -> HttpRespo
             value = set_mode(session=resolve_tip(session), mode=argument or "")
             flash.success(
                 request,
-                f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}.",
+                f"Compaction mode for this chat: {'in-place' if value == 'in_place' else value}"
+                + (
+                    " (a compaction archives the older rows in this chat, behind “show”)."
+                    if value == "in_place"
+                    else " (a compaction continues the chat in a new session)."
+                ),
+                extra_tags="chat-near",
             )
         else:
             return _refuse(
@@ -445,12 +497,69 @@ def chat_compaction_undo(request: HtmxHttpRequest, public_id: str, action: str) 
     apply = undo_compaction if action == "undo" else redo_compaction
     try:
         run = apply(run, user=request.user, carry_over=carry)
+    # The outcome shows next to the status row, and the page opens there (#chat-notices),
+    # not at the top while the chat scrolls to its newest message.
     except UndoRefused as refused:
-        flash.error(request, str(refused))
+        flash.error(request, str(refused), extra_tags="chat-near")
     else:
-        flash.success(request, compaction_outcome(run))
+        flash.success(request, compaction_outcome(run), extra_tags="chat-near")
     live = resolve_tip(Session.objects.get(pk=run.session_id))
-    target = reverse("chat_detail", args=[live.public_id])
+    target = reverse("chat_detail", args=[live.public_id]) + "#chat-notices"
     if request.htmx:
         return HttpResponseClientRedirect(target)
     return redirect(target)
+
+
+def _chain(session: Session):
+    """Every session of ``session``'s rotation chain (the chat as the sidebar lists it)."""
+    root_id = session.root_id or session.pk
+    return Session.objects.filter(owner_id=session.owner_id).filter(
+        Q(pk=root_id) | Q(root_id=root_id)
+    )
+
+
+@require_POST
+@login_required
+def chat_rename(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """Rename a chat: every session of its chain gets the title (the sidebar shows it)."""
+    session = _session_for(request, public_id)
+    title = " ".join((request.POST.get("title") or "").split())
+    live = resolve_tip(session)
+    if not title or len(title) > TITLE_MAX_CHARS:
+        flash.error(
+            request,
+            f"Give the chat a title of 1 to {TITLE_MAX_CHARS} characters; it was not renamed.",
+            extra_tags="chat-near",
+        )
+    else:
+        _chain(session).update(title=title, updated_at=timezone.now())
+        flash.success(request, f"Renamed to “{title}”.", extra_tags="chat-near")
+    return redirect(reverse("chat_detail", args=[live.public_id]) + "#chat-notices")
+
+
+@require_POST
+@login_required
+def chat_delete(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """Delete a chat: its whole chain, with its messages and compactions. Refused while the
+    agent answers or a compaction runs (their workers would write into rows now gone)."""
+    session = _session_for(request, public_id)
+    chain = _chain(session)
+    busy = (
+        AgentTurn.objects.filter(session__in=chain, status__in=BUSY_TURNS).exists()
+        or Compaction.objects.in_progress().filter(session__in=chain).exists()
+    )
+    if busy:
+        flash.error(
+            request,
+            "The agent is answering or a compaction is running; stop it or wait, then delete.",
+            extra_tags="chat-near",
+        )
+        live = resolve_tip(session)
+        return redirect(reverse("chat_detail", args=[live.public_id]) + "#chat-notices")
+    title = session.title or "New chat"
+    count = chain.count()
+    chain.delete()
+    flash.success(
+        request, f"Deleted the chat “{title}” ({count} session{'s' if count != 1 else ''})."
+    )
+    return redirect("chat")

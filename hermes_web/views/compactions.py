@@ -30,6 +30,7 @@ from hermes_web.presenters.inspector import (
 from hermes_web.presenters.lineage import saved_chart
 from hermes_web.presenters.messages import message_view
 from hermes_web.presenters.native import native_context
+from hermes_web.presenters.refs import RefResolver, chain_of
 from hermes_web.services.compactions import (
     CompactionRefused,
     commit_what_if,
@@ -93,6 +94,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
                 slim_region=slim_region,
                 slim_page=slim_page,
                 positions=positions,
+                refs=RefResolver(chain_of(compaction)),
             ),
             "final": final_rows(compaction),
             "strip": token_strip(compaction.report or {}, positions),

@@ -9,6 +9,7 @@ from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Q, Subq
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from hermes_web.caching import FRAGMENT_SECONDS, LazyPanels
@@ -290,6 +291,25 @@ def message_detail(request: HtmxHttpRequest, public_id: str, position: int) -> H
         },
         preview_chars=10**9,
     )
+    # Each call's result is another row of the session: link it, so "(no result)" is said
+    # only of a call that has none.
+    ids = [c["id"] for c in view["calls"] if c["id"]]
+    results = (
+        dict(
+            Message.objects.filter(session=session, tool_call_id__in=ids)
+            .exclude(position=row.position)
+            .values_list("tool_call_id", "position")
+        )
+        if ids
+        else {}
+    )
+    for call in view["calls"]:
+        result_at = results.get(call["id"])
+        call["result_href"] = (
+            reverse("message_detail", args=[session.public_id, result_at])
+            if result_at is not None
+            else ""
+        )
     return render(
         request,
         "hermes_web/message_detail.html",

@@ -244,37 +244,61 @@ def _query_of(values: dict) -> str:
 
 
 def threshold_note(session: Session, overrides: dict) -> str:
-    """How the threshold in tokens follows from the percentage, the window and the floor."""
+    """How the threshold in tokens follows from the percentage, the window and the floor, in
+    plain steps, and why a lower percentage may change nothing."""
     from hermes_web.services.compactions import compaction_config_for
 
     try:
         config = compaction_config_for(session, overrides)
     except ConfigError:
         return ""
+    window, asked = config.context_length, config.threshold_percent
     percent = config.effective_threshold_percent
-    raw = int(percent * config.context_length)
-    raised = (
-        f" (raised to {percent * 100:g} % under a {config.threshold_raise_below:,}-token window)"
-        if percent != config.threshold_percent
-        else ""
-    )
-    note = (
-        f"{config.threshold_percent * 100:g} % of this conversation's "
-        f"{config.context_length:,}-token window{raised} is {raw:,} tokens"
-    )
-    if config.threshold_tokens != raw:
-        return (
-            f"{note}, below the {config.min_threshold_tokens:,}-token floor, so the threshold "
-            f"is {config.threshold_tokens:,} tokens."
+    steps = [
+        f"{asked * 100:g} % of this conversation's {window:,}-token window is {int(asked * window):,} tokens."
+    ]
+    if percent != asked:
+        steps.append(
+            f"The {config.profile} profile never starts below "
+            f"{config.threshold_min_percent * 100:g} % of a window under "
+            f"{config.threshold_raise_below:,} tokens, so {percent * 100:g} % is used: "
+            f"{int(percent * window):,} tokens."
         )
-    return f"{note}: the threshold."
+    raw, final = int(percent * window), config.threshold_tokens
+    floor = config.min_threshold_tokens
+    if floor > raw:
+        step = f"The threshold is never below {floor:,} tokens"
+        if final < floor:
+            step += (
+                ", but that would leave no room before this window ends, so it is "
+                f"{config.threshold_window_fraction * 100:g} % of the window instead"
+            )
+        steps.append(step + ".")
+    steps.append(f"Threshold: {final:,} tokens.")
+    if final >= window:
+        steps.append("That is not below the window, so automatic compaction cannot start.")
+    if final >= window:
+        steps.append("No percentage changes that.")
+    elif final != int(asked * window):
+        steps.append(
+            f"Any percentage below {final / window * 100:.1f} % gives this same threshold, "
+            "so lowering it further has no effect."
+        )
+    return " ".join(steps)
 
 
-def parameters_used(session: Session, run: Compaction) -> list[dict]:
-    """Every parameter a run used, its session default, and whether it differed."""
+def parameters_used(session: Session, run: Compaction, asked: str = "") -> list[dict]:
+    """Every parameter a run used, its session default, and whether it differed.
+
+    ``asked`` is the summarizer chosen in the form (``auto``/``deterministic``); a finished
+    run stores only who wrote the summary, so without it the choice is inferred from that.
+    """
     from hermes_web.services.compactions import compaction_config_for
 
     defaults = compaction_config_for(session).to_dict()
+    profile = (run.config or {}).get("profile") or defaults.get("profile", "hermes")
+    if asked not in ("auto", "deterministic"):
+        asked = _values_of_run(run)["summarizer"]
     rows = []
     for _name, key, label, kind, _help in WHAT_IF_FIELDS:
         used = (run.config or {}).get(key, defaults[key])
@@ -288,7 +312,7 @@ def parameters_used(session: Session, run: Compaction) -> list[dict]:
             }
         )
     # Runs store their whole config; of the fields the form does not show, list the changed.
-    for key in sorted(set(run.config or {}) - set(FIELD_FOR_KEY)):
+    for key in sorted(set(run.config or {}) - set(FIELD_FOR_KEY) - {"profile"}):
         if run.config[key] != defaults.get(key):
             rows.append(
                 {
@@ -306,10 +330,22 @@ def parameters_used(session: Session, run: Compaction) -> list[dict]:
             "differs": run.mode != session.effective_mode,
         },
         {
-            "label": "Summarizer",
-            "used": term("summarizer", run.summarizer),
+            "label": "Engine profile",
+            "used": term("profile", profile),
+            "default": term("profile", defaults.get("profile", "hermes")),
+            "differs": profile != defaults.get("profile", "hermes"),
+        },
+        {
+            "label": "Summarizer asked for",
+            "used": term("summarizer", asked),
             "default": term("summarizer", "auto"),
-            "differs": False,  # a run records who wrote the summary, not the choice made
+            "differs": asked != "auto",
+        },
+        {
+            "label": "Summary written by",
+            "used": term("summarizer", run.summarizer) if run.is_finished else "—",
+            "default": "—",
+            "differs": False,
         },
         {
             "label": "Focus topic",
@@ -387,7 +423,9 @@ def what_if(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         "profiles": PROFILES if engine_has_profiles() else (),
         "run": run,
         "run_ctx": card_context(run) if run else None,
-        "run_params": parameters_used(session, run) if run else None,
+        "run_params": parameters_used(session, run, request.GET.get("summarizer", ""))
+        if run
+        else None,
         "reproduce_url": f"?{_query_of(values)}",
         "committed": _latest_committed(session),
         "previous": list(

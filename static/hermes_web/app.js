@@ -9,4 +9,34 @@
       form.reset();
     }
   });
+  // <button data-copy="#id">: copy that element's text, and say so next to the button.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy"));
+    var status = button.parentNode.querySelector(".copy-status");
+    if (!source || !navigator.clipboard) {
+      if (status) status.textContent = "Copying is not available here: select the text instead.";
+      return;
+    }
+    navigator.clipboard.writeText(source.textContent.trim()).then(
+      function () { if (status) status.textContent = "Copied."; },
+      function () { if (status) status.textContent = "Could not copy: select the text instead."; }
+    );
+  });
+  // [data-roving]: one Tab stop; the arrow keys, Home and End move between its links.
+  document.addEventListener("keydown", function (event) {
+    var cell = event.target;
+    var group = cell.closest && cell.closest("[data-roving]");
+    if (!group || cell.tagName !== "A") return;
+    var cells = Array.prototype.slice.call(group.querySelectorAll("a"));
+    var at = cells.indexOf(cell);
+    var to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0, End: cells.length - 1 }[event.key];
+    if (to === undefined) return;
+    event.preventDefault();
+    to = Math.max(0, Math.min(cells.length - 1, to));
+    cell.setAttribute("tabindex", "-1");
+    cells[to].setAttribute("tabindex", "0");
+    cells[to].focus();
+  });
 })();

@@ -76,7 +76,7 @@
   // A chat opens at its newest message, not where the last visit was scrolled to.
   if ("scrollRestoration" in history) history.scrollRestoration = "manual";
   window.addEventListener("load", function () {
-    if (document.getElementById("transcript") && follow) toBottom();
+    if (document.getElementById("transcript") && follow && !location.hash) toBottom();
   });
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -88,10 +88,26 @@
     if (field) field.addEventListener("input", saveDraft);
     window.addEventListener("scroll", function () { follow = nearBottom(); }, { passive: true });
     updateRunningState();
-    if (document.getElementById("transcript")) {
+    var target = location.hash && document.getElementById(location.hash.slice(1));
+    if (target) {
+      // A link to a place on the page (an undo's outcome): show it, do not jump past it.
+      target.scrollIntoView({ block: "center" });
+      follow = false;
+    } else if (document.getElementById("transcript")) {
       toBottom();
       follow = true;
     }
+    // The composer is where a person starts: focused on load (without scrolling to it).
+    if (field && !target && document.activeElement === document.body) field.focus({ preventScroll: true });
+  });
+
+  // Esc stops the reply being written (the running turn's Stop button), from anywhere.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+    var stop = document.querySelector("#transcript .turn[data-active] .stop-form");
+    if (!stop) return;
+    event.preventDefault();
+    if (stop.requestSubmit) { stop.requestSubmit(); } else { stop.submit(); }
   });
 
   document.addEventListener("htmx:beforeSwap", function () { follow = nearBottom() || follow; });

@@ -86,9 +86,14 @@ def test_chat_with_the_demo_model_then_compress(
     expect(link).to_have_attribute("href", re.compile(r"^/compactions/[0-9a-f]{32}/$"))
     screenshot("chat-after-compress")
 
-    # The new session says it continues the old one; the old URL is read-only, linking on.
+    # The new session says it continues the old one; the old URL follows to it (issue #27),
+    # and the old session's history view is read-only, linking on.
     expect(page.locator(".continued-note")).to_contain_text("Continued in a new session")
+    live_url = page.url
     page.goto(chat_url)
+    expect(page).to_have_url(live_url)
+    expect(page.locator("#composer")).to_be_visible()
+    page.goto(chat_url + "?history=1")
     expect(page.locator(".read-only-note")).to_contain_text("This session is read-only")
     expect(page.locator("#composer")).to_have_count(0)
     page.get_by_role("link", name="Go to the continuation →").click()
@@ -379,12 +384,13 @@ def test_undo_and_redo_a_compaction_from_the_chat(
     page.reload()
     # question 2 sits in the middle under either profile (head: up to question 1; tail: the
     # newest ~20-25k tokens).
-    expect(page.locator(".user-bubble").filter(has_text="question 0 ")).to_have_count(1)
-    expect(page.locator(".user-bubble").filter(has_text="question 2 ")).to_have_count(0)
+    expect(page.locator(".user-bubble:visible").filter(has_text="question 0 ")).to_have_count(1)
+    expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(0)
     marker.get_by_role("button", name="Undo").click()
-    expect(page.locator(".flash")).to_contain_text("Undone: the context from before")
-    expect(page.locator(".chat-marker")).to_have_count(0)
-    expect(page.locator(".user-bubble").filter(has_text="question 2 ")).to_have_count(1)
+    # Said next to the status row (issue #27); the archived turns are collapsed, not gone.
+    expect(page.locator("#chat-notices")).to_contain_text("Undone: the context from before")
+    expect(page.locator(".chat-marker:visible")).to_have_count(0)
+    expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(1)
     screenshot("chat-undone")
     # A message after the undo: redo is refused in words, and offered with carrying it over.
     page.locator("#message").fill("a question after the undo")
@@ -393,10 +399,10 @@ def test_undo_and_redo_a_compaction_from_the_chat(
     page.reload()
     expect(page.locator(".undo-reason")).to_contain_text("2 messages were added after")
     page.get_by_role("button", name="Redo this compaction and carry 2 messages over").click()
-    expect(page.locator(".chat-marker")).to_be_visible()
-    expect(page.locator(".user-bubble").filter(has_text="question 2 ")).to_have_count(0)
+    expect(page.locator(".chat-marker:visible")).to_be_visible()
+    expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(0)
     expect(
-        page.locator(".user-bubble").filter(has_text="a question after the undo")
+        page.locator(".user-bubble:visible").filter(has_text="a question after the undo")
     ).to_be_visible()
     screenshot("chat-redone")
 

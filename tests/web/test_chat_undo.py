@@ -118,15 +118,19 @@ def test_the_chat_marker_undoes_and_the_status_row_redoes(alice, alice_client, b
     assert bob_client.post(undo_url).status_code == 404
     response = alice_client.post(undo_url)
     assert response.status_code == 302
-    assert response.url == reverse("chat_detail", args=[session.public_id])
+    # The page opens at the notices next to the status row, where the outcome is said.
+    assert response.url == reverse("chat_detail", args=[session.public_id]) + "#chat-notices"
     page = alice_client.get(response.url).content.decode()
     assert "Undone: the context from before this compaction is restored" in page
     assert "Redo this compaction" in page
     assert "This session is read-only" not in page
-    old = alice_client.get(reverse("chat_detail", args=[child.public_id])).content.decode()
+    child_url = reverse("chat_detail", args=[child.public_id])
+    live_url = reverse("chat_detail", args=[session.public_id])
+    assert alice_client.get(child_url).url == live_url  # follows to the live session
+    old = alice_client.get(child_url + "?history=1").content.decode()
     assert "This session is read-only" in old
     redo = alice_client.post(reverse("chat_compaction_undo", args=[run.public_id, "redo"]))
-    assert redo.url == reverse("chat_detail", args=[child.public_id])
+    assert redo.url == reverse("chat_detail", args=[child.public_id]) + "#chat-notices"
     assert (
         alice_client.post(
             reverse("chat_compaction_undo", args=[run.public_id, "explode"])

@@ -186,15 +186,18 @@ def test_rotation_commit_moves_the_chat_to_the_child(alice_client, alice):
     done = alice_client.get(status_url, headers=HTMX)
     child_url = reverse("chat_detail", args=[run.result_session.public_id])
     assert done.headers["HX-Redirect"] == child_url
-    # The old URL shows the old session read-only, with a link forward (no composer).
-    old = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    # The old URL follows the conversation to the live session (issue #27) ...
+    old_url = reverse("chat_detail", args=[session.public_id])
+    assert alice_client.get(old_url).url == child_url
+    # ... and its history view shows it read-only, with a link forward (no composer).
+    old = alice_client.get(old_url + "?history=1").content.decode()
     assert "This session is read-only" in old
     assert f'href="{child_url}"' in old
     assert 'id="composer"' not in old
     assert 'hx-trigger="load"' not in old
     page = alice_client.get(child_url).content.decode()
     assert "Continued in a new session" in page
-    assert f'href="{reverse("chat_detail", args=[session.public_id])}"' in page
+    assert f'href="{reverse("chat_detail", args=[session.public_id])}?history=1"' in page
     assert "Context compacted" in page
     assert f'href="/compactions/{run.public_id}/"' in page
     assert "committed" in page

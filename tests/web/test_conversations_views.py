@@ -177,9 +177,10 @@ def test_header_numbers_follow_appends_and_commits_after_a_view(alice, alice_cli
 
     def header() -> tuple[int, int, str]:
         html = alice_client.get(detail_url(session)).content.decode()
-        n, tokens = re.search(r"(\d+) active messages · (\d+) tokens", html).groups()
+        n, tokens = re.search(r"([\d,]+) active messages · ([\d,]+) tokens", html).groups()
         archived = re.search(r"(\d+) messages were archived", html)
-        return int(n), int(tokens), archived.group(1) if archived else ""
+        number = lambda text: int(text.replace(",", ""))  # noqa: E731 - thousands separators
+        return number(n), number(tokens), archived.group(1) if archived else ""
 
     def expected() -> tuple[int, int, str]:
         active = Message.objects.filter(session=session, active=True)

@@ -190,10 +190,11 @@ def test_api_reports_duplicates_and_fidelity(alice_client):
 
 
 def test_create_key_shows_it_once_and_it_works(alice_client, alice):
-    response = alice_client.post("/settings/api-keys/new/", {"name": "backup"})
+    # POST, redirect, GET (issue #27): the key is on the page the redirect leads to.
+    response = alice_client.post("/settings/api-keys/new/", {"name": "backup"}, follow=True)
     html = response.content.decode()
     key = ApiKey.objects.get(owner=alice)
-    raw = html.split('<pre class="mono" id="raw-key">')[1].split("</pre>")[0]
+    raw = html.split('id="raw-key" tabindex="0">')[1].split("</pre>")[0]
     assert ApiKey.hash(raw) == key.key_hash
     assert raw not in alice_client.get("/settings/api-keys/").content.decode()
     assert Client().get("/api/sessions", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200

@@ -71,7 +71,8 @@ def test_inspector_renders_the_strip_linking_to_stored_rows(alice, alice_client)
     session = seed_conversation(alice, n=120, title="Strip")
     run = compact_now(session, alice, mode="in_place")
     html = alice_client.get(reverse("compaction_detail", args=[run.public_id])).content.decode()
-    assert 'class="token-strip" aria-hidden="true"' in html
+    # One Tab stop for the whole strip, arrow keys between cells (issue #27).
+    assert 'class="token-strip" role="group" aria-labelledby="strip-h"' in html
     cells = html.count('class="cell region-')
     assert cells == len(run.report["message_tokens"])  # 120 messages: one cell each
     # The in-place run archived its input: links open the archived rows.

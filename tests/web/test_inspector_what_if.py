@@ -59,8 +59,11 @@ def test_the_result_lists_every_parameter_and_marks_the_changed_ones(alice, alic
     assert rows["Tail budget (tokens)"]["default"] == "20,000"
     assert rows["Head: messages kept after the system prompt"]["differs"] is False
     assert rows["Threshold (% of the context window)"]["used"] == "50 %"
+    # The deterministic summarizer differs from the default "auto": marked too (issue #27).
+    assert rows["Summarizer asked for"]["differs"] is True
+    assert rows["Engine profile"]["differs"] is False
     html = page.content.decode()
-    assert html.count('class="badge changed"') == 1
+    assert html.count('class="badge changed"') == 2
 
 
 def test_the_threshold_floor_is_explained_next_to_the_field(alice, alice_client):
@@ -69,9 +72,12 @@ def test_the_threshold_floor_is_explained_next_to_the_field(alice, alice_client)
         what_if_url(session), {"threshold": "10", "summarizer": "nope"}
     )  # an error keeps the page, with the note for 10 %
     note = response.context["threshold_note"]
+    # Each step in plain words, and why a lower percentage changes nothing (issue #27).
     assert note == (
-        "10 % of this conversation's 128,000-token window (raised to 75 % under a "
-        "512,000-token window) is 96,000 tokens: the threshold."
+        "10 % of this conversation's 128,000-token window is 12,800 tokens. The hermes profile "
+        "never starts below 75 % of a window under 512,000 tokens, so 75 % is used: 96,000 "
+        "tokens. Threshold: 96,000 tokens. Any percentage below 75.0 % gives this same "
+        "threshold, so lowering it further has no effect."
     )
     assert escape(note) in response.content.decode()
 

@@ -29,8 +29,10 @@ def test_the_api_keys_page_shows_the_base_url_and_working_snippets(alice_client,
     assert 'base_url="http://testserver/v1", api_key="hk_…"' in page
     assert 'model="openai/fake-chat"' in page
     assert "curl http://testserver/v1/chat/completions" in page
-    created = alice_client.post(reverse("create_api_key"), {"name": "my agent"}).content.decode()
-    raw = created.split('id="raw-key">', 1)[1].split("<", 1)[0]
+    created = alice_client.post(
+        reverse("create_api_key"), {"name": "my agent"}, follow=True
+    ).content.decode()
+    raw = created.split('id="raw-key" tabindex="0">', 1)[1].split("<", 1)[0]
     assert raw.startswith("hk_")
     assert f'api_key="{raw}"' in created
     assert f"Authorization: Bearer {raw}" in created

@@ -1,0 +1,155 @@
+"""Issue #27: the inspector's truth test, a property over generated chains.
+
+For every compaction of a generated conversation (both profiles, both modes, chains of one
+to three compactions, each an update of the summary before it), the inspector's figures and
+warnings equal the stored report and the JSON export, Compare's structure counts equal its
+fate table, and every ``[ref:N]`` link of the summary opens the row the summary line
+describes (a tool result of the tool the line names).
+"""
+
+import html as html_lib
+import json
+import re
+
+import pytest
+from django.urls import reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction import generate_conversation
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.presenters.compare import message_fates
+from hermes_web.presenters.inspector import structure_of
+from hermes_web.presenters.vocabulary import report_warnings
+from hermes_web.services.sessions import append_message
+from tests.web.inspector_seed import compact_now, seed_conversation
+
+pytestmark = pytest.mark.django_db
+
+LINK_RE = re.compile(
+    r'<a href="/conversations/(?P<sid>[^/]+)/messages/(?P<pos>\d+)/"[^>]*>\[ref:(?P<ref>\d+)\]</a>'
+)
+SUMMARY_RE = re.compile(r'<section class="summary-section">(.*?)</section>', re.S)
+TOOL_RE = re.compile(r"\[tool: ([^\]]+)\]\s*$")
+FOLD_RE = re.compile(r"^(?:\d+\. \S+.*? — )?\[([A-Za-z0-9_.:-]+)\] ")
+
+
+def _figure(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _tool_of(row: Message) -> str:
+    """The tool a result row belongs to: its own name, else its call's (the row before)."""
+    if row.tool_name:
+        return row.tool_name
+    call = (
+        Message.objects.filter(session=row.session, position__lt=row.position, role="assistant")
+        .order_by("-position")
+        .first()
+    )
+    for c in (call.tool_calls or []) if call else []:
+        if c.get("id") == row.tool_call_id:
+            return c["function"]["name"]
+    return ""
+
+
+def continue_with(session: Session, *, n: int, seed: int) -> Session:
+    """More generated turns, their tool call ids made unique in the session (real agents
+    never reuse one; the generator restarts its numbering)."""
+    tag = f"r{seed}-"
+    for m in generate_conversation(n, seed=seed):
+        if m["role"] == "system":
+            continue
+        calls = [
+            {**c, "id": tag + str(c.get("id") or "")} for c in m.get("tool_calls") or []
+        ] or None
+        append_message(
+            session,
+            role=m["role"],
+            content=m.get("content"),
+            tool_calls=calls,
+            tool_call_id=tag + m["tool_call_id"] if m.get("tool_call_id") else "",
+            tool_name=m.get("name") or "",
+        )
+    return session
+
+
+def check_run(client, run: Compaction) -> int:
+    """Asserts the truths of one run's pages; returns how many references it followed."""
+    report = run.report
+    page = client.get(reverse("compaction_detail", args=[run.public_id]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    exported = json.loads(
+        client.get(reverse("compaction_report_json", args=[run.public_id])).content
+    )
+    assert exported == report
+
+    # Figures: what the Numbers panel prints is the report's.
+    tokens = report["tokens"]
+    for label, key in (
+        ("Tokens before", "before"),
+        ("Tokens after", "after"),
+        ("Threshold", "threshold"),
+    ):
+        assert f"<dt>{label}</dt><dd>{_figure(tokens[key])}</dd>" in html, label
+
+    # Warnings: the banners are the one list, and each is the engine's (as exported) or a
+    # check the engine makes too; the tail one judges the tail as sent.
+    shown = re.findall(r'data-code="([a-z_]+)"', html)
+    assert shown == [w["code"] for w in report_warnings(report)]
+    stored = {w["code"] for w in exported["warnings"]}
+    assert set(shown) <= stored, (shown, stored)
+    tail = tokens.get("tail_slimmed", tokens.get("tail"))
+    assert ("tail_over_threshold" in shown) == (tail > tokens["threshold"])
+
+    # Compare: the structure counts are the fate table's.
+    fates = message_fates(report)
+    structure = structure_of(report, run.mode)
+    assert structure["kept_verbatim"] == fates.count("kept")
+    assert structure["slimmed"] == fates.count("slimmed")
+    assert structure["summarized"] == fates.count("summarized")
+
+    # References: each link opens a tool result of the tool its line names.
+    followed = 0
+    for section in SUMMARY_RE.findall(html):
+        text_lines = section.split("\n")
+        for line in text_lines:
+            for link in LINK_RE.finditer(line):
+                plain = html_lib.unescape(re.sub(r"<[^>]+>", "", line))
+                session = Session.objects.get(public_id=link["sid"])
+                row = Message.objects.get(session=session, position=int(link["pos"]))
+                assert row.role == "tool", (plain, row.role)
+                named = TOOL_RE.search(plain) or FOLD_RE.search(plain)
+                if named and named[1] != "tool":
+                    assert _tool_of(row) == named[1], (plain, _tool_of(row))
+                followed += 1
+    return followed
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(min_value=1, max_value=50),
+    profile=st.sampled_from(["hermes", "classic"]),
+    mode=st.sampled_from(["in_place", "rotation"]),
+    rounds=st.integers(min_value=1, max_value=3),
+)
+def test_every_figure_warning_and_reference_is_true(
+    alice, alice_client, seed, profile, mode, rounds
+):
+    session = seed_conversation(alice, n=140, seed=seed, mode=mode)
+    followed = 0
+    for round_ in range(rounds):
+        run = compact_now(
+            session, alice, mode=mode, overrides={"tail_token_budget": 2_000, "profile": profile}
+        )
+        assert run.status == "committed", (run.status, run.reason, run.error)
+        followed += check_run(alice_client, run)
+        live = Session.objects.get(pk=run.result_session_id) if mode == "rotation" else session
+        session = continue_with(live, n=60, seed=seed * 10 + round_ + 1)
+    if profile == "hermes":  # the classic summary writes no references
+        assert followed > 0
