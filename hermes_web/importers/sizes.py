@@ -34,7 +34,7 @@ class ProblemList(list):
         else:
             self.left_off += 1
 
-    def __iadd__(self, other):  # type: ignore[override]  # one report's list into another's
+    def __iadd__(self, other):  # type: ignore[override,misc]  # one report's list into another's
         for problem in other:
             self.append(problem)
         self.left_off += getattr(other, "left_off", 0)
