@@ -183,3 +183,13 @@ def test_json_previews_read_as_text():
     assert line == "output: line one line two · exit_code: 0"
     assert preview_line("x" * 200).endswith("…")
     assert len(preview_line("x" * 200)) == 90
+
+
+def test_token_counts_on_lists_have_thousands_separators(alice, alice_client):
+    """Item 7: "125824 tokens" reads "125,824"."""
+    session = seed_conversation(alice, n=120, seed=11)
+    run = compact_now(session, alice)
+    assert run.tokens_before >= 1_000
+    html = alice_client.get(reverse("conversation_detail", args=[session.public_id])).content
+    assert f"{run.tokens_before:,} → {run.tokens_after:,}".encode() in html
+    assert f">{run.tokens_before} →".encode() not in html
