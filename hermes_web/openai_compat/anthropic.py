@@ -350,15 +350,7 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
                 arguments = (piece.get("function") or {}).get("arguments")
                 if arguments:
                     yield blocks.delta({"type": "input_json_delta", "partial_json": arguments})
-        if gatherer.reply.finish_reason is None:
-            raise ApiError(
-                502,
-                "The model's stream ended before the reply was finished.",
-                type="api_error",
-                code="upstream_stream_incomplete",
-            )
-        reply = gatherer.finish()
-        service.store(prepared, reply)
+        reply = service.store_streamed(prepared, gatherer)
     except ApiError as error:
         yield _event("error", {"error": error.anthropic_payload()["error"]})
         return

@@ -412,15 +412,7 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
                             "delta": arguments,
                         },
                     )
-        if reply.finish_reason is None:
-            raise ApiError(
-                502,
-                "The model's stream ended before the reply was finished.",
-                type="api_error",
-                code="upstream_stream_incomplete",
-            )
-        reply = gatherer.finish()
-        service.store(prepared, reply)
+        reply = service.store_streamed(prepared, gatherer)
     except ApiError as error:
         yield seq.event(
             "error",

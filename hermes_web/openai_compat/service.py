@@ -315,6 +315,21 @@ def _item(message: dict, names: dict[str, str], extra: dict | None = None, **fie
     }
 
 
+def store_streamed(prepared: Prepared, gatherer) -> Reply:
+    """A streamed reply stored once the upstream finished it (every protocol's stream ends
+    here); a stream cut off mid-reply (litellm usually raises first) stores nothing: 502."""
+    if gatherer.reply.finish_reason is None:
+        raise ApiError(
+            502,
+            "The model's stream ended before the reply was finished.",
+            type="api_error",
+            code="upstream_stream_incomplete",
+        )
+    reply: Reply = gatherer.finish()
+    store(prepared, reply)
+    return reply
+
+
 def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]:
     """Store the new messages and the reply in one transaction; then queue a compaction if
     the provider's prompt count crossed the threshold. Returns the session the messages

@@ -184,16 +184,7 @@ def _events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes
             chunk = gatherer.feed(upstream_chunk)
             if chunk is not None:
                 yield _data(chunk)
-        if gatherer.reply.finish_reason is None:
-            # A stream cut off mid-reply (litellm usually raises first): nothing is stored.
-            raise ApiError(
-                502,
-                "The model's stream ended before the reply was finished.",
-                type="api_error",
-                code="upstream_stream_incomplete",
-            )
-        reply = gatherer.finish()
-        service.store(prepared, reply)
+        reply = service.store_streamed(prepared, gatherer)
     except ApiError as error:
         yield _data(error.payload())
         return
