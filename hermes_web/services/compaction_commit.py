@@ -30,7 +30,7 @@ def _rows_for(
     rows = []
     for offset, message in enumerate(messages):
         known = {"role", "content", "tool_calls", "tool_call_id", "name", "tool_name", "reasoning"}
-        known.add("provider_prompt_tokens")
+        known |= {"provider_prompt_tokens", "timestamp"}  # timestamp: read by the engine only
         rows.append(
             Message(
                 session_id=session_id,

@@ -272,7 +272,11 @@ def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | Non
 def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
     """``_load_active`` of any ordered queryset of messages (a replay's replaced rows)."""
     rows = rows.values_list(
-        "position", *Message.ENGINE_COLUMNS, "token_count", "provider_prompt_tokens"
+        "position",
+        *Message.ENGINE_COLUMNS,
+        "token_count",
+        "provider_prompt_tokens",
+        "created_at",
     )
     messages, counts, snapshot, provider_prompt = [], [], 0, None
     for (
@@ -285,6 +289,7 @@ def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
         reasoning,
         tokens,
         prompt,
+        created_at,
     ) in rows.iterator(chunk_size=2000):
         messages.append(
             Message.engine_dict(
@@ -298,6 +303,10 @@ def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
                 reasoning=reasoning,
             )
         )
+        # The row's own time, so the summary dates an imported session's actions by when
+        # they happened, not by the day of the compaction (the engine reads ``timestamp``;
+        # a commit drops it, and it never reaches a provider).
+        messages[-1]["timestamp"] = created_at.isoformat()
         counts.append(tokens)
         snapshot = position
         if prompt is not None:
