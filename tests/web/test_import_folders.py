@@ -23,7 +23,7 @@ from hermes_web.importers.claude_code_folder import (
     _summarizer,
     attach_compaction_agents,
 )
-from hermes_web.models import Message, Session
+from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.sessions import openai_messages, session_tree
 
 pytestmark = pytest.mark.django_db
@@ -206,18 +206,20 @@ def test_the_compaction_agent_matches_by_time_when_the_text_differs(tmp_path):
     assert far.summarizer_input is None
 
 
-def test_the_compaction_agent_is_never_lost_nor_a_rotation(alice, tmp_path):
-    """Attached to its compaction, or (when no compaction of the transcript claims it)
-    kept as a child marked as Claude Code's compaction agent."""
+def test_the_compaction_agent_is_attached_to_the_stored_compaction_not_a_child(alice, tmp_path):
+    """The transcript's ``compact_boundary`` is stored as Claude Code's own compaction; the
+    compaction agent that wrote its summary is that compaction's summarizer transcript, and
+    no session of its own."""
     _import_dir(_tree(tmp_path))
     main, _, _ = _sessions(alice)
-    kept = Session.objects.filter(public_id=f"{SID}.agent-acompact-4e5f6a.{alice.pk}").first()
-    attached = main.extra["import_report"].get("compaction_agents_attached", 0)
-    assert attached + (kept is not None) == 1
-    if kept is not None:
-        assert kept.parent_id == main.pk
-        assert kept.root_id == kept.pk
-        assert kept.extra["sub_agent"]["agentType"] == "compaction"
+    assert main.extra["import_report"]["compaction_agents_attached"] == 1
+    assert not Session.objects.filter(public_id__contains="acompact").exists()
+    (native,) = Compaction.objects.filter(session=main, source=Compaction.Source.CLAUDE_CODE)
+    assert native.tokens_before == 161234  # the file's compactMetadata.preTokens
+    assert native.native_record["summarizer_file"] == COMPACTION_AGENT.name
+    transcript = native.summarizer_transcript
+    assert transcript["output"].startswith("<analysis>")
+    assert transcript["input"][-1]["content"].startswith("Your task is to create a detailed")
 
 
 def test_a_second_import_of_the_folder_is_all_duplicates_or_all_skipped(alice, tmp_path):
