@@ -17,6 +17,7 @@ from typing import Any
 from compaction import report_to_markdown
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.vocabulary import VOCABULARY, report_warnings
+from hermes_web.validation import scrub_surrogates
 
 SESSION_FORMATS = ("openai", "hermes-jsonl")
 REPORT_FORMATS = ("report-json", "report-md")
@@ -234,6 +235,12 @@ def replay_comparison(native: Compaction) -> list[dict]:
 
 
 def export_report_text(compaction: Compaction, fmt: str) -> str:
+    """The report as a document; a lone surrogate quoted from a stored row (SQLite keeps
+    them) becomes U+FFFD, so the text can always be written as UTF-8."""
+    return scrub_surrogates(_report_text(compaction, fmt))
+
+
+def _report_text(compaction: Compaction, fmt: str) -> str:
     if fmt == "report-json":
         return json.dumps(report_document(compaction), ensure_ascii=False, indent=2) + "\n"
     if fmt == "report-md":

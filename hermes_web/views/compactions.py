@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.db.models.fields.json import KT
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
@@ -38,6 +40,7 @@ from hermes_web.services.compactions import (
 )
 from hermes_web.services.native import latest_replays
 from hermes_web.services.undo import UndoRefused, redo_compaction, undo_compaction, undo_state
+from hermes_web.validation import scrub_surrogates
 
 # Dry runs on conversations up to this size run inside the request (deterministic summarizer
 # takes well under a second); bigger ones, or ones that may call an LLM, go to the worker.
@@ -229,9 +232,9 @@ def compaction_audit(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
 @login_required
 def compaction_report_json(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id)
-    response = JsonResponse(
-        compaction.report or {}, json_dumps_params={"ensure_ascii": False, "indent": 2}
-    )
+    # As stored; a lone surrogate quoted from a row (SQLite keeps them) becomes U+FFFD.
+    text = json.dumps(compaction.report or {}, ensure_ascii=False, indent=2)
+    response = HttpResponse(scrub_surrogates(text), content_type="application/json")
     response["Content-Disposition"] = (
         f'attachment; filename="compaction-{compaction.public_id}.json"'
     )
