@@ -112,28 +112,30 @@ def test_an_unreachable_broker_leaves_the_run_queued_for_the_sweep(alice, caplog
 # --- the embedded setup, as `make run` starts it -----------------------------------------
 
 
-def _procfile_worker_argv(concurrency: int = 4) -> list[str]:
-    """The worker command of the Procfile `make run` starts, with its variables filled in."""
+def _procfile_argv(name: str, concurrency: int = 4) -> list[str]:
+    """A command of the Procfile `make run` starts (``worker`` or ``beat``), with its
+    variables filled in."""
     import shlex
     import sys
 
     from tests.conftest import ROOT
 
     line = next(
-        line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("worker:")
+        line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith(f"{name}:")
     )
     command = line.split(":", 1)[1].strip()
     command = command.replace("${HERMES_WORKER_CONCURRENCY}", str(concurrency))
     command = command.replace("${HERMES_WORKER_LOGLEVEL}", "info")
     argv = shlex.split(command)
     assert argv[0] == "celery", argv
-    assert "--pool=threads" in argv, argv
-    assert "-B" in argv, argv
+    if name == "worker":
+        assert "--pool=threads" in argv, argv
     return [sys.executable, "-m", *argv]
 
 
 class EmbeddedWorker:
-    """`make run`'s worker (threads pool, beat, SQLite broker) in its own process group."""
+    """`make run`'s worker (threads pool, SQLite broker) and its beat, each in its own
+    process group; killed together, as honcho stops the others when one dies."""
 
     def __init__(self, broker_url: str, data_dir, log_path, extra_env: dict):
         import os
@@ -160,14 +162,18 @@ class EmbeddedWorker:
         for name in list(env):
             if name.startswith(("HERMES_LOCK_", "HERMES_LEASE_", "HERMES_RECOVERY_")):
                 del env[name]
-        self.proc = subprocess.Popen(
-            _procfile_worker_argv(),
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.procs = [
+            subprocess.Popen(
+                _procfile_argv(name),
+                cwd=ROOT,
+                env=env,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            for name in ("worker", "beat")
+        ]
+        self.proc = self.procs[0]  # the worker
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -176,11 +182,14 @@ class EmbeddedWorker:
         return self.log_path.read_text(errors="replace")
 
     def kill(self) -> None:
+        import contextlib
         import os
         import signal
 
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
     def stop(self) -> None:
         import contextlib
@@ -188,15 +197,17 @@ class EmbeddedWorker:
         import signal
         import subprocess
 
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            self.proc.wait(10)
+                proc.wait(20)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(10)
         self._log.close()
 
 

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.agent_clients
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"
 CODEX = "@openai/codex@0.171.0"
 PREFIX = Path(__file__).resolve().parents[2] / "var" / "agent-clients"
-MARKER = "ZEBRA-QUARTZ-7731"  # said in the third turn (the head keeps the first two); the compaction drops it from the context
+MARKER = "ZEBRA-QUARTZ-7731"  # said in the third turn (the head keeps the first two): the
+# compaction replaces that turn (its words may live on in the summary's fact ledger)
 # Turns before the compaction; the replies are long so the middle of the conversation is
 # worth summarizing (the head and the tail stay as they are).
 PROMPTS = [
@@ -41,6 +42,21 @@ LONG_REPLY = {
     ),
     "prompt_tokens": 70_000,
 }
+
+
+def turns_saying(messages: list[dict], text: str) -> list[dict]:
+    """The user messages of a request whose text is ``text`` (a string, or text blocks of
+    which one is ``text``; a client may wrap its own notes around the user's words)."""
+    found = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        texts = [p.get("text", "").strip() for p in parts if isinstance(p, dict)]
+        if text in texts:
+            found.append(message)
+    return found
 
 
 def installed(binary: str) -> Path:
@@ -108,10 +124,11 @@ def main_requests(upstream, needle: str) -> list[dict]:
 
 
 def sessions_holding(owner, text: str) -> list[Session]:
+    """The sessions with a turn that says ``text`` (a summary quoting it does not count)."""
     return [
         session
         for session in Session.objects.filter(owner=owner)
-        if any(text in json.dumps(m.content) for m in session.messages.all())
+        if any(text in json.dumps(m.content) for m in session.messages.filter(is_summary=False))
     ]
 
 
@@ -163,7 +180,7 @@ def test_claude_code_runs_several_turns_through_a_compaction(
     assert conversation, upstream.requests
     sent = json.dumps(conversation[-1]["messages"], ensure_ascii=False)
     assert PREFIX_OPENING in sent  # the compacted context reached the upstream
-    assert MARKER not in sent
+    assert not turns_saying(conversation[-1]["messages"], PROMPTS[2])  # replaced by the summary
     holding = sessions_holding(alice, MARKER)
     assert len(holding) == 1  # one conversation, continued after the compaction
     assert compaction.session_id == holding[0].pk
@@ -204,7 +221,7 @@ def test_codex_runs_several_turns_through_a_compaction(live_server, upstream, al
     assert conversation, upstream.requests
     sent = json.dumps(conversation[-1]["messages"], ensure_ascii=False)
     assert PREFIX_OPENING in sent
-    assert MARKER not in sent
+    assert not turns_saying(conversation[-1]["messages"], PROMPTS[2])
     holding = sessions_holding(alice, MARKER)
     assert len(holding) == 1
     assert compaction.session_id == holding[0].pk
