@@ -16,6 +16,7 @@ after the restored rows; by rotation they are copied to the end of the reopened 
 
 from __future__ import annotations
 
+import html
 from datetime import datetime
 from typing import Any
 
@@ -114,15 +115,37 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
         raise UndoRefused(f"The agent is still answering; {verb} once it has replied.")
     added = added_after(run)
     if added and not carry_over:
-        newest = " ".join(str(added[-1].content or "").split())[:60]
         raise UndoRefused(
             f"{len(added):,} message{'s were' if len(added) != 1 else ' was'} added after "
-            f"this compaction (the newest: “{newest}”). {verb.capitalize()}ing would leave "
+            f"this compaction (the newest: {newest_in_words(added[-1])}). "
+            f"{verb.capitalize()}ing would leave "
             f"{'them' if len(added) != 1 else 'it'} out of the context; choose to carry "
             f"{'them' if len(added) != 1 else 'it'} over to keep {'them' if len(added) != 1 else 'it'}.",
             added=len(added),
         )
     return added
+
+
+def newest_in_words(message: Message, chars: int = 60) -> str:
+    """Who wrote a message and how it begins, as a person reads it on the chat page: the
+    Markdown rendered to its words (no ``**``, backticks or link syntax), cut at a word."""
+    from django.utils.html import strip_tags
+
+    from hermes_web.presenters.chat import render_markdown
+
+    who = {"user": "your message", "assistant": "the reply", "tool": "a tool result"}.get(
+        message.role, f"a {message.role} message"
+    )
+    text = str(message.content or "")
+    words = " ".join(html.unescape(strip_tags(render_markdown(text[:2_000]))).split())
+    if not words and message.tool_calls:
+        names = [str((c.get("function") or {}).get("name") or "") for c in message.tool_calls]
+        return f"the reply calling {', '.join(n for n in names if n) or 'a tool'}"
+    if not words:
+        return who
+    if len(words) > chars:
+        words = words[: chars + 1].rsplit(" ", 1)[0].rstrip(",;:.") + "…"
+    return f"{who} “{words}”"
 
 
 def _record(run: Compaction, action: str, user, carried: int, now) -> None:

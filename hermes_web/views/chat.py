@@ -134,6 +134,18 @@ def _window(session: Session, hidden: set[int], before: int | None = None):
     return page, (page[0].position if more and page else None)
 
 
+def _still_last(turn: AgentTurn, session: Session) -> bool:
+    """Whether nothing was written to the session after this ended turn. Its box shows its rows
+    at the end of the chat; once other rows follow (carried over by an undo, or written by a
+    compaction), they stay in the transcript where they are instead of moving to the end."""
+    own = list((turn.usage or {}).get("message_ids") or [])
+    if turn.user_message_id:
+        own.append(turn.user_message_id)
+    ended = turn.finished_at or turn.created_at
+    later = Message.objects.filter(session=session, active=True, created_at__gt=ended)
+    return not later.exclude(pk__in=own).exists()
+
+
 def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
     turns = active_turns(session) if not session.end_reason else []
     if not turns:
@@ -141,7 +153,7 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         shown = (AgentTurn.Status.FAILED, AgentTurn.Status.STOPPED)
         # The last turn stays in view when it ended badly or recovered from an overflow.
         said = last is not None and (last.status in shown or (last.usage or {}).get("overflow"))
-        turns = [last] if last is not None and said else []
+        turns = [last] if last is not None and said and _still_last(last, session) else []
     rows, earlier_before = _window(session, _hidden_ids(turns))
     archived = None
     if earlier_before is None:  # the start of the active rows is on the page
