@@ -1,5 +1,6 @@
 """One module over 450 lines on purpose: the demo is one fake provider (reading the prompt,
-planning, answering, its litellm handler); ~90 of its lines are the stopword list.
+planning with its own tools or a client's, answering, its litellm handler); ~90 of its lines
+are the stopword list.
 
 The offline demo model: a litellm custom provider ("hermes-demo/agent"), no key, no network.
 
@@ -27,7 +28,8 @@ from typing import Any
 
 from compaction import PREFIX_OPENING, CompactionConfig, count_messages_tokens
 from compaction.messages import content_text, parse_arguments
-from hermes_web.llm_models import DEMO_MODEL, DEMO_MODEL_LABEL
+from hermes_web.agent.tools.workspace import READ_MAX_CHARS
+from hermes_web.llm_models import DEMO_CONTEXT_LENGTH, DEMO_MODEL, DEMO_MODEL_LABEL
 
 PROVIDER = "hermes-demo"
 # Seconds between streamed words: slow enough to watch the reply arrive, fast enough for tests.
@@ -35,6 +37,11 @@ STREAM_DELAY = 0.01
 # One file per turn, so the context climbs over a few messages rather than in one jump.
 READS_PER_TURN = 1
 _TOKEN_CONFIG = CompactionConfig(model="gpt-4o-mini")
+# Its own tools: offered all of them (the chat's agent), it explores; offered others (a /v1
+# client's), it calls those instead.
+OWN_TOOLS = frozenset({"list_files", "search_files", "read_file"})
+# Room kept free under the window for its reply and the tool calls' own bytes.
+REPLY_ROOM = 2_000
 STOPWORDS = frozenset(
     [
         "about",
@@ -150,6 +157,7 @@ class Prompt:
 
     def __init__(self, messages: list[dict]) -> None:
         self.messages = messages
+        self.tokens = prompt_tokens(messages)
         last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
         self.question = _prompt_text(messages[last_user].get("content")) if last_user >= 0 else ""
         self.turn = messages[last_user + 1 :]
@@ -185,6 +193,17 @@ class Prompt:
 
     def read_paths(self) -> set[str]:
         return {str(args.get("path")) for name, args in self.calls.values() if name == "read_file"}
+
+
+def prompt_tokens(messages: list[dict]) -> int:
+    """The prompt's size as the demo counts it (the engine's counter, as its usage reports)."""
+    return sum(count_messages_tokens(messages, _TOKEN_CONFIG))
+
+
+def read_cost(size: int) -> int:
+    """Tokens a read of a ``size``-byte file adds, counted high: the tool caps what it returns
+    at READ_MAX_CHARS and numbers each line; dense data runs ~3 characters a token."""
+    return min(size, READ_MAX_CHARS) * 4 // 9 + 50
 
 
 def keyword(question: str) -> str:
@@ -244,11 +263,24 @@ def wanted_ref(prompt: Prompt) -> int | None:
     return found[-1] if found else None
 
 
-def plan(messages: list[dict], *, allow_tools: bool = True) -> tuple[str, list[dict]]:
-    """The next step: ``("", tool_calls)`` to use tools, or ``(reply_text, [])`` to answer."""
+def plan(
+    messages: list[dict],
+    *,
+    allow_tools: bool = True,
+    tools: list[dict] | None = None,
+    tool_choice: Any = None,
+) -> tuple[str, list[dict]]:
+    """The next step: ``("", tool_calls)`` to use tools, or ``(reply_text, [])`` to answer.
+
+    ``tools`` are the tools offered (None: its own); offered others than its own, it calls
+    those (the one ``tool_choice`` names, if it names one) instead of exploring.
+    """
     prompt = Prompt(messages)
-    if not allow_tools or not prompt.question.strip():
+    if not allow_tools or tool_choice == "none" or not prompt.question.strip():
         return reply(prompt), []
+    offered = _offered(tools)
+    if offered is not None and not set(offered) >= OWN_TOOLS:
+        return client_plan(prompt, offered, tool_choice)
     # Asked for a folded output: fetch it back with recall, then answer with it.
     if prompt.calls_this_turn("recall"):
         return reply(prompt), []
@@ -291,16 +323,27 @@ def plan(messages: list[dict], *, allow_tools: bool = True) -> tuple[str, list[d
 
 
 def choose_reads(prompt: Prompt, listing: dict[str, int]) -> list[str]:
-    """Files named in the question, then the search's hits, then the README, then the biggest unread."""
+    """Files named in the question, then the search's hits, then the README, then the biggest
+    unread; only files whose read still fits its window (so its prompt never outgrows it)."""
     paths = sorted(listing)
     already = prompt.read_paths()
     chosen: list[str] = []
+    room = DEMO_CONTEXT_LENGTH - REPLY_ROOM - prompt.tokens
+
+    def fits(path: str) -> bool:
+        return read_cost(listing[path]) + sum(read_cost(listing[p]) for p in chosen) <= room
+
     # A file the question names, plus READS_PER_TURN found by searching or exploring.
-    named = _mentioned(prompt.question, paths)[:1]
+    named = [p for p in _mentioned(prompt.question, paths) if fits(p)][:1]
     chosen.extend(named)
 
     def take(path: str) -> None:
-        if path in listing and path not in chosen and len(chosen) < READS_PER_TURN + len(named):
+        if (
+            path in listing
+            and path not in chosen
+            and len(chosen) < READS_PER_TURN + len(named)
+            and fits(path)
+        ):
             chosen.append(path)
 
     for name, _, result, now in prompt.results:
@@ -324,6 +367,94 @@ def choose_reads(prompt: Prompt, listing: dict[str, int]) -> list[str]:
     if not chosen and paths:
         take(max(paths, key=lambda p: listing[p]))  # everything read: re-read the biggest
     return chosen
+
+
+def _offered(tools: list[dict] | None) -> dict[str, dict] | None:
+    """name -> function schema of the tools offered, or None when none were."""
+    if not tools:
+        return None
+    offered: dict[str, dict] = {}
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name"):
+            offered[str(function["name"])] = function
+    return offered or None
+
+
+def _chosen_name(tool_choice: Any) -> str:
+    """The function ``tool_choice`` names (OpenAI's ``{"type": "function", ...}``), or ""."""
+    if isinstance(tool_choice, dict):
+        function = tool_choice.get("function")
+        if isinstance(function, dict):
+            return str(function.get("name") or "")
+        return str(tool_choice.get("name") or "")
+    return ""
+
+
+def _fitting_tool(question: str, offered: dict[str, dict]) -> str:
+    """The offered tool whose name and description share most words with the question."""
+    words = set(re.findall(r"[a-z0-9]+", question.lower()))
+
+    def score(name: str) -> int:
+        described = f"{name.replace('_', ' ')} {offered[name].get('description') or ''}"
+        return len(words & set(re.findall(r"[a-z0-9]+", described.lower())))
+
+    return max(offered, key=score)  # max keeps the first of equals: the client's order
+
+
+def _arguments(function: dict, question: str) -> dict[str, Any]:
+    """Arguments for a client's tool from its JSON schema: every required property, a word
+    of the question for strings (the whole question for a query), the first of an enum."""
+    schema = function.get("parameters") or {}
+    properties = schema.get("properties") or {} if isinstance(schema, dict) else {}
+    required = [name for name in (schema.get("required") or []) if name in properties]
+    # The question's most specific word the tool does not name itself ("Paris", not "weather").
+    described = f"{function.get('name') or ''} {function.get('description') or ''}".lower()
+    own = set(re.findall(r"[a-z0-9]+", described.replace("_", " ")))
+    words = [
+        w
+        for w in re.findall(r"[A-Za-z_][A-Za-z0-9_\-./]{2,}", question)
+        if w.lower() not in STOPWORDS and w.lower() not in own
+    ]
+    word = max(words, key=len) if words else question.strip()
+    values: dict[str, Any] = {}
+    for name in required:
+        spec = properties[name] if isinstance(properties[name], dict) else {}
+        kind = spec.get("type")
+        if spec.get("enum"):
+            values[name] = spec["enum"][0]
+        elif kind in ("integer", "number"):
+            values[name] = 1
+        elif kind == "boolean":
+            values[name] = False
+        elif kind == "array":
+            values[name] = []
+        elif kind == "object":
+            values[name] = {}
+        elif name in ("query", "question", "prompt", "text", "q"):
+            values[name] = question.strip()
+        else:
+            values[name] = word
+    return values
+
+
+def client_plan(prompt: Prompt, offered: dict[str, dict], tool_choice: Any) -> tuple[str, list]:
+    """A client's tools: call the one ``tool_choice`` names (or, on "required", or once per
+    turn on "auto", the best fitting one), then answer from its result."""
+    named = _chosen_name(tool_choice)
+    forced = bool(named and named in offered) or tool_choice == "required"
+    answered = any(now for _, _, _, now in prompt.results)
+    if answered and not forced:
+        return reply(prompt), []
+    name = named if named in offered else _fitting_tool(prompt.question, offered)
+    arguments = _arguments(offered[name], prompt.question)
+    return "", [
+        {
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+    ]
 
 
 # -- answering ---------------------------------------------------------------------------------
@@ -407,6 +538,10 @@ def reply(prompt: Prompt) -> str:
                 f"Recalled `[ref:{args.get('ref')}]`, the full {what} output "
                 f"({int(data.get('total_chars') or 0):,} chars):\n\n```\n{shown}\n```"
             )
+        elif name not in OWN_TOOLS:
+            said = " ".join(result.split())
+            said = said if len(said) <= 200 else said[:199] + "…"
+            bullets.append(f"`{name or 'your tool'}` returned: {said or '(nothing)'}")
     if bullets:
         parts.append("\n".join(f"- {b}" for b in bullets))
     else:
@@ -439,6 +574,29 @@ def _allow_tools(optional_params: dict) -> bool:
     return optional_params.get("tool_choice") != "none"
 
 
+def _plan_within_window(messages: list[dict], optional_params: dict) -> tuple[str, list[dict]]:
+    """Refuse a prompt over the demo's window as a provider does (litellm's
+    ContextWindowExceededError, a 400), else plan with the tools offered."""
+    tokens = prompt_tokens(messages)
+    if tokens > DEMO_CONTEXT_LENGTH:
+        from litellm import ContextWindowExceededError
+
+        raise ContextWindowExceededError(
+            message=(
+                f"This model's maximum context length is {DEMO_CONTEXT_LENGTH:,} tokens; "
+                f"the messages are {tokens:,} tokens."
+            ),
+            model=DEMO_MODEL,
+            llm_provider=PROVIDER,
+        )
+    return plan(
+        messages,
+        allow_tools=_allow_tools(optional_params),
+        tools=optional_params.get("tools"),
+        tool_choice=optional_params.get("tool_choice"),
+    )
+
+
 def _build_handler():
     from litellm import CustomLLM
     from litellm.types.utils import Message, Usage
@@ -459,7 +617,7 @@ def _build_handler():
             *args,
             **kwargs,
         ):
-            text, calls = plan(messages, allow_tools=_allow_tools(optional_params))
+            text, calls = _plan_within_window(messages, optional_params)
             model_response.choices[0].message = Message(
                 content=text or None, role="assistant", tool_calls=calls or None
             )
@@ -485,37 +643,43 @@ def _build_handler():
             *args,
             **kwargs,
         ) -> Iterator[dict]:
-            text, calls = plan(messages, allow_tools=_allow_tools(optional_params))
-            for piece in re.findall(r"\S+\s*|\s+", text):
-                yield {
-                    "text": piece,
-                    "is_finished": False,
-                    "finish_reason": "",
-                    "usage": None,
-                    "index": 0,
-                    "tool_use": None,
-                }
-                if STREAM_DELAY:
-                    time.sleep(STREAM_DELAY)
-            for index, call in enumerate(calls):
-                yield {
-                    "text": "",
-                    "is_finished": False,
-                    "finish_reason": "",
-                    "usage": None,
-                    "index": 0,
-                    "tool_use": {**call, "index": index},
-                }
-            yield {
-                "text": "",
-                "is_finished": True,
-                "finish_reason": "tool_calls" if calls else "stop",
-                "usage": usage_for(messages, text, calls),
-                "index": 0,
-                "tool_use": None,
-            }
+            # Planned before the first chunk: a refusal is raised by the call, not mid-stream.
+            text, calls = _plan_within_window(messages, optional_params)
+            return _chunks(messages, text, calls)
 
     return DemoLLM()
+
+
+def _chunks(messages: list[dict], text: str, calls: list[dict]) -> Iterator[dict]:
+    """The stream of a planned step: the words one by one, then the calls, then usage."""
+    for piece in re.findall(r"\S+\s*|\s+", text):
+        yield {
+            "text": piece,
+            "is_finished": False,
+            "finish_reason": "",
+            "usage": None,
+            "index": 0,
+            "tool_use": None,
+        }
+        if STREAM_DELAY:
+            time.sleep(STREAM_DELAY)
+    for index, call in enumerate(calls):
+        yield {
+            "text": "",
+            "is_finished": False,
+            "finish_reason": "",
+            "usage": None,
+            "index": 0,
+            "tool_use": {**call, "index": index},
+        }
+    yield {
+        "text": "",
+        "is_finished": True,
+        "finish_reason": "tool_calls" if calls else "stop",
+        "usage": usage_for(messages, text, calls),
+        "index": 0,
+        "tool_use": None,
+    }
 
 
 def register() -> None:

@@ -254,7 +254,8 @@ def test_the_demo_model_explores_the_workspace_and_crosses_the_threshold(alice, 
         assert turn.status == AgentTurn.Status.DONE, turn.error
         prompts.append(turn.usage["prompt_tokens"])
     assert prompts == sorted(prompts)
-    assert prompts[-1] >= 64_000
+    # Past the 54,400-token threshold, never past its own 64,000-token window.
+    assert 54_400 < prompts[-1] <= 64_000
     run = Compaction.objects.get(session=session)
     assert run.trigger == Compaction.Trigger.AUTO
     tools = set(
