@@ -75,6 +75,7 @@ urlpatterns = [
     path("chat/<str:public_id>/", chat.chat_detail, name="chat_detail"),
     path("chat/<str:public_id>/send/", chat.chat_send, name="chat_send"),
     path("chat/<str:public_id>/compress/", chat.chat_compress, name="chat_compress"),
+    path("chat/<str:public_id>/regenerate/", chat.chat_regenerate, name="chat_regenerate"),
     path("chat/<str:public_id>/rename/", chat.chat_rename, name="chat_rename"),
     path("chat/<str:public_id>/delete/", chat.chat_delete, name="chat_delete"),
     path("chat/<str:public_id>/earlier/", chat.chat_earlier, name="chat_earlier"),

@@ -47,7 +47,10 @@ __all__ = [
     "compress",
     "context_meter",
     "latest_compaction",
+    "RegenerateRefused",
     "reap_stale_turns",
+    "regenerate_reply",
+    "regenerable_reply",
     "request_stop",
     "send_message",
     "set_mode",
@@ -141,6 +144,66 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
         else:
             message = append_message(tip, role="user", content=text)
             turn = AgentTurn.objects.create(session=tip, user_message=message, model=chat_model())
+        jobs.queue_agent_turn(turn.pk)
+    return turn
+
+
+class RegenerateRefused(Exception):
+    """The reply cannot be written again now; the message says why in words."""
+
+
+def _last_exchange(session: Session) -> tuple[Message | None, list[Message]]:
+    """The newest user message of the live session and the active rows after it (its reply)."""
+    question = (
+        Message.objects.filter(session=session, active=True, role=Message.Role.USER)
+        .order_by("-position")
+        .first()
+    )
+    if question is None:
+        return None, []
+    after = list(
+        Message.objects.filter(
+            session=session, active=True, position__gt=question.position
+        ).order_by("position")
+    )
+    return question, after
+
+
+def regenerable_reply(session: Session) -> Message | None:
+    """The reply "Regenerate" may replace: the newest assistant message with words, when it
+    answers the newest user message, nothing is in flight, and no compaction summary lies
+    between them (a compacted reply is part of the summary, not a reply to take back)."""
+    if session.end_reason or active_turns(session):
+        return None
+    question, after = _last_exchange(session)
+    if question is None or not after or any(r.is_summary for r in after):
+        return None
+    last = after[-1]
+    if last.role != Message.Role.ASSISTANT or not (last.content or "").strip():
+        return None
+    return last
+
+
+def regenerate_reply(*, session: Session, message_id: int) -> AgentTurn:
+    """Answer the newest user message again: its reply (with the tool calls and results of
+    that turn) is archived, not deleted (the conversation page's archived rows keep it), and
+    a new turn answering the same message is queued."""
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        reply = regenerable_reply(locked)
+        if reply is None or reply.pk != message_id:
+            raise RegenerateRefused(
+                "Only the newest reply can be regenerated, once it has finished; "
+                "this one is not the newest any more."
+            )
+        question, after = _last_exchange(locked)
+        assert question is not None  # regenerable_reply found it
+        for row in after:
+            row.active, row.archived = False, True
+            row.extra = {**(row.extra or {}), "regenerated_at": timezone.now().isoformat()}
+        Message.objects.bulk_update(after, ["active", "archived", "extra"])
+        locked.touch(timezone.now())
+        turn = AgentTurn.objects.create(session=locked, user_message=question, model=chat_model())
         jobs.queue_agent_turn(turn.pk)
     return turn
 

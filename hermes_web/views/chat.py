@@ -43,10 +43,13 @@ from hermes_web.presenters.chat import (
 )
 from hermes_web.services.chat import (
     ChatBusy,
+    RegenerateRefused,
     active_turns,
     compress,
     context_meter,
     latest_compaction,
+    regenerable_reply,
+    regenerate_reply,
     request_stop,
     send_message,
     set_mode,
@@ -163,12 +166,16 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
     continued_in = _continued_in(session)
     compaction = latest_compaction(session)
+    items = _items(rows, session)
+    regenerable = regenerable_reply(session) if not turns or not _active(turns) else None
+    for item in items:
+        item["regenerate"] = regenerable is not None and item["row"].pk == regenerable.pk
     context = {
         "nav": "chat",
         "session": session,
         "chains": chat_chains(request.user),
         "draft_key": session.root.public_id if session.root is not None else session.public_id,
-        "items": _items(rows, session),
+        "items": items,
         "earlier_before": earlier_before,
         "archived": archived,
         "turns": [_turn_context(t) for t in turns],
@@ -371,6 +378,42 @@ def chat_send(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         "t": _turn_context(turn),
     }
     return render(request, TEMPLATE + "#sent", context)
+
+
+def _active(turns: list[AgentTurn]) -> bool:
+    return any(t.status in (AgentTurn.Status.QUEUED, AgentTurn.Status.RUNNING) for t in turns)
+
+
+@require_POST
+@login_required
+def chat_regenerate(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """Write the newest reply again: the old one is archived and a new turn answers the same
+    message. Without JavaScript the page reloads at the new turn; with htmx the turn box
+    takes the old reply's place in the transcript (its rows removed out of band)."""
+    session = _session_for(request, public_id)
+    try:
+        message_id = int(request.POST.get("message") or "")
+    except ValueError:
+        message_id = -1
+    old = set(Message.objects.filter(session=session, active=True).values_list("pk", flat=True))
+    try:
+        turn = regenerate_reply(session=session, message_id=message_id)
+    except RegenerateRefused as refused:
+        flash.error(request, str(refused), extra_tags="chat-near")
+        target = reverse("chat_detail", args=[session.public_id]) + "#chat-notices"
+        return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+    if not request.htmx:
+        return redirect(reverse("chat_detail", args=[session.public_id]) + "#chat-notices")
+    gone = old - set(
+        Message.objects.filter(session=session, active=True).values_list("pk", flat=True)
+    )
+    turn.refresh_from_db()
+    context = {"sent_items": [], "session": turn.session, "t": _turn_context(turn)}
+    response = render(request, TEMPLATE + "#sent", context)
+    # The old reply's rows leave the transcript (they stay on the conversation page, archived).
+    removed = "".join(f'<div id="msg-{pk}" hx-swap-oob="delete"></div>' for pk in sorted(gone))
+    response.content = response.content + removed.encode()
+    return response
 
 
 @require_POST
