@@ -153,3 +153,108 @@ def test_every_figure_warning_and_reference_is_true(
         session = continue_with(live, n=60, seed=seed * 10 + round_ + 1)
     if profile == "hermes":  # the classic summary writes no references
         assert followed > 0
+
+
+# -- the rest of the corpus: the demo chats, real-transcript shapes, native compactions --------
+
+COMPARE_ROW = r'<tr><th scope="row">{label}</th><td>([^<]*)</td><td>([^<]*)</td></tr>'
+
+
+def check_compare(client, a: Compaction, b: Compaction) -> None:
+    """Compare's counts and figures for two runs are each run's stored report's."""
+    page = client.get(
+        f"{reverse('compare')}?session={a.session.public_id}&a={a.public_id}&b={b.public_id}"
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    sides = (a.report or {}, b.report or {})
+    for label, fate in (
+        ("Kept verbatim \\(head \\+ tail\\)", "kept"),
+        ("Kept, slimmed \\(head \\+ tail\\)", "slimmed"),
+        ("Summarized \\(middle\\)", "summarized"),
+    ):
+        found = re.search(COMPARE_ROW.format(label=label), html)
+        assert found, label
+        assert [found[1], found[2]] == [_figure(message_fates(r).count(fate)) for r in sides]
+    found = re.search(COMPARE_ROW.format(label="Tokens"), html)
+    assert found
+    for shown, report in zip((found[1], found[2]), sides, strict=True):
+        tokens = report.get("tokens") or {}
+        if isinstance(tokens.get("before"), int) and isinstance(tokens.get("after"), int):
+            assert html_lib.unescape(shown) == f"{tokens['before']:,} → {tokens['after']:,}"
+
+
+def ours(runs) -> list[Compaction]:
+    """Runs of our engine with a report to check (what compacted, committed or as a dry run)."""
+    return [
+        r
+        for r in runs
+        if not r.is_native
+        and (r.report or {}).get("tokens")
+        and r.report.get("status") == "compacted"
+    ]
+
+
+def test_the_demo_chats_every_compaction_is_true(alice, alice_client):
+    """``manage.py load_demo``'s conversations: rotations, in place, what-ifs, a chain."""
+    from hermes_web.demo import load_demo_conversations
+
+    load_demo_conversations(alice)
+    runs = ours(Compaction.objects.filter(session__owner=alice).order_by("pk"))
+    assert len(runs) >= 4
+    assert {r.mode for r in runs} == {"in_place", "rotation"}
+    followed = sum(check_run(alice_client, run) for run in runs)
+    assert followed > 0
+    for a, b in zip(runs, runs[1:], strict=False):
+        if a.session_id == b.session_id:
+            check_compare(alice_client, a, b)
+
+
+@pytest.mark.parametrize("agent", ["claude_code", "codex", "hermes"])
+def test_native_compactions_of_real_shapes_and_their_replays_are_true(
+    alice, alice_client, tmp_path, agent
+):
+    """Imported transcripts in the shapes of real ones (tests/web/native_fixtures.py): the
+    agent's own compaction shows what was recorded and our counts as stored and exported; its
+    replays by our engine (both profiles) pass the same truths, and Compare says the same."""
+    from hermes_web.importers import import_path
+    from tests.web.native_fixtures import (
+        claude_code_lines,
+        codex_lines,
+        hermes_rotation_lines,
+        write_lines,
+    )
+
+    lines = {
+        "claude_code": lambda: claude_code_lines(compacts=2, rounds=8),
+        "codex": codex_lines,
+        "hermes": hermes_rotation_lines,
+    }[agent]()
+    suffix = ".jsonl"
+    report = import_path(write_lines(tmp_path / f"{agent}{suffix}", lines), owner=alice)
+    assert report.refused == []
+    natives = [r for r in Compaction.objects.filter(session__owner=alice) if r.is_native]
+    assert natives, f"{agent}: the fixture holds the agent's own compaction"
+    for native in natives:
+        html = alice_client.get(reverse("compaction_detail", args=[native.public_id]))
+        assert html.status_code == 200
+        page = html.content.decode()
+        exported = json.loads(
+            alice_client.get(reverse("compaction_report_json", args=[native.public_id])).content
+        )
+        assert exported == native.report
+        tokens = native.report.get("tokens") or {}
+        for dom_id, value in (
+            ("tokens-before-recorded", native.tokens_before),
+            ("tokens-before-counted", tokens.get("counted_before")),
+            ("tokens-after-counted", tokens.get("counted_after")),
+        ):
+            if isinstance(value, int):
+                assert f'id="{dom_id}">{value:,}<' in page, dom_id
+        replayed = alice_client.post(reverse("compaction_replay", args=[native.public_id]))
+        assert replayed.status_code == 302
+        replays = list(Compaction.objects.filter(replay_of=native).order_by("pk"))
+        for run in ours(replays):
+            check_run(alice_client, run)
+        for run in replays:
+            check_compare(alice_client, native, run)
