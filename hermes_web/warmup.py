@@ -6,6 +6,7 @@ process, so the workers start warm and share the memory. Measured on the 2-core 
 first conversation-list request of a cold worker took 377 ms, a warm one 9 ms.
 """
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,18 @@ def warm() -> None:
         from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
 
         get_encoding(settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL)
-        # litellm (4.5 s to import on an idle core, 15 s on a busy one) was imported by the
-        # first /v1 request of each web process, and every request queued behind it in that
-        # process waited too: the 7-9 s first request of every client under load (issue #28).
-        # Imported here, once in gunicorn's master (--preload), shared by the forked workers.
-        from hermes_web.llm_models import litellm_module
+        # litellm costs ~150 MB of every web process's RSS and only /v1 calls a model, so it
+        # is imported here (once in gunicorn's --preload master, shared by the forked
+        # workers) only on request; otherwise the first /v1 request of each process imports
+        # it (issue #28: 4.5 s on an idle core, 15 s on a busy one).
+        if settings.HERMES_WEB_PRELOAD_LITELLM:
+            from hermes_web.openai_compat.upstream import preload_litellm
 
-        litellm_module()
+            preload_litellm()
+        # Everything imported so far lives as long as the process: frozen, a garbage
+        # collection in a forked worker neither scans those objects nor writes to their
+        # pages, which stay shared with the master instead of being copied into each worker.
+        gc.freeze()
     except Exception:  # a warm-up must never keep the server from starting
         log.exception("warm-up failed; workers will warm on their first requests")
 
