@@ -26,14 +26,34 @@ def _tune_embedded_broker(sender: Celery, **kwargs: object) -> None:
 
 
 @signals.worker_init.connect
-def _warm_worker(**kwargs: object) -> None:
+def _warm_worker(sender: object = None, **kwargs: object) -> None:
     # Before the pool starts (forked children inherit it): the first chat turn then costs
     # what later ones do instead of paying litellm's import and the tokenizer load.
     if os.environ.get("HERMES_WORKER_WARMUP", "1") == "0":  # measuring the cold first turn
         return
     from hermes_web.warmup import warm_worker
 
-    warm_worker()
+    warm_worker(calls_models=worker_calls_models(consumed_queues(sender)))
+
+
+def consumed_queues(worker: object) -> set[str]:
+    """The queues a starting worker consumes (``-Q``), every declared one without ``-Q``."""
+    queues = getattr(getattr(getattr(worker, "app", None), "amqp", None), "queues", None)
+    if queues is None:
+        return set()
+    return set(queues.consume_from or queues)
+
+
+def worker_calls_models(queues: set[str]) -> bool:
+    """Whether a worker on ``queues`` may call a model: chat turns always do (the demo model
+    too goes through litellm); compactions only with an LLM summarizer. Unknown queues: yes."""
+    from hermes_web.llm_models import summarizes_with_llm
+
+    if not queues or "chat" in queues:
+        return True
+    if queues <= {"compaction", "default"}:
+        return "compaction" in queues and summarizes_with_llm()
+    return True
 
 
 @signals.beat_embedded_init.connect

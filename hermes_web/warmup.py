@@ -6,6 +6,7 @@ process, so the workers start warm and share the memory. Measured on the 2-core 
 first conversation-list request of a cold worker took 377 ms, a warm one 9 ms.
 """
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,18 @@ def warm() -> None:
         from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
 
         get_encoding(settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL)
-        # litellm (4.5 s to import on an idle core, 15 s on a busy one) was imported by the
-        # first /v1 request of each web process, and every request queued behind it in that
-        # process waited too: the 7-9 s first request of every client under load (issue #28).
-        # Imported here, once in gunicorn's master (--preload), shared by the forked workers.
-        from hermes_web.llm_models import litellm_module
+        # litellm costs ~150 MB of every web process's RSS and only /v1 calls a model, so it
+        # is imported here (once in gunicorn's --preload master, shared by the forked
+        # workers) only on request; otherwise the first /v1 request of each process imports
+        # it (issue #28: 4.5 s on an idle core, 15 s on a busy one).
+        if settings.HERMES_WEB_PRELOAD_LITELLM:
+            from hermes_web.openai_compat.upstream import preload_litellm
 
-        litellm_module()
+            preload_litellm()
+        # Everything imported so far lives as long as the process: frozen, a garbage
+        # collection in a forked worker neither scans those objects nor writes to their
+        # pages, which stay shared with the master instead of being copied into each worker.
+        gc.freeze()
     except Exception:  # a warm-up must never keep the server from starting
         log.exception("warm-up failed; workers will warm on their first requests")
 
@@ -53,8 +59,11 @@ def _import_views(patterns) -> None:
             pattern.callback  # noqa: B018 (resolving the callback imports its module)
 
 
-def warm_worker() -> float:
+def warm_worker(*, calls_models: bool = True) -> float:
     """Pay at worker start what the first chat turn would otherwise pay; never raises.
+
+    A worker that never calls a model (``calls_models`` false: a compaction worker with the
+    deterministic summarizer) loads only the token encoding: litellm would cost it ~150 MB.
 
     The first reply after ``make run`` took 18 s against 2–3 s for later ones: the worker
     imported litellm (≈4.5 s), its streaming and OpenAI client code on the first call, the
@@ -66,28 +75,29 @@ def warm_worker() -> float:
 
     started = time.perf_counter()
     try:
-        from hermes_web.llm_models import litellm_module
+        if calls_models:
+            from hermes_web.llm_models import litellm_module
 
-        litellm = litellm_module()
-        from hermes_web.agent.tools import tool_schemas
-        from hermes_web.llm_models import chat_model, is_demo_model
+            litellm = litellm_module()
+            from hermes_web.agent.tools import tool_schemas
+            from hermes_web.llm_models import chat_model, is_demo_model
 
-        tool_schemas()
-        model = chat_model()
-        if is_demo_model(model):
-            from hermes_web.agent.demo_model import register
+            tool_schemas()
+            model = chat_model()
+            if is_demo_model(model):
+                from hermes_web.agent.demo_model import register
 
-            register()
-        for _ in litellm.completion(
-            model="gpt-4o-mini",
-            messages=[{"role": "user", "content": "warm up"}],
-            mock_response="ok",
-            stream=True,
-            stream_options={"include_usage": True},
-        ):
-            pass
-        # The OpenAI client class a real provider call builds on first use.
-        import openai  # noqa: F401
+                register()
+            for _ in litellm.completion(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "warm up"}],
+                mock_response="ok",
+                stream=True,
+                stream_options={"include_usage": True},
+            ):
+                pass
+            # The OpenAI client class a real provider call builds on first use.
+            import openai  # noqa: F401
 
         from compaction.tokens import get_encoding
         from hermes_web.services.sessions import DEFAULT_TOKEN_MODEL
@@ -97,5 +107,9 @@ def warm_worker() -> float:
     except Exception:  # a warm-up must never keep the worker from starting
         log.exception("worker warm-up failed; the first turn will warm it")
     elapsed = time.perf_counter() - started
-    log.info("worker warmed in %.1f s (litellm, turn loop, tokenizer)", elapsed)
+    log.info(
+        "worker warmed in %.1f s (%s)",
+        elapsed,
+        "litellm, turn loop, tokenizer" if calls_models else "tokenizer; no model calls here",
+    )
     return elapsed

@@ -111,6 +111,11 @@ def _import_litellm():
     return litellm
 
 
+def preload_litellm() -> None:
+    """Import litellm now (the web warm-up, when HERMES_WEB_PRELOAD_LITELLM is on)."""
+    _import_litellm()
+
+
 def complete(kwargs: dict[str, Any]) -> Reply:
     """One non-streaming call; ApiError for a provider failure."""
     litellm = _import_litellm()

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max
 from django.utils import timezone
 
 from hermes_web.models import AgentTurn, Compaction, Message, Session
@@ -62,22 +62,21 @@ def _committed_at(run: Compaction) -> datetime:
     return run.finished_at
 
 
-def _live_session(run: Compaction) -> Session:
+def _live_session_id(run: Compaction) -> int:
     """The session whose context the user is talking to now, given the run's state."""
     if run.status == Compaction.Status.UNDONE or run.mode == Compaction.Mode.IN_PLACE:
-        return Session.objects.get(pk=run.session_id)
+        return run.session_id
     assert run.result_session_id is not None  # a committed rotation has its continuation
-    return Session.objects.get(pk=run.result_session_id)
+    return run.result_session_id
 
 
 def added_after(run: Compaction) -> list[Message]:
     """Messages written to the live session since the compaction (or its last undo/redo)."""
     since = _since(run)
-    session = _live_session(run)
     return list(
-        Message.objects.filter(session=session, active=True, created_at__gt=since).order_by(
-            "position"
-        )
+        Message.objects.filter(
+            session_id=_live_session_id(run), active=True, created_at__gt=since
+        ).order_by("position")
     )
 
 
@@ -96,22 +95,31 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
     if run.result_session_id is None or run.finished_at is None:
         raise UndoRefused("This compaction has no stored result to switch back from.")
     sessions = [run.session_id, run.result_session_id]
-    later = (
+    later_runs = (
         Compaction.objects.real()
         .committed()
         .filter(session_id__in=sessions, finished_at__gt=run.finished_at)
         .exclude(pk=run.pk)
-        .first()
     )
-    if later is not None:
+    busy = Compaction.objects.in_progress().filter(session_id__in=sessions)
+    answering = AgentTurn.objects.filter(session_id__in=sessions, status__in=ACTIVE_TURNS)
+    # One round trip for the three refusals (the inspector asks on every view of a run).
+    has_later, is_busy, is_answering = (
+        Compaction.objects.filter(pk=run.pk)
+        .values_list(Exists(later_runs), Exists(busy), Exists(answering))
+        .get()
+    )
+    if has_later:
+        later = later_runs.first()
+        assert later is not None
+        assert later.finished_at is not None
         raise UndoRefused(
             f"A later compaction ({later.public_id[:8]}, {later.finished_at:%b %d %H:%M}) was "
             f"built on this one; {verb} that one first."
         )
-    busy = Compaction.objects.in_progress().filter(session_id__in=sessions)
-    if busy.exists():
+    if is_busy:
         raise UndoRefused(f"A compaction of this conversation is in progress; {verb} after it.")
-    if AgentTurn.objects.filter(session_id__in=sessions, status__in=ACTIVE_TURNS).exists():
+    if is_answering:
         raise UndoRefused(f"The agent is still answering; {verb} once it has replied.")
     added = added_after(run)
     if added and not carry_over:
