@@ -165,7 +165,7 @@ def _walk(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     builder, key, in_messages = ijson.ObjectBuilder(), "", False
     try:
         for prefix, event, value in ijson.parse(_bounded(reader)):
-            if in_messages:  # each item is built, handed over, then dropped
+            if in_messages and recorder is not None:  # each item built, handed over, dropped
                 if prefix == "messages" and event == "end_array":
                     in_messages = False
                     continue
