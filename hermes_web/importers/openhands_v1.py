@@ -51,6 +51,10 @@ def is_event(value: Any) -> bool:
     )
 
 
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _texts(parts: Any) -> str:
     if isinstance(parts, str):
         return parts
@@ -85,7 +89,7 @@ def _event(event: dict, number: int, numbers: dict[str, int]) -> dict:
     if kind == "SystemPromptEvent":
         return {**base, "action": "system", "args": {"content": _texts(event.get("system_prompt"))}}
     if kind == "MessageEvent":
-        message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
+        message = _dict(event.get("llm_message"))
         content = message.get("content")
         args = {"content": _texts(content), "image_urls": _images(content)}
         source = "user" if message.get("role", event.get("source")) == "user" else "agent"
@@ -96,7 +100,7 @@ def _event(event: dict, number: int, numbers: dict[str, int]) -> dict:
         return _result(event, base, kind, numbers)
     if kind == "Condensation":
         forgotten = event.get("forgotten_event_ids")
-        args = {
+        args: dict[str, Any] = {
             "forgotten_event_ids": [
                 numbers[i] for i in forgotten or () if isinstance(i, str) and i in numbers
             ],
@@ -112,13 +116,13 @@ def _event(event: dict, number: int, numbers: dict[str, int]) -> dict:
 
 def _action(event: dict, base: dict) -> dict:
     name = event.get("tool_name") if isinstance(event.get("tool_name"), str) else ""
-    action = event.get("action") if isinstance(event.get("action"), dict) else {}
+    action = _dict(event.get("action"))
     thought = _texts(event.get("thought"))
     if name == "finish":
         message = action.get("message") if isinstance(action.get("message"), str) else thought
         return {**base, "action": "finish", "args": {"final_thought": message}}
     call_id = event.get("tool_call_id") if isinstance(event.get("tool_call_id"), str) else ""
-    tool_call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+    tool_call = _dict(event.get("tool_call"))
     arguments = tool_call.get("arguments")
     if not isinstance(arguments, str):
         arguments = as_text({k: v for k, v in action.items() if k != "kind"})
@@ -143,8 +147,7 @@ def _result(event: dict, base: dict, kind: str, numbers: dict[str, int]) -> dict
     elif kind == "UserRejectObservation":
         text, label = f"Action rejected: {as_text(event.get('rejection_reason'))}", "rejected"
     else:
-        observation = event.get("observation")
-        observation = observation if isinstance(observation, dict) else {}
+        observation = _dict(event.get("observation"))
         text = _texts(observation.get("content")) if "content" in observation else ""
         if not text and "content" not in observation:
             text = as_text({k: v for k, v in observation.items() if k != "kind"})
