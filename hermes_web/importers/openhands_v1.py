@@ -91,9 +91,9 @@ def _event(event: dict, number: int, numbers: dict[str, int]) -> dict:
     if kind == "MessageEvent":
         message = _dict(event.get("llm_message"))
         content = message.get("content")
-        args = {"content": _texts(content), "image_urls": _images(content)}
+        said = {"content": _texts(content), "image_urls": _images(content)}
         source = "user" if message.get("role", event.get("source")) == "user" else "agent"
-        return {**base, "source": source, "action": "message", "args": args}
+        return {**base, "source": source, "action": "message", "args": said}
     if kind == "ActionEvent":
         return _action(event, base)
     if kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
