@@ -73,11 +73,17 @@ def _hermes_header(session: Session, *, message_count: int | None = None) -> dic
     (``message_count`` is counted in the database unless the caller already has it)."""
     if message_count is None:
         message_count = Message.objects.filter(session_id=session.pk, active=True).count()
-    return {
+    header = {
         "id": session.public_id,
         "source": session.extra.get("hermes_source") or "hermes-web",
         "model": session.model or None,
         "parent_session_id": session.parent.public_id if session.parent is not None else None,
+    }
+    if isinstance(session.extra.get("sub_agent"), dict):
+        # A child of its parent, not a rotation of it: the import links it as one.
+        header["sub_agent"] = session.extra["sub_agent"]
+    return {
+        **header,
         "started_at": _epoch(session.created_at),
         "ended_at": _epoch(session.ended_at),
         "end_reason": session.end_reason or None,

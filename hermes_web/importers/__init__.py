@@ -194,13 +194,13 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
 
 _DONE = object()
 # Formats whose parser yields sessions with ``stream`` set (Claude Code and Codex replay a
-# spool file written by a first pass).
-_STREAMED = ("openai", "claude-code", "codex")
+# spool file written by a first pass, as Gemini CLI does for a chat recording).
+_STREAMED = ("openai", "claude-code", "codex", "gemini-cli")
 
 
 def _streamed(fmt: str, path: Path) -> bool:
-    """The parser yields sessions with ``stream`` set: an OpenAI, Claude Code or Codex file,
-    a Hermes transcript."""
+    """The parser yields sessions with ``stream`` set: an OpenAI, Claude Code, Codex or
+    Gemini CLI file, a Hermes transcript."""
     return fmt in _STREAMED or (fmt == "hermes-jsonl" and hermes.is_transcript(path))
 
 

@@ -22,6 +22,12 @@ GEMINI_CHECKPOINT = re.compile(
 OPENHANDS_EVENT = re.compile(
     r'\A\s*(?:\{\s*"trajectory"\s*:\s*)?\[?\s*\{\s*"id"\s*:\s*-?\d+\s*,\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*"source"\s*:\s*"(?:user|agent|environment)"'
 )
+# OpenHands V1 (SDK): an event object (or a list of them) with a uuid id, or an event file of a
+# conversation folder (events/event-00000-<uuid>.json).
+OPENHANDS_V1_EVENT = re.compile(
+    r'\A\s*\[?\s*\{\s*"id"\s*:\s*"[^"]*"\s*,\s*"timestamp"\s*:\s*"[^"]*"\s*,\s*"source"\s*:\s*"(?:user|agent|environment|hook)"'
+)
+OPENHANDS_V1_FILE = re.compile(r"^event-\d+-[^/]*\.json$")
 CLINE_UI = re.compile(r'\A\s*\[\s*\{\s*"(?:ts|type|say|ask)"\s*:')
 CLINE_UI_TYPE = re.compile(r'"type"\s*:\s*"(?:say|ask)"\s*,\s*"(?:say|ask)"\s*:')
 CLINE_API_NAMES = ("api_conversation_history.json", "claude_messages.json")
@@ -38,8 +44,12 @@ def sniff(path: Path, head: str, file: str = "") -> str:
         return "aider"
     if GEMINI_RECORDING.match(start) or GEMINI_LOGS.match(start) or GEMINI_CHECKPOINT.match(start):
         return "gemini-cli"
-    if OPENHANDS_EVENT.match(start) or (
-        path.name == "metadata.json" and (path.parent / "events").is_dir()  # a session folder's
+    if (
+        OPENHANDS_EVENT.match(start)
+        or (OPENHANDS_V1_EVENT.match(start) and '"kind"' in head)
+        or (OPENHANDS_V1_FILE.match(name) and path.parent.name == "events")
+        # a session folder's own file (V0 metadata.json, V1 base_state.json)
+        or (path.name in ("metadata.json", "base_state.json") and (path.parent / "events").is_dir())
     ):
         return "openhands"
     if (

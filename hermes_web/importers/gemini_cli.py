@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
+
+import ijson
 
 from hermes_web.importers.agent_common import (
     as_text,
@@ -43,10 +45,22 @@ from hermes_web.importers.base import (
     NativeCompaction,
     ParsedMessage,
     ParsedSession,
+    Spool,
     epoch,
     image_part,
     json_line,
     safe_id,
+)
+from hermes_web.importers.openai import (
+    _SCALARS as SCALARS,
+)
+from hermes_web.importers.openai import (
+    _bounded,
+    _broken,
+    _first_byte,
+    _Lines,
+    _LoneSurrogate,
+    _TooDeep,
 )
 from hermes_web.models import Session
 
@@ -59,6 +73,11 @@ COMPRESSED = re.compile(
     re.IGNORECASE,
 )
 SNAPSHOT = "<state_snapshot>"
+CHUNK = 64 * 1024
+NOT_A_CHAT = (
+    "not a Gemini CLI chat: expected an object with 'messages', a list of log entries or a "
+    "checkpoint history"
+)
 REWRITTEN = "history rewritten by the CLI's compression ($set of messages)"
 # Slash commands the CLI records as user text: bookkeeping, not a turn.
 COMMANDS = re.compile(
@@ -75,10 +94,11 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     if head.startswith(b"{") and _is_jsonl(stream):
         yield _jsonl(stream, file)
         return
+    if head.startswith(b"{"):
+        yield _object(stream, file)
+        return
     document = load_json(stream, file)
-    if isinstance(document, dict) and isinstance(document.get("messages"), list):
-        yield _recording(document, document["messages"], file)
-    elif isinstance(document, dict) and isinstance(document.get("history"), list):
+    if isinstance(document, dict) and isinstance(document.get("history"), list):
         yield _checkpoint(document["history"], file)
     elif isinstance(document, list) and document and _is_log_entry(document[0]):
         yield from _logs(document, file)
@@ -90,16 +110,28 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     ):
         yield _checkpoint(document, file)
     else:
-        raise ImportProblem(
-            file,
-            0,
-            "not a Gemini CLI chat: expected an object with 'messages', a list of log "
-            "entries or a checkpoint history",
-        )
+        raise ImportProblem(file, 0, NOT_A_CHAT)
 
 
 def _is_jsonl(stream: IO[bytes]) -> bool:
-    first = stream.readline()
+    """More than one line, the first a JSON object (a file of one line is one document, read
+    as a stream like a pretty-printed recording). Read in chunks: never the whole file."""
+    newline = -1
+    while chunk := stream.read(CHUNK):
+        if (at := chunk.find(b"\n")) >= 0:
+            newline = stream.tell() - len(chunk) + at
+            break
+    more = False
+    if newline >= 0:
+        stream.seek(newline + 1)
+        while chunk := stream.read(CHUNK):
+            if chunk.strip():
+                more = True
+                break
+    stream.seek(0)
+    if not more:
+        return False
+    first = stream.read(newline + 1)
     stream.seek(0)
     try:
         return isinstance(json.loads(first), dict)
@@ -114,63 +146,159 @@ def _is_log_entry(item: Any) -> bool:
 # --- the chat recording ----------------------------------------------------------------
 
 
+def _object(stream: IO[bytes], file: str) -> ParsedSession:
+    """A JSON object: a chat recording, read one message at a time into a ``Spool`` (a
+    100 MB chat never sits in memory whole), or a checkpoint ``{"history": [...]}``."""
+    spool = Spool()
+    try:
+        return _walk(stream, file, spool)
+    except BaseException:
+        spool.close()
+        raise
+
+
+def _walk(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
+    _first_byte(stream)  # past a BOM
+    reader = _Lines(stream)
+    meta: dict = {}
+    recorder: _Recorder | None = None
+    builder, key, in_messages = ijson.ObjectBuilder(), "", False
+    try:
+        for prefix, event, value in ijson.parse(_bounded(reader)):
+            if in_messages and recorder is not None:  # each item built, handed over, dropped
+                if prefix == "messages" and event == "end_array":
+                    in_messages = False
+                    continue
+                builder.event(event, value)
+                if prefix == "messages.item" and event in ("end_map", "end_array", *SCALARS):
+                    recorder.add(builder.value, recorder.number + 1)
+                    builder = ijson.ObjectBuilder()
+            elif prefix == "messages" and event == "start_array":
+                in_messages, builder = True, ijson.ObjectBuilder()
+                recorder = _Recorder(file, spool)
+            elif prefix == "" and event == "map_key":
+                key, builder = value, ijson.ObjectBuilder()
+            elif prefix:  # a top-level value other than the messages list
+                builder.event(event, value)
+                if prefix == key and event in ("end_map", "end_array", *SCALARS):
+                    meta[key] = builder.value
+    except _TooDeep:
+        raise ImportProblem(file, reader.lines, "JSON nested too deeply to read") from None
+    except _LoneSurrogate as lone:
+        raise ImportProblem(
+            file, reader.lines, f"text that is not valid Unicode (a lone surrogate \\{lone})"
+        ) from None
+    except ijson.JSONError as error:
+        raise _broken(stream, reader, error, file) from None
+    except UnicodeDecodeError as error:
+        raise ImportProblem(file, reader.lines, f"not valid UTF-8 (byte {error.start})") from None
+    if recorder is not None:
+        session = recorder.finish(meta)
+        session.stream = spool.replay()
+        return session
+    spool.close()
+    if isinstance(meta.get("history"), list):
+        return _checkpoint(meta["history"], file)
+    raise ImportProblem(file, 0, NOT_A_CHAT)
+
+
 def _recording(meta: dict, records: list, file: str) -> ParsedSession:
-    session_id = meta.get("sessionId")
-    session = ParsedSession(source=SOURCE, line=1)
-    session.public_id = safe_id(session_id if isinstance(session_id, str) else "")
-    session.created_at = epoch(meta.get("startTime"))
-    session.ended_at = epoch(meta.get("lastUpdated"))
-    info = {k: meta[k] for k in ("projectHash", "kind", "directories") if meta.get(k)}
-    session.extra = {"gemini_cli": info}
-    title = ""
+    """A recording whose messages are all at hand (the JSONL log, once replayed)."""
+    recorder = _Recorder(file)
     for number, record in enumerate(records, 1):
-        where = f"message {number}"
-        record = expect(record, dict, file, where)
-        session.records += 1
-        kind = record.get("type")
-        when = epoch(record.get("timestamp"))
-        extra: dict = {"gemini_id": record["id"]} if isinstance(record.get("id"), str) else {}
-        if isinstance(record.get("_line"), int):
-            extra["line"] = record["_line"]
-        if record.get("_rewrite"):
-            compaction = NativeCompaction(source=NATIVE, marker=REWRITTEN, extra=extra)
-            compact(session, session.messages, compaction)
-            session.skip("history rewrite (kept as a native compaction)")
-            continue
-        if kind == "user":
-            text = _text(record.get("content"), file, where)
-            content = _content(record.get("content"), file, where)
-            if text.lstrip().startswith(SNAPSHOT):
-                _snapshot(session, text, extra, when)
-                continue
-            message = ParsedMessage(role="user", content=content, extra=extra, created_at=when)
-            if COMMANDS.match(text.strip()):
-                message.meta = "command"
-                session.skip("slash command (kept as a meta row)")
-            elif not title:
-                title = text
-            session.messages.append(message)
-        elif kind == "gemini":
-            _gemini(session, record, file, where, extra, when)
-        elif kind in NOTE_TYPES:
-            text = _text(record.get("content"), file, where)
-            found = COMPRESSED.search(text)
-            if found:
-                _marker(session, text, found, extra, when)
-                continue
-            session.messages.append(
-                ParsedMessage(role="user", content=text, meta=kind, extra=extra, created_at=when)
-            )
-            session.skip(f"{kind} message (kept as a meta row)")
-        else:
-            raise ImportProblem(
-                file, 0, f"{where}: unknown type {kind!r} (expected user, gemini, info or error)"
-            )
-    summary = meta.get("summary")
-    session.title = clip_title(summary if isinstance(summary, str) and summary else title)
-    if not any(not m.meta for m in session.messages):
-        raise ImportProblem(file, 0, "no user or gemini messages: nothing to import")
-    return session
+        recorder.add(record, number)
+    return recorder.finish(meta)
+
+
+class _Recorder:
+    """Builds the session of a chat recording message by message: into the session's list,
+    or (``spool`` given) written to the spool after each message, the compressions
+    recorded as spool marks. The metadata (id, times, summary) is applied by ``finish``:
+    it may follow the messages in the file."""
+
+    def __init__(self, file: str, spool: Spool | None = None) -> None:
+        self.file, self.spool = file, spool
+        self.session = ParsedSession(source=SOURCE, line=1)
+        self.title = ""
+        self.number = 0
+
+    def add(self, record: Any, number: int) -> None:
+        self.number = number
+        _record(self, record, number)
+        if self.spool is not None:
+            self.spool.write(self.session.messages)
+
+    def compact(self, compaction: NativeCompaction) -> int:
+        """Record ``compaction``; every active conversation row so far is archived by it."""
+        if self.spool is None:
+            return compact(self.session, self.session.messages, compaction)
+        self.spool.write(self.session.messages)
+        self.session.native_compactions.append(compaction)
+        index = len(self.session.native_compactions) - 1
+        self.spool.archive_all(index)
+        return index
+
+    def finish(self, meta: dict) -> ParsedSession:
+        session = self.session
+        session_id = meta.get("sessionId")
+        session.public_id = safe_id(session_id if isinstance(session_id, str) else "")
+        session.created_at = epoch(meta.get("startTime"))
+        session.ended_at = epoch(meta.get("lastUpdated"))
+        info = {k: meta[k] for k in ("projectHash", "kind", "directories") if meta.get(k)}
+        session.extra = {"gemini_cli": info}
+        summary = meta.get("summary")
+        session.title = clip_title(summary if isinstance(summary, str) and summary else self.title)
+        turns = self.spool.turns if self.spool is not None else 0
+        if not turns and not any(not m.meta for m in session.messages):
+            raise ImportProblem(self.file, 0, "no user or gemini messages: nothing to import")
+        return session
+
+
+def _record(recorder: _Recorder, record: Any, number: int) -> None:
+    """One message of the recording (its ``number``-th) onto the recorder's session."""
+    session, file = recorder.session, recorder.file
+    where = f"message {number}"
+    record = expect(record, dict, file, where)
+    session.records += 1
+    kind = record.get("type")
+    when = epoch(record.get("timestamp"))
+    extra: dict = {"gemini_id": record["id"]} if isinstance(record.get("id"), str) else {}
+    if isinstance(record.get("_line"), int):
+        extra["line"] = record["_line"]
+    if record.get("_rewrite"):
+        recorder.compact(NativeCompaction(source=NATIVE, marker=REWRITTEN, extra=extra))
+        session.skip("history rewrite (kept as a native compaction)")
+        return
+    if kind == "user":
+        text = _text(record.get("content"), file, where)
+        content = _content(record.get("content"), file, where)
+        if text.lstrip().startswith(SNAPSHOT):
+            _snapshot(session, text, extra, when, recorder.compact)
+            return
+        message = ParsedMessage(role="user", content=content, extra=extra, created_at=when)
+        if COMMANDS.match(text.strip()):
+            message.meta = "command"
+            session.skip("slash command (kept as a meta row)")
+        elif not recorder.title:
+            recorder.title = text
+        session.messages.append(message)
+    elif kind == "gemini":
+        _gemini(session, record, file, where, extra, when)
+    elif kind in NOTE_TYPES:
+        text = _text(record.get("content"), file, where)
+        found = COMPRESSED.search(text)
+        if found:
+            _marker(text, found, extra, when, recorder.compact)
+            session.skip("compression marker (kept as a native compaction)")
+            return
+        session.messages.append(
+            ParsedMessage(role="user", content=text, meta=kind, extra=extra, created_at=when)
+        )
+        session.skip(f"{kind} message (kept as a meta row)")
+    else:
+        raise ImportProblem(
+            file, 0, f"{where}: unknown type {kind!r} (expected user, gemini, info or error)"
+        )
 
 
 def _gemini(session, record: dict, file: str, where: str, extra: dict, when) -> None:
@@ -296,7 +424,9 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def _marker(session: ParsedSession, text: str, found: re.Match, extra: dict, when) -> None:
+def _marker(
+    text: str, found: re.Match, extra: dict, when, compact_here: Callable[[NativeCompaction], int]
+) -> None:
     """ "Context compressed from 68% to 3%.": the CLI compressed what came before."""
     before, unit_before, after, unit_after = found.groups()
     unit = unit_before or unit_after or ""
@@ -312,17 +442,26 @@ def _marker(session: ParsedSession, text: str, found: re.Match, extra: dict, whe
             int(_number(before)),
             int(_number(after)),
         )
-    compact(session, session.messages, compaction)
-    session.skip("compression marker (kept as a native compaction)")
+    compact_here(compaction)
 
 
-def _snapshot(session: ParsedSession, text: str, extra: dict, when) -> None:
+def _snapshot(
+    session: ParsedSession,
+    text: str,
+    extra: dict,
+    when,
+    compact_here: Callable[[NativeCompaction], int] | None = None,
+) -> None:
     """A ``<state_snapshot>`` user text is the CLI's compressed history: the summary of
-    the compaction just recorded, or of one only this snapshot shows."""
+    the compaction just recorded, or of one only this snapshot shows (recorded by
+    ``compact_here``, by default archiving every row of ``session.messages``)."""
     last = session.native_compactions[-1] if session.native_compactions else None
     if last is None or last.summary:
         last = NativeCompaction(source=NATIVE, created_at=when, extra=dict(extra))
-        compact(session, session.messages, last)
+        if compact_here is None:
+            compact(session, session.messages, last)
+        else:
+            compact_here(last)
     last.summary = text.strip()
     index = session.native_compactions.index(last)
     session.messages.append(

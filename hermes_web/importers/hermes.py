@@ -43,6 +43,7 @@ from hermes_web.importers.base import (
     safe_id,
     text_of,
 )
+from hermes_web.importers.links import SUB_AGENT
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_HERMES
@@ -196,6 +197,10 @@ def _session(obj: dict, file: str, line: int) -> ParsedSession:
         extra={"hermes": hermes_meta, "hermes_source": obj.get("source")},
         line=line,
     )
+    if isinstance(obj.get("sub_agent"), dict) and parsed.parent_id:
+        # hermes-web's export of a sub-agent (a Claude Code Task agent): its parent's child
+        parsed.kind = SUB_AGENT
+        parsed.extra["sub_agent"] = obj["sub_agent"]
     parsed.records = len(messages) + 1
     if metas:
         parsed.skip("session_meta row (kept as session metadata)", len(metas))

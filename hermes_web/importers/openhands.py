@@ -1,4 +1,5 @@
-"""OpenHands (V0 event stream, 0.2x–0.5x) trajectories and session folders.
+"""OpenHands (V0 event stream, 0.2x–0.5x) trajectories and session folders; V1 (SDK 1.x)
+conversation folders are read through ``openhands_v1``.
 
 A trajectory is the list of serialized events (``[...]``, ``{"trajectory": [...]}`` as the
 UI exports it, or ``{"history": [...]}`` as evaluation output holds it); a session folder
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from hermes_web.importers import openhands_v1
 from hermes_web.importers.agent_common import (
     as_text,
     call,
@@ -65,8 +67,10 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         events = document["history"]
         meta = {k: document[k] for k in ("instance_id", "instruction") if document.get(k)}
     elif isinstance(document, dict) and (where.parent / "events").is_dir():
-        return  # a session folder's metadata.json: the session is read from events/
-    elif isinstance(document, dict) and ("action" in document or "observation" in document):
+        return  # a session folder's metadata.json / base_state.json: read from events/
+    elif isinstance(document, dict) and (
+        "action" in document or "observation" in document or openhands_v1.is_event(document)
+    ):
         folder = _folder_events(where, file)
         if folder is None:
             return  # a later event of a folder: the folder was read from its first event
@@ -77,6 +81,9 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         )
     if folder_id := (where.parent.parent.name if where.parent.name == "events" else ""):
         meta = {**meta, "session_folder": folder_id}
+    if any(openhands_v1.is_event(e) for e in events[:1]):
+        events = openhands_v1.as_v0(events)
+        meta = {**meta, "sdk": "v1"}
     yield _session(events, file, meta)
 
 
@@ -90,7 +97,7 @@ def _folder_events(path: Path, file: str) -> list | None:
             "a single OpenHands event: import the session's events/ folder or its trajectory",
         )
     numbered = sorted(
-        (int(p.stem), p) for p in folder.glob("*.json") if p.stem.isdigit() and p.is_file()
+        (_number(p.name), p) for p in folder.glob("*.json") if _number(p.name) >= 0 and p.is_file()
     )
     if not numbered or numbered[0][1].name != path.name:
         return None
@@ -99,6 +106,16 @@ def _folder_events(path: Path, file: str) -> list | None:
         with open(item, "rb") as stream:
             events.append(load_json(stream, str(item)))
     return events
+
+
+def _number(name: str) -> int:
+    """The place of an event file in its folder: ``<n>.json`` (V0), ``event-<n>-<id>.json``
+    (V1); -1 for any other file."""
+    stem = name.removesuffix(".json")
+    if stem.isdigit():
+        return int(stem)
+    found = openhands_v1.EVENT_FILE.match(name)
+    return int(found.group(1)) if found else -1
 
 
 class _Builder:

@@ -20,6 +20,8 @@ def parsed(parse, path: Path) -> list[ParsedSession]:
         sessions = list(parse(stream, path.name))
     for session in sessions:
         assert isinstance(session, ParsedSession), session
+        if session.stream is not None:  # a streamed (spooled) session: its messages in order
+            session.messages, session.stream = list(session.stream), None
         pair_tool_results(session)
         check_session(session, path.name)
     return sessions
