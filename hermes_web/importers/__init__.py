@@ -115,6 +115,11 @@ class ImportReport:
         return sum(getattr(s, "message_total", 0) or 0 for s in self.sessions)
 
     @property
+    def archived(self) -> int:
+        """Rows stored archived: what the agent's own compactions replaced."""
+        return sum((getattr(s, "fidelity", None) or {}).get("archived", 0) for s in self.sessions)
+
+    @property
     def summary(self) -> str:
         """One line for the CLI and the page: what this import stored and what it left out."""
         return summary_line(
@@ -123,6 +128,7 @@ class ImportReport:
             len(self.empties),
             self.skipped.total + self.duplicates.total,
             self.errors.total,
+            self.archived,
         )
 
     def to_dict(self) -> dict:
@@ -159,9 +165,18 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def summary_line(sessions: int, messages: int, empties: int, again: int, failed: int) -> str:
-    """``2 sessions, 57 messages; 1 empty session left out; 1 already there; 0 failed``."""
-    parts = [f"{_count(sessions, 'session')}, {_count(messages, 'message')}"]
+def summary_line(
+    sessions: int, messages: int, empties: int, again: int, failed: int, archived: int = 0
+) -> str:
+    """``2 sessions, 57 messages; 1 empty session left out; 1 already there; 0 failed``.
+
+    ``messages`` are the live ones; rows the agent's own compactions replaced are stored too
+    (archived) and said apart, so a long chat does not look like it lost most of itself.
+    """
+    head = f"{_count(sessions, 'session')}, {_count(messages, 'message')}"
+    if archived:
+        head += f" (and {archived:,} archived by the agent's compactions)"
+    parts = [head]
     if empties:
         parts.append(f"{_count(empties, 'empty session')} left out")
     if again:

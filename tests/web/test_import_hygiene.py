@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 
 from hermes_web.importers import import_path
 from hermes_web.models import Message, Session
+from tests.web.native_fixtures import claude_code_lines, write_lines
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -210,4 +211,16 @@ def test_the_api_answers_the_summary_and_its_own_duplicate_words(alice_client):
     assert again["summary"] == "0 sessions, 0 messages; 1 already there"
     assert again["duplicates"][0]["problem"] == (
         "already imported: a duplicate (send skip_existing to skip it)"
+    )
+
+
+def test_the_summary_line_says_how_many_rows_the_agents_compactions_archived(alice, tmp_path):
+    path = write_lines(tmp_path / "cc-compacted.jsonl", claude_code_lines(compacts=3))
+    report = import_path(path, owner=alice)
+    session = report.sessions[0]
+    live = Message.objects.filter(session=session, active=True).count()
+    archived = Message.objects.filter(session=session, archived=True).count()
+    assert archived > live > 0  # three compactions replaced most of the chat
+    assert report.summary == (
+        f"1 session, {live} messages (and {archived:,} archived by the agent's compactions)"
     )

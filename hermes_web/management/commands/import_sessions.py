@@ -83,7 +83,7 @@ class Command(BaseCommand):
                     root, owner=owner, fmt=format, name=str(root), skip_existing=skip_existing
                 )
             ]
-        failed = duplicates = again = sessions = messages = empties = 0
+        failed = duplicates = again = sessions = messages = empties = archived = 0
         for report in reports:
             for session in report.sessions:
                 self.stdout.write(
@@ -118,8 +118,11 @@ class Command(BaseCommand):
             again += report.duplicates.total + report.skipped.total
             sessions += len(report.sessions)
             messages += report.messages
+            archived += report.archived
             empties += len(report.empties)
-        self.stdout.write("summary: " + summary_line(sessions, messages, empties, again, failed))
+        self.stdout.write(
+            "summary: " + summary_line(sessions, messages, empties, again, failed, archived)
+        )
         if failed or duplicates:
             raise CommandError(
                 f"{failed} session(s) or file(s) failed to import and {duplicates} were "
