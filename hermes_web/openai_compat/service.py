@@ -17,6 +17,8 @@ from django.db import transaction
 
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
 from compaction.messages import content_text
+from hermes_web.importers.base import clean_title
+from hermes_web.importers.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
 from hermes_web.openai_compat.errors import ApiError
@@ -283,11 +285,22 @@ def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dic
 
 
 def _title(messages: list[dict]) -> str:
+    """The first thing a user said, as the importers title a session (``clean_title``): the
+    wrappers agents put before it (Codex's ``<environment_context>`` and AGENTS.md turns,
+    Claude Code's ``<system-reminder>`` parts) are no title."""
     for message in messages:
-        if message.get("role") == "user":
-            text = " ".join(content_text(message.get("content"), images=False).split())
-            if text:
-                return text[:80]
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        for part in content if isinstance(content, list) else [content]:
+            text = content_text(part if isinstance(part, str | None) else [part], images=False)
+            if context_kind(text) == "ide_context" and IDE_REQUEST in text:
+                text = text.partition(IDE_REQUEST)[2]  # the request the IDE context wraps
+            elif context_kind(text):
+                continue
+            title = clean_title(text)
+            if title:
+                return title
     return "API conversation"
 
 
