@@ -138,7 +138,7 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     )
     if compaction is None:
         return
-    stored = openai_messages(session)
+    stored = with_tool_errors(session, openai_messages(session), prepared.request.messages)
     prepared.stored_calls = call_ids(stored)
     prepared.stored_results = {m.get("tool_call_id") or "" for m in stored if m["role"] == "tool"}
     messages = restore_dropped_calls(
@@ -155,6 +155,23 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
         return
     prepared.upstream_messages = messages
     prepared.compaction = compaction
+
+
+def with_tool_errors(session: Session, stored: list[dict], request: list[dict]) -> list[dict]:
+    """The stored context with Anthropic's ``is_error`` back on the tool results that had it
+    (kept in the rows' ``extra``; the client's own copy of a result counts too)."""
+    failed = {m.get("tool_call_id") for m in request if m.get("is_error") is True}
+    failed |= set(
+        Message.objects.filter(
+            session_id=session.pk, active=True, role="tool", extra__is_error=True
+        ).values_list("tool_call_id", flat=True)
+    )
+    if not failed:
+        return stored
+    return [
+        {**m, "is_error": True} if m["role"] == "tool" and m.get("tool_call_id") in failed else m
+        for m in stored
+    ]
 
 
 # How many of the key's newest committed compactions a request that continues no session is
@@ -323,7 +340,11 @@ def _item(message: dict, names: dict[str, str], extra: dict | None = None, **fie
         "tool_calls": message.get("tool_calls") or None,
         "tool_call_id": call_id,
         "tool_name": tool_name,
-        "extra": {**(extra or {}), **({"role": role} if role == "developer" else {})},
+        "extra": {
+            **(extra or {}),
+            **({"role": role} if role == "developer" else {}),
+            **({"is_error": True} if message.get("is_error") is True else {}),
+        },
         **fields,
     }
 
