@@ -344,6 +344,12 @@ def _item(message: dict, names: dict[str, str], extra: dict | None = None, **fie
             **(extra or {}),
             **({"role": role} if role == "developer" else {}),
             **({"is_error": True} if message.get("is_error") is True else {}),
+            # A Responses client's reasoning items (Codex: encrypted_content), kept as sent.
+            **(
+                {"reasoning_items": message["reasoning_items"]}
+                if message.get("reasoning_items")
+                else {}
+            ),
         },
         **fields,
     }

@@ -75,13 +75,16 @@ def completion_kwargs(
     kwargs.update(chat_provider_kwargs(model))
     if is_demo_model(model) and not params.get("tools"):
         kwargs["tool_choice"] = "none"  # the demo model plans tool calls only when offered
-    if not model.startswith(TOOL_ERROR_PROVIDERS) and any(
-        "is_error" in message for message in messages
-    ):
-        # Anthropic's flag on a failed tool result: an OpenAI-compatible server may refuse
-        # the unknown field, and the result's text says what failed anyway.
+    # Fields we keep with a message for storage only: the client's Responses reasoning items
+    # (a chat-completions model cannot take them back), and Anthropic's is_error on a failed
+    # tool result, for an upstream other than Anthropic (an OpenAI-compatible server may
+    # refuse the unknown field, and the result's text says what failed anyway).
+    stored_only = {"reasoning_items"}
+    if not model.startswith(TOOL_ERROR_PROVIDERS):
+        stored_only.add("is_error")
+    if any(not stored_only.isdisjoint(message) for message in messages):
         kwargs["messages"] = [
-            {k: v for k, v in message.items() if k != "is_error"} for message in messages
+            {k: v for k, v in message.items() if k not in stored_only} for message in messages
         ]
     return kwargs
 
