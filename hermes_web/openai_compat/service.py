@@ -159,11 +159,17 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
 
 def with_tool_errors(session: Session, stored: list[dict], request: list[dict]) -> list[dict]:
     """The stored context with Anthropic's ``is_error`` back on the tool results that had it
-    (kept in the rows' ``extra``; the client's own copy of a result counts too)."""
+    (kept in the rows' ``extra`` where the client's request stored them, an ancestor of a
+    rotation's continuation included; the client's own copy of a result counts too)."""
     failed = {m.get("tool_call_id") for m in request if m.get("is_error") is True}
+    chain, current = [], session
+    while current is not None and current.pk not in chain:
+        chain.append(current.pk)
+        current = current.parent
+    results = {m.get("tool_call_id") for m in stored if m["role"] == "tool"}
     failed |= set(
         Message.objects.filter(
-            session_id=session.pk, active=True, role="tool", extra__is_error=True
+            session_id__in=chain, role="tool", tool_call_id__in=results, extra__is_error=True
         ).values_list("tool_call_id", flat=True)
     )
     if not failed:

@@ -9,7 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anthropic
 import pytest
 
-from hermes_web.models import Message
+from compaction import PREFIX_OPENING
+from hermes_web.models import Compaction, Message, Session
+from hermes_web.services.compactions import run_compaction
+from tests.web.test_openai_endpoint import file_text
 from tests.web.v1_helpers import issue_key, start_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,6 +54,7 @@ class FakeAnthropic:
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        self.replies: list[dict] = []  # content blocks and input_tokens, in order
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,16 +64,22 @@ class FakeAnthropic:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 fake.requests.append(json.loads(self.rfile.read(length)))
+                reply = fake.replies.pop(0) if fake.replies else {}
+                content = reply.get("content") or [{"type": "text", "text": "Target 2 failed."}]
+                uses_tool = any(block["type"] == "tool_use" for block in content)
                 body = json.dumps(
                     {
                         "id": "msg_fake",
                         "type": "message",
                         "role": "assistant",
                         "model": "claude-fake",
-                        "content": [{"type": "text", "text": "Target 2 failed."}],
-                        "stop_reason": "end_turn",
+                        "content": content,
+                        "stop_reason": "tool_use" if uses_tool else "end_turn",
                         "stop_sequence": None,
-                        "usage": {"input_tokens": 40, "output_tokens": 5},
+                        "usage": {
+                            "input_tokens": reply.get("input_tokens", 40),
+                            "output_tokens": 5,
+                        },
                     }
                 ).encode()
                 self.send_response(200)
@@ -92,7 +102,7 @@ class FakeAnthropic:
 
 def client(live_server, alice) -> anthropic.Anthropic:
     return anthropic.Anthropic(
-        base_url=live_server.url, api_key=issue_key(alice), max_retries=0, timeout=30
+        base_url=live_server.url, api_key=issue_key(alice), max_retries=0, timeout=120
     )
 
 
@@ -141,6 +151,7 @@ def anthropic_upstream(settings):
     settings.HERMES_LLM_MAX_RETRIES = 0
     settings.HERMES_LLM_TIMEOUT = 5
     settings.HERMES_SUMMARY_MODEL = ""
+    settings.HERMES_CONTEXT_LENGTH = 85_000
     yield server
     server.stop()
 
@@ -164,3 +175,50 @@ def test_an_anthropic_upstream_gets_the_tool_result_is_error_back(
     assert [block["tool_use_id"] for block in results] == ["toolu_1", "toolu_2"]
     assert [block.get("is_error", False) for block in results] == [False, failed]
     assert stored_flags() == {"toolu_1": False, "toolu_2": failed}
+
+
+def test_the_compacted_context_keeps_is_error_on_the_tool_results_it_holds(
+    live_server, alice, anthropic_upstream
+):
+    claude = client(live_server, alice)
+    messages: list[dict] = [{"role": "user", "content": "Build every target."}]
+    for number in range(6):
+        use = {"type": "tool_use", "id": f"toolu_{number}", "name": "run", "input": {}}
+        use["input"] = {"command": f"make {number}"}
+        anthropic_upstream.replies.append(
+            {"content": [use], "input_tokens": 2_000 + 12_000 * number}
+        )
+        reply = claude.messages.create(model=MODEL, max_tokens=256, tools=TOOLS, messages=messages)
+        messages.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
+        failed = number == 5
+        output = "make: *** Error 1" if failed else file_text(f"target {number}")
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{number}", "content": output}
+        messages.append(
+            {"role": "user", "content": [{**result, "is_error": True} if failed else result]}
+        )
+    assert "toolu_5" not in stored_flags()  # its result is not sent yet
+    messages.append({"role": "assistant", "content": "Target 5 failed."})
+    answer = [{"type": "text", "text": "Target 5 failed."}]
+    anthropic_upstream.replies.append({"content": answer, "input_tokens": 70_000})
+    claude.messages.create(model=MODEL, max_tokens=256, tools=TOOLS, messages=messages[:-1])
+    assert stored_flags()["toolu_5"] is True
+    assert Session.objects.count() == 1
+
+    run = run_compaction(Compaction.objects.get().pk)
+    assert run.status == Compaction.Status.COMMITTED, run.error
+    # The client forgets the flag on its copy: the stored row still has it.
+    messages[-2]["content"][0].pop("is_error")
+    messages.append({"role": "user", "content": "What failed?"})
+    anthropic_upstream.replies.append({"input_tokens": 9_000})
+    claude.messages.create(model=MODEL, max_tokens=256, tools=TOOLS, messages=messages)
+    sent = anthropic_upstream.requests[-1]
+    assert PREFIX_OPENING in json.dumps(sent, ensure_ascii=False)
+    results = {
+        block["tool_use_id"]: block.get("is_error", False)
+        for message in sent["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    }
+    assert results["toolu_5"] is True
+    assert not any(flag for call_id, flag in results.items() if call_id != "toolu_5")
