@@ -162,7 +162,8 @@ def with_tool_errors(session: Session, stored: list[dict], request: list[dict]) 
     (kept in the rows' ``extra`` where the client's request stored them, an ancestor of a
     rotation's continuation included; the client's own copy of a result counts too)."""
     failed = {m.get("tool_call_id") for m in request if m.get("is_error") is True}
-    chain, current = [], session
+    chain: list[int] = []
+    current: Session | None = session
     while current is not None and current.pk not in chain:
         chain.append(current.pk)
         current = current.parent
