@@ -67,7 +67,9 @@ def _adapter() -> Any:
         LiteLLMAnthropicMessagesAdapter,
     )
 
-    return LiteLLMAnthropicMessagesAdapter()
+    # keep_tool_errors: a tool_result's is_error stays on the tool message (stored, and
+    # passed on to an Anthropic upstream).
+    return LiteLLMAnthropicMessagesAdapter(keep_tool_errors=True)
 
 
 def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:

@@ -5,8 +5,11 @@ service as chat completions, for Codex CLI and openai-agents.
 (``LiteLLMCompletionResponsesConfig.transform_responses_api_input_to_messages``: a message
 with its parts, ``function_call`` merged into the assistant message before it,
 ``function_call_output`` as a tool message). ``reasoning`` items are not given to it (it
-turns their summary into a *user* message): a chat-completions model cannot take them back,
-so they are left out of what is sent and compared. Function tools (flat or inside a
+turns their summary into a *user* message): they ride along with the assistant message
+they precede (``reasoning_items``, stored in its row's ``extra``, Codex's
+``encrypted_content`` included) and are left out of what is sent upstream (a
+chat-completions model cannot take them back) and of what is compared. Reasoning the
+upstream returns is echoed as a ``reasoning`` output item (``reasoning_text`` content). Function tools (flat or inside a
 ``namespace`` group) become chat tools here; built-in tools (``web_search``, ``local_shell``,
 ``custom``…) are dropped, as a chat-completions model cannot run them. The reply, whole or
 streamed, is written back as Responses output items here.
@@ -190,7 +193,9 @@ def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
         validation.check_text(items, "input")
     except validation.Invalid as error:
         raise invalid(str(error), code="invalid_value", param="input") from None
+    anchors: list[tuple[tuple[str, str], dict]] = []
     if isinstance(items, list):
+        anchors = reasoning_anchors(items)
         items = [item for item in items if item.get("type") != "reasoning"]
     try:
         messages = _translator().transform_responses_api_input_to_messages(
@@ -200,7 +205,7 @@ def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
         raise invalid(
             f"This Responses request could not be translated ({error}).", code="invalid_value"
         ) from None
-    messages = [_plain(message) for message in messages]
+    messages = attach_reasoning([_plain(message) for message in messages], anchors)
     body: dict[str, Any] = {
         "model": model,
         "messages": history + messages,
@@ -218,6 +223,61 @@ def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
     else:
         body.pop("parallel_tool_calls", None)
     return body
+
+
+def _anchor(item: dict) -> tuple[str, str] | None:
+    """What identifies the assistant message an item becomes: a call's id, or a reply's text."""
+    if item.get("type") == "function_call":
+        return ("call", item["call_id"])
+    if item.get("type", "message") == "message" and item.get("role") == "assistant":
+        return ("text", _text_of(item.get("content")))
+    return None
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text") or "" for part in content or () if isinstance(part, dict))
+
+
+def reasoning_anchors(items: list[dict]) -> list[tuple[tuple[str, str], dict]]:
+    """Each reasoning item with the assistant item it belongs to: the next one before the
+    user speaks again (a model reasons, then calls or answers), else the one before it."""
+    anchors = []
+    for index, item in enumerate(items):
+        if item.get("type") != "reasoning":
+            continue
+        anchor = None
+        for later in items[index + 1 :]:
+            anchor = _anchor(later)
+            if anchor is not None or later.get("type", "message") == "message":
+                break
+        for earlier in reversed(items[:index]) if anchor is None else ():
+            anchor = _anchor(earlier)
+            if anchor is not None:
+                break
+        if anchor is not None:
+            anchors.append((anchor, item))
+    return anchors
+
+
+def attach_reasoning(
+    messages: list[dict], anchors: list[tuple[tuple[str, str], dict]]
+) -> list[dict]:
+    """``messages`` with each anchored reasoning item in its assistant message's
+    ``reasoning_items`` (an item whose message is not found is dropped: nothing to keep it
+    with)."""
+    for (kind, key), item in anchors:
+        for message in messages:
+            if message.get("role") != "assistant":
+                continue
+            calls = {call.get("id") for call in message.get("tool_calls") or ()}
+            if (kind == "call" and key in calls) or (
+                kind == "text" and key and _text_of(message.get("content")) == key
+            ):
+                message.setdefault("reasoning_items", []).append(item)
+                break
+    return messages
 
 
 def _plain(message: Any) -> dict:
@@ -298,6 +358,19 @@ def _message_item(reply: Reply, text: str, status: str = "completed") -> dict[st
     }
 
 
+def _reasoning_item(reply: Reply, status: str = "completed") -> dict[str, Any]:
+    """The upstream's reasoning as a Responses ``reasoning`` item (its text as
+    ``reasoning_text`` content; there is no separate summary, nor encrypted content)."""
+    text = reply.reasoning if status == "completed" else ""
+    return {
+        "type": "reasoning",
+        "id": f"rs_{reply.id[-24:]}",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}] if text else [],
+        "status": status,
+    }
+
+
 def _call_item(call: dict[str, Any], status: str = "completed") -> dict[str, Any]:
     return {
         "type": "function_call",
@@ -330,7 +403,7 @@ def _response(
 def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
     """The reply as a Responses body: a message item for its text, a function_call item
     for each tool call."""
-    output = []
+    output = [_reasoning_item(reply)] if reply.reasoning else []
     if reply.content or not reply.tool_calls:
         output.append(_message_item(reply, reply.content))
     output += [_call_item(call) for call in reply.tool_calls]
@@ -356,11 +429,33 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
     yield seq.event("response.created", {"response": _response(chat, None, [], "in_progress")})
     yield seq.event("response.in_progress", {"response": _response(chat, None, [], "in_progress")})
     text_index: int | None = None
+    reasoning_index: int | None = None
     call_index: dict[int, int] = {}  # tool call number → output index
     output = 0
     try:
         for upstream_chunk in chunks:
+            thought = len(gatherer.reply.reasoning)
             chunk = gatherer.feed(upstream_chunk)
+            thinking = gatherer.reply.reasoning[thought:]
+            if thinking:
+                if reasoning_index is None:
+                    reasoning_index, output = output, output + 1
+                    yield seq.event(
+                        "response.output_item.added",
+                        {
+                            "output_index": reasoning_index,
+                            "item": _reasoning_item(reply, "in_progress"),
+                        },
+                    )
+                yield seq.event(
+                    "response.reasoning_text.delta",
+                    {
+                        "item_id": f"rs_{reply.id[-24:]}",
+                        "output_index": reasoning_index,
+                        "content_index": 0,
+                        "delta": thinking,
+                    },
+                )
             delta = chunk["choices"][0]["delta"] if chunk else {}
             if delta.get("content"):
                 if text_index is None:
@@ -438,6 +533,18 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         )
         return
     items: list[tuple[int, dict[str, Any]]] = []
+    if reasoning_index is not None:
+        item = _reasoning_item(reply)
+        yield seq.event(
+            "response.reasoning_text.done",
+            {
+                "item_id": item["id"],
+                "output_index": reasoning_index,
+                "content_index": 0,
+                "text": reply.reasoning,
+            },
+        )
+        items.append((reasoning_index, item))
     if text_index is not None:
         item = _message_item(reply, reply.content)
         yield seq.event(

@@ -17,6 +17,8 @@ from django.db import transaction
 
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
 from compaction.messages import content_text
+from hermes_web.importers.base import clean_title
+from hermes_web.importers.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
 from hermes_web.openai_compat.errors import ApiError
@@ -136,7 +138,7 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     )
     if compaction is None:
         return
-    stored = openai_messages(session)
+    stored = with_tool_errors(session, openai_messages(session), prepared.request.messages)
     prepared.stored_calls = call_ids(stored)
     prepared.stored_results = {m.get("tool_call_id") or "" for m in stored if m["role"] == "tool"}
     messages = restore_dropped_calls(
@@ -153,6 +155,30 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
         return
     prepared.upstream_messages = messages
     prepared.compaction = compaction
+
+
+def with_tool_errors(session: Session, stored: list[dict], request: list[dict]) -> list[dict]:
+    """The stored context with Anthropic's ``is_error`` back on the tool results that had it
+    (kept in the rows' ``extra`` where the client's request stored them, an ancestor of a
+    rotation's continuation included; the client's own copy of a result counts too)."""
+    failed = {m.get("tool_call_id") for m in request if m.get("is_error") is True}
+    chain: list[int] = []
+    current: Session | None = session
+    while current is not None and current.pk not in chain:
+        chain.append(current.pk)
+        current = current.parent
+    results = {m.get("tool_call_id") for m in stored if m["role"] == "tool"}
+    failed |= set(
+        Message.objects.filter(
+            session_id__in=chain, role="tool", tool_call_id__in=results, extra__is_error=True
+        ).values_list("tool_call_id", flat=True)
+    )
+    if not failed:
+        return stored
+    return [
+        {**m, "is_error": True} if m["role"] == "tool" and m.get("tool_call_id") in failed else m
+        for m in stored
+    ]
 
 
 # How many of the key's newest committed compactions a request that continues no session is
@@ -283,11 +309,22 @@ def restore_dropped_calls(messages: list[dict], history: list[dict]) -> list[dic
 
 
 def _title(messages: list[dict]) -> str:
+    """The first thing a user said, as the importers title a session (``clean_title``): the
+    wrappers agents put before it (Codex's ``<environment_context>`` and AGENTS.md turns,
+    Claude Code's ``<system-reminder>`` parts) are no title."""
     for message in messages:
-        if message.get("role") == "user":
-            text = " ".join(content_text(message.get("content"), images=False).split())
-            if text:
-                return text[:80]
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        for part in content if isinstance(content, list) else [content]:
+            text = content_text(part if isinstance(part, str | None) else [part], images=False)
+            if context_kind(text) == "ide_context" and IDE_REQUEST in text:
+                text = text.partition(IDE_REQUEST)[2]  # the request the IDE context wraps
+            elif context_kind(text):
+                continue
+            title = clean_title(text)
+            if title:
+                return title
     return "API conversation"
 
 
@@ -310,7 +347,17 @@ def _item(message: dict, names: dict[str, str], extra: dict | None = None, **fie
         "tool_calls": message.get("tool_calls") or None,
         "tool_call_id": call_id,
         "tool_name": tool_name,
-        "extra": {**(extra or {}), **({"role": role} if role == "developer" else {})},
+        "extra": {
+            **(extra or {}),
+            **({"role": role} if role == "developer" else {}),
+            **({"is_error": True} if message.get("is_error") is True else {}),
+            # A Responses client's reasoning items (Codex: encrypted_content), kept as sent.
+            **(
+                {"reasoning_items": message["reasoning_items"]}
+                if message.get("reasoning_items")
+                else {}
+            ),
+        },
         **fields,
     }
 

@@ -75,7 +75,23 @@ def completion_kwargs(
     kwargs.update(chat_provider_kwargs(model))
     if is_demo_model(model) and not params.get("tools"):
         kwargs["tool_choice"] = "none"  # the demo model plans tool calls only when offered
+    # Fields we keep with a message for storage only: the client's Responses reasoning items
+    # (a chat-completions model cannot take them back), and Anthropic's is_error on a failed
+    # tool result, for an upstream other than Anthropic (an OpenAI-compatible server may
+    # refuse the unknown field, and the result's text says what failed anyway).
+    stored_only = {"reasoning_items"}
+    if not model.startswith(TOOL_ERROR_PROVIDERS):
+        stored_only.add("is_error")
+    if any(not stored_only.isdisjoint(message) for message in messages):
+        kwargs["messages"] = [
+            {k: v for k, v in message.items() if k not in stored_only} for message in messages
+        ]
     return kwargs
+
+
+# Upstreams that take Anthropic's tool_result ``is_error`` (through litellm's Anthropic
+# translation, see ``_keep_tool_errors``).
+TOOL_ERROR_PROVIDERS = ("anthropic/",)
 
 
 @dataclass
@@ -105,6 +121,7 @@ class Reply:
 @functools.cache
 def _import_litellm():
     litellm = litellm_module()
+    _keep_tool_errors()
     # litellm's import leaves ~400k long-lived objects; every full collection scanned them
     # again (330 ms measured on the loaded dev VM). Frozen, collections skip them.
     gc.freeze()
@@ -114,6 +131,28 @@ def _import_litellm():
 def preload_litellm() -> None:
     """Import litellm now (the web warm-up, when HERMES_WEB_PRELOAD_LITELLM is on)."""
     _import_litellm()
+
+
+def _keep_tool_errors() -> None:
+    """litellm turns a chat ``tool`` message into an Anthropic ``tool_result`` without its
+    ``is_error`` (the chat format has no such flag; its comment says so). A tool message that
+    carries it (an Anthropic client sent it, ``ChatCompletionToolMessage`` types it) keeps it
+    on the way to an Anthropic upstream."""
+    from litellm.litellm_core_utils.prompt_templates import factory
+
+    convert = factory.convert_to_anthropic_tool_result
+    if getattr(convert, "keeps_is_error", False):
+        return
+
+    @functools.wraps(convert)
+    def with_is_error(message, *args, **kwargs):
+        result = convert(message, *args, **kwargs)
+        if message.get("is_error") is True:
+            result["is_error"] = True
+        return result
+
+    with_is_error.keeps_is_error = True  # type: ignore[attr-defined]
+    factory.convert_to_anthropic_tool_result = with_is_error
 
 
 def complete(kwargs: dict[str, Any]) -> Reply:
