@@ -411,7 +411,7 @@ def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) 
     return content_text(first_user.get("content"), images=False) if first_user else None
 
 
-_LEDGER_SHARE = 0.80  # of the summary budget the ledger may take before the narrative is written
+_LEDGER_SHARE = 0.90  # of the summary budget the ledger may take before the narrative is written
 _NARRATIVE_FLOOR = 400  # chars of narrative kept however full the ledger is
 
 

@@ -120,12 +120,12 @@ GOLDEN = {
     "capped_tail": "b1ffb14015cfac39",
     "long_words": "40cc94841721ba8e",
     "secrets_failures": "199386e7cc10c45f",
-    "secrets_failures_small": "53494adc9e712eb3",
-    "synthetic_10000_cached": "08986e33e92ceb75",
+    "secrets_failures_small": "a67d5173f4238300",
+    "synthetic_10000_cached": "14102f361fd08f47",
     "synthetic_2000": "2e7103cdbb7d8299",
     "synthetic_2000_cached": "fcb2850d9ad98209",
     "synthetic_300": "e5265be6222a7a62",
-    "synthetic_8k_window": "6231f29743dac684",
+    "synthetic_8k_window": "b05cb9ae3df836e4",
     "synthetic_small_window": "e36a9a12150b7966",
 }
 
