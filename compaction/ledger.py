@@ -726,7 +726,21 @@ def _rank(fact: Fact) -> tuple[bool, int, int]:
     """The order in which facts are kept when not all fit: first the facts the previous
     ledger kept (``last`` < 0: a summary the agent already resumed from does not lose them on
     the next round) and facts met more than once, then the most referenced, then the newest."""
-    return (fact.last < 0 or fact.count > 1, min(fact.count, 3), fact.last)
+    carried = fact.last < 0 and "…" not in fact.text  # not an abbreviated command
+    return (carried or fact.count > 1, min(fact.count, 3), fact.last)
+
+
+_LONG_COMMAND = 100  # chars of a command past which it may be written abbreviated
+_HEAD, _END = 44, 20  # chars an abbreviated command keeps of its start and of its end
+
+
+def _abbreviated(fact: Fact) -> Fact:
+    """``fact`` (a command) as its start (the program and first arguments) "…" its end (often
+    the file or the filter that tells two similar commands apart)."""
+    text = fact.text
+    return Fact(
+        f"{text[:_HEAD].rstrip()}…{text[-_END:].lstrip()}", fact.count, fact.last, fact.detail
+    )
 
 
 def _newest(fact: Fact) -> int:
@@ -744,9 +758,10 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
     ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
     # Each fact's cost alone (a path: its entry, plus its directory's heading the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
-    used = _section_size(kind, ())
+    used = _section_size(kind, ()) + 40  # the "left to recall" line, written since some are
     directories: dict[str, int] = {}
     chosen: list[Fact] = []
+    abbreviations: set[str] = set()
     for fact in ranked:
         if kind == "files":
             directory = _directory(fact.text)
@@ -761,7 +776,15 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
         else:
             cost = len(_lines(kind, (fact,))[0]) + 1
         if used + cost > room:
-            continue
+            if kind != "commands" or len(fact.text) <= _LONG_COMMAND:
+                continue
+            # A long command that does not fit whole keeps its identity (the program and its
+            # first arguments), marked "…"; recall has it whole.
+            fact = _abbreviated(fact)
+            cost = len(_lines(kind, (fact,))[0]) + 1
+            if used + cost > room or fact.text in abbreviations:
+                continue
+            abbreviations.add(fact.text)
         used += cost
         chosen.append(fact)
         if kind == "files":

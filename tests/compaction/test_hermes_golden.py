@@ -121,7 +121,7 @@ GOLDEN = {
     "long_words": "40cc94841721ba8e",
     "secrets_failures": "199386e7cc10c45f",
     "secrets_failures_small": "a67d5173f4238300",
-    "synthetic_10000_cached": "14102f361fd08f47",
+    "synthetic_10000_cached": "98aa38905f985b47",
     "synthetic_2000": "2e7103cdbb7d8299",
     "synthetic_2000_cached": "fcb2850d9ad98209",
     "synthetic_300": "e5265be6222a7a62",

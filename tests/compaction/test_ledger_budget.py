@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction import CompactionConfig, compact
-from compaction.ledger import Fact, Ledger, command_paths, extract, parse, render
+from compaction.ledger import Fact, Ledger, command_paths, extract, merge, parse, render
 from compaction.tokens import count_message_tokens
 from tests.compaction.builders import assistant, call, result, system, user
 from tests.compaction.test_ledger_properties import _round as _drawn_round
@@ -229,3 +229,31 @@ def test_every_fact_kind_survives_five_compactions_at_32k_when_it_fits(rounds):
         body = out.report.summary_body or ""
         assert [f for f in wanted if f not in body] == []
         assert count_message_tokens({"role": "user", "content": body}, SMALL_PROPERTY) <= 1_600
+
+
+def test_a_long_command_that_does_not_fit_whole_keeps_its_identity():
+    # The Claude Code shape: curl … | python3 -c "…" one-liners of ~200 chars.
+    code = "import sys, json; data = json.load(sys.stdin); print(data['items']["
+    url = "https://api.github.com/search/repositories?q=claude+code+skill&sort=stars&per_page=10"
+    long = tuple(
+        Fact(f'curl -s "{url}" 2>/dev/null | python3 -c "{code}{n}])" > out_{n}.json', 1, n, "0")
+        for n in range(12)
+    )
+    short = tuple(Fact(f"ls src/m{n}", 1, 20 + n, "0") for n in range(3))
+    whole, _ = render(Ledger({"commands": short + long[-2:]}), 100_000)
+    text, written = render(Ledger({"commands": long + short}), len(whole) + 200)
+    cut = [f.text for f in written.of("commands") if "…" in f.text]
+    assert cut, text
+    for line in cut:
+        head, end = line.split("…")
+        assert any(c.text.startswith(head) and c.text.endswith(end) for c in long)
+        assert len(line) <= 65
+    assert len(set(cut)) == len(cut)  # two commands never share one abbreviation
+    # Carried to the next round, an abbreviated command does not go before new facts.
+    new = Ledger({"commands": tuple(Fact(f"pytest -q t{n}.py", 1, n, "1") for n in range(4))})
+    alone, _ = render(new, 100_000)
+    abbreviated = Ledger(
+        {"commands": tuple(f for f in parse(text).of("commands") if "…" in f.text)}
+    )
+    again = render(merge(abbreviated, new), len(alone) + 60)[1]
+    assert all(f.text in {g.text for g in again.of("commands")} for f in new.of("commands"))
