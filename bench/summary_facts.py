@@ -1,20 +1,23 @@
 """Fact survival of the summary, measured with an extractor independent of the engine's code.
 
-    .venv/bin/python bench/summary_facts.py [--generated] [transcript ...]
+    .venv/bin/python bench/summary_facts.py [--generated] [--hermes-only] [transcript ...]
 
-A transcript is a JSON list of OpenAI-format messages, a Claude Code ``.jsonl`` or a Codex
-rollout ``.jsonl`` (read with the app's own importers, which keep each row's time as
-``timestamp``). Fetch real ones outside the repo (``var/`` or ``/tmp``); never commit them.
+A transcript is a JSON list of OpenAI-format messages, a Claude Code ``.jsonl``, a Codex
+rollout ``.jsonl`` or a Hermes session export ``.jsonl`` (read with the app's own importers,
+which keep each row's time as ``timestamp``). The session is replayed as it was lived: the
+rows the agent's own compactions archived are kept (its summary rows are left out). Fetch real ones outside the repo (``var/`` or ``/tmp``); never commit them.
 ``--generated`` adds generated sessions (the engine's synthetic conversations, and Claude
 Code / Codex logs written by ``tests/agent_logs.py`` read through the importers).
 
 Each session is replayed as an agent lives it, per profile (``hermes``, ``classic``),
 summarizer kind (``deterministic``; ``llm``: an ``LLMSummarizer`` against a local fake OpenAI
 server, a real HTTP round trip through litellm, answering a plausible but fact-poor summary)
-and window (32K, 200K): messages are added one by one and the conversation is compacted each
-time ``should_compact`` says so, up to five times. "×1" is the first compaction (facts of its
-middle in its summary); "×N" the last of N ≥ 2 (facts of every round's middle in the last
-summary). From the compacted middle of every round (the input rows the summary replaced;
+and window (32K, 200K): messages are added one by one and, before every model call (after a
+user message, or after the last tool result of a batch), the conversation is compacted when
+``should_compact`` says so, up to five times. "×1" is the first compaction (facts of its
+middle in its summary); "×5" the fifth (facts of all five rounds' middles in the fifth
+summary), only for sessions that reached five compactions; "×2-4" the last compaction of
+sessions that stopped before five. From the compacted middle of every round (the input rows the summary replaced;
 earlier summaries left out) this script extracts:
 
 - paths: path arguments of tool calls, patch headers (``*** Add/Update/Delete File: x``,
@@ -86,6 +89,7 @@ WRAPPERS = (
     "Caveat:",
     "[Request interrupted",
     "This session is being continued from a previous conversation",
+    "<task-notification",
 )
 # What a real LLM summary of such sessions tends to look like: the gist, few exact facts.
 FACT_POOR = (
@@ -226,10 +230,13 @@ def rounds(messages, profile, window, summarizer, most=5):
     sizes: list[int] = []
     wanted: dict[str, set[str]] = {k: set() for k in TARGETS}
     found = []
-    for message in messages:
+    for at, message in enumerate(messages):
         current.append(message)
         sizes.append(count_message_tokens(message, config))
-        if message.get("role") != "user" or not should_compact(sum(sizes), config).should:
+        role = message.get("role")
+        following = messages[at + 1].get("role") if at + 1 < len(messages) else None
+        before_call = role == "user" or (role == "tool" and following != "tool")
+        if not before_call or not should_compact(sum(sizes), config).should:
             continue
         out = compact(current, config=config, now=DAY, summarizer=summarizer)
         if out.report.status != "compacted":
@@ -271,32 +278,41 @@ def _django() -> None:
     django.setup()
 
 
+def _lived(parsed: Any) -> list[dict]:
+    """A parsed session's rows as engine messages, as the agent lived them: the rows its own
+    compactions archived are kept, its summary rows and meta rows left out; each keeps its
+    own time as ``timestamp``."""
+    rows = parsed.stream if parsed.stream is not None else iter(parsed.messages)
+    messages = []
+    for row in rows:
+        if row.meta or row.is_summary or row.summary_of is not None:
+            continue
+        message = row.as_openai()
+        if row.created_at is not None:
+            message["timestamp"] = row.created_at.isoformat()
+        messages.append(message)
+    return messages
+
+
 def _imported(data: bytes, name: str) -> tuple[str, list[dict]]:
-    """The first session of a Claude Code or Codex file, as engine messages: active rows
-    only, each with its own time as ``timestamp``."""
+    """The first session of a Claude Code, Codex or Hermes export file, as engine messages."""
     _django()
-    from hermes_web.importers import claude_code, codex
+    from hermes_web.importers import claude_code, codex, hermes
     from hermes_web.importers.base import ParsedSession
 
-    for agent, module in (("codex", codex), ("claude-code", claude_code)):
+    readers = (("codex", codex.parse), ("claude-code", claude_code.parse))
+    readers += (("hermes", hermes.parse_jsonl),)
+    for agent, parse in readers:
         try:
-            for parsed in module.parse(io.BytesIO(data), name):
+            for parsed in parse(io.BytesIO(data), name):
                 if not isinstance(parsed, ParsedSession):
                     continue
-                rows = parsed.stream if parsed.stream is not None else iter(parsed.messages)
-                messages = []
-                for row in rows:
-                    if not row.active or row.meta:
-                        continue
-                    message = row.as_openai()
-                    if row.created_at is not None:
-                        message["timestamp"] = row.created_at.isoformat()
-                    messages.append(message)
+                messages = _lived(parsed)
                 if len(messages) >= 8:
                     return agent, messages
         except Exception:  # noqa: BLE001 - not this agent's format: try the next
             continue
-    raise ValueError(f"{name}: neither a Claude Code nor a Codex transcript")
+    raise ValueError(f"{name}: neither a Claude Code, a Codex nor a Hermes transcript")
 
 
 def load(path: str) -> tuple[str, list[dict]]:
@@ -435,6 +451,7 @@ def generated() -> list[tuple[str, str, list[dict]]]:
 
 def main(argv: list[str]) -> int:
     sessions = generated() if "--generated" in argv else []
+    profiles = ("hermes",) if "--hermes-only" in argv else ("hermes", "classic")
     for path in (a for a in argv if not a.startswith("--")):
         try:
             agent, messages = load(path)
@@ -450,7 +467,7 @@ def main(argv: list[str]) -> int:
     sizes: dict[tuple, list[int]] = defaultdict(list)
     try:
         for name, agent, messages in sessions:
-            for profile in ("hermes", "classic"):
+            for profile in profiles:
                 for kind, summarizer in kinds.items():
                     for window in WINDOWS:
                         found = rounds(messages, profile, window, summarizer)
@@ -461,7 +478,8 @@ def main(argv: list[str]) -> int:
                             last = found[-1]
                             picks.append((str(len(found)), last[1], last[2], last[4]))
                         for count, kept, tokens, only in picks:
-                            key = (agent, profile, kind, window, "1" if count == "1" else "5")
+                            rounds_label = "1" if count == "1" else "5" if count == "5" else "2-4"
+                            key = (agent, profile, kind, window, rounds_label)
                             sizes[key].append(tokens)
                             for fact, (a, b) in kept.items():
                                 totals[key][fact][0] += a
@@ -484,11 +502,13 @@ def _table(totals, sizes) -> int:
         cells = []
         for fact, target in TARGETS.items():
             a, b = totals[key][fact]
-            share = a / b if b else 1.0
-            goal = FIVE_TARGET if rounds == "5" else target
-            ok = share >= goal
-            missed |= profile == "hermes" and not ok and b > 0
-            cells.append(f"{fact} {share:6.1%} ({a}/{b}){'' if ok else ' MISS'}")
+            goal = target if rounds == "1" else FIVE_TARGET
+            if not b:  # no fact of this kind in these regions: nothing to keep
+                cells.append(f"{fact}      – (0/0)")
+                continue
+            ok = a / b >= goal
+            missed |= profile == "hermes" and not ok
+            cells.append(f"{fact} {a / b:6.1%} ({a}/{b}){'' if ok else ' MISS'}")
         biggest = max(sizes[key])
         size_ok = biggest <= SIZE_CAP[window]
         missed |= profile == "hermes" and not size_ok

@@ -411,7 +411,7 @@ def _first_user_text(msgs: Sequence[Message], summary_positions: Sequence[int]) 
     return content_text(first_user.get("content"), images=False) if first_user else None
 
 
-_LEDGER_SHARE = 0.80  # of the summary budget the ledger may take before the narrative is written
+_LEDGER_SHARE = 0.90  # of the summary budget the ledger may take before the narrative is written
 _NARRATIVE_FLOOR = 400  # chars of narrative kept however full the ledger is
 
 
@@ -434,13 +434,32 @@ def _with_ledger(
     """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
     char budget shrinks in proportion while the tokens are over: paths and commands take
     fewer chars per token than prose)."""
-    for _ in range(8):
+    text, written = _fit_ledger(body, ledger, budget)
+    tokens = counter(text)
+    if tokens <= cap:
+        return text, written
+    # Over the ceiling: the largest char budget whose text fits, found between a budget
+    # that fits and one that does not (the first guess scales by tokens; then halving).
+    floor = _NARRATIVE_FLOOR * 2
+    over, fits = budget, None
+    budget = max(floor, int(budget * cap / tokens * 0.97))
+    best: tuple[str, Ledger] | None = None
+    for _ in range(7):
         text, written = _fit_ledger(body, ledger, budget)
         tokens = counter(text)
-        if tokens <= cap or budget <= _NARRATIVE_FLOOR * 2:
+        if tokens <= cap:
+            fits, best = budget, (text, written)
+        else:
+            over = budget
+        if fits is None:
+            if budget <= floor:
+                break
+            budget = max(floor, int(budget * cap / tokens * 0.97))
+        elif over - fits <= max(40, over // 100):
             break
-        budget = max(_NARRATIVE_FLOOR * 2, int(budget * cap / tokens * 0.95))
-    return text, written
+        else:
+            budget = (fits + over) // 2
+    return best if best is not None else (text, written)
 
 
 def _fit_ledger(body: str, ledger: Ledger, budget: int) -> tuple[str, Ledger]:

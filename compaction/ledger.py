@@ -94,11 +94,20 @@ _KIND_OF_TITLE = {title.split(" (")[0]: kind for kind, title in _TITLES.items()}
 # Share of the ledger's room the constraints, exception names and requests may take when not
 # everything fits; the other kinds share what is left in proportion to size × weight.
 _SHARES = {"constraints": 0.30, "exceptions": 0.05, "requests": 0.08}
-_WEIGHTS = {"files": 0.9, "commands": 0.8, "errors": 0.7, "tests": 0.7}
+_WEIGHTS = {
+    "constraints": 3.0,
+    "exceptions": 1.0,
+    "requests": 0.3,
+    "files": 0.9,
+    "commands": 0.8,
+    "errors": 0.7,
+    "tests": 0.7,
+}
 _MAX_REQUESTS = 5
 _REQUEST_CHARS = 600
 _LINE_CHARS = 240
 _SCAN = 20_000  # chars of one tool result read for names, errors and tests
+_USER_SCAN = 100_000  # chars of one user message read for constraints (long prompts end with rules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,13 +396,15 @@ def command_paths(command: str) -> list[tuple[str, str]]:
             letter = "r"
         if program == "sed" and any(w == "-i" or w.startswith("-i") for w in rest):
             letter = "p"
+        if program == "find":  # its paths come before its expression (-type f, -name x)
+            rest = rest[: next((i for i, w in enumerate(rest) if w.startswith("-")), len(rest))]
         positional = [w for w in rest if not w.startswith("-")]
         if program in _PATTERN_FIRST and positional and not any(w in ("-e", "-f") for w in rest):
             positional = positional[1:]  # the pattern or script
         known = program in _READERS or program in _SEARCHERS or program in _WRITERS
         for word in positional:
             if _is_path(word, loose=known and program not in ("awk", "jq", "sort")):
-                found.append((word.rstrip("/") if len(word) > 1 else word, letter))
+                found.append((word, letter))  # as written: "dir/" stays "dir/"
     return found
 
 
@@ -486,7 +497,7 @@ def extract(
                 continue
             request = text if len(text) <= _REQUEST_CHARS else text[: _REQUEST_CHARS - 1] + "…"
             add("requests", " ".join(request.split()), pos)
-            head = text[:8_000]
+            head = text[:_USER_SCAN]
             if _has_constraint(head):
                 for sentence in _sentences(head):
                     if 8 <= len(sentence) <= 400 and _has_constraint(sentence):
@@ -518,8 +529,10 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
             tail = body.rstrip().rsplit("\n", 1)[-1].strip()
             line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
             got.add("errors", line, pos, source)
-    if "rror" in body or "xception" in body:
-        for exception in dict.fromkeys(_EXCEPTION.findall(body)):
+    # Names are read from the raw text: an envelope's ``"error_type": "FooError"`` field is
+    # not among the text values ``_unwrap`` keeps.
+    if "rror" in text or "xception" in text:
+        for exception in dict.fromkeys(_EXCEPTION.findall(text)):
             got.add("exceptions", exception, pos)
     if not listing and any(hint in body for hint in _TEST_HINTS):
         for match in _TEST_FAIL.finditer(body):
@@ -584,7 +597,7 @@ def split_ledger(body: str) -> tuple[str, str | None]:
 _COUNT = re.compile(r" ×(\d+)$")
 _LEFT = re.compile(r"^\((\d+) (?:more |earlier )?(\w+) left to recall\)$")
 _FILE_ENTRY = re.compile(r"(\S+) \[([a-z]+)\](?:×(\d+))?")
-_COMMAND_LINE = re.compile(r"^`(.*)` -> exit (\S+)$")
+_COMMAND_LINE = re.compile(r"^`(.*)`(?: -> exit (\S+))?$")
 _ERROR_LINE = re.compile(r"^\[(.{1,80}?)\] (.*)$")
 
 
@@ -617,14 +630,16 @@ def parse(body: str | None) -> Ledger:
             if match:
                 count, item = int(match.group(1)), item[: match.start()]
         if kind == "files":
-            listing = item.split(": ", 1)[1] if ": " in item else item
+            # "dir/: a [r], b [p]" (older ledgers) or "a [r], b [p]": every entry in full
+            head, _, after = item.partition(": ")
+            listing = after if after and head.endswith("/") and " [" not in head else item
             for entry in _FILE_ENTRY.finditer(listing):
                 times = int(entry.group(3)) if entry.group(3) else 1
                 found[kind].append(Fact(entry.group(1).rstrip(","), times, 0, entry.group(2)))
         elif kind == "commands":
             match = _COMMAND_LINE.match(item)
             if match:
-                found[kind].append(Fact(match.group(1), count, 0, match.group(2)))
+                found[kind].append(Fact(match.group(1), count, 0, match.group(2) or "?"))
         elif kind == "errors":
             match = _ERROR_LINE.match(item)
             if match:
@@ -666,6 +681,12 @@ def _file_entry(fact: Fact) -> str:
     return f"{fact.text} [{fact.detail or 'x'}]{mark}"
 
 
+def _exit(fact: Fact) -> str:
+    """A command's exit code as written; an unknown one (Claude Code results carry none
+    unless the command failed) is not written."""
+    return f" -> exit {fact.detail}" if fact.detail and fact.detail != "?" else ""
+
+
 def _times(fact: Fact) -> str:
     return f" ×{fact.count}" if fact.count > 1 else ""
 
@@ -676,9 +697,14 @@ def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
         groups: dict[str, list[str]] = {}
         for fact in facts:
             groups.setdefault(_directory(fact.text), []).append(_file_entry(fact))
-        return [f"- {d}: {', '.join(entries)}" for d, entries in groups.items()]
+        # A directory of two or more paths is named first (the grouping an agent reads);
+        # a lone path needs no heading, it names its directory itself.
+        return [
+            f"- {d}: {', '.join(entries)}" if len(entries) > 1 else f"- {entries[0]}"
+            for d, entries in groups.items()
+        ]
     if kind == "commands":
-        return [f"- `{f.text}` -> exit {f.detail or '?'}{_times(f)}" for f in facts]
+        return [f"- `{f.text}`{_exit(f)}{_times(f)}" for f in facts]
     if kind == "errors":
         return [f"- [{f.detail}] {f.text}{_times(f)}" if f.detail else f"- {f.text}" for f in facts]
     if kind == "exceptions":
@@ -696,6 +722,31 @@ def _section_size(kind: str, facts: Sequence[Fact]) -> int:
     return len(_TITLES[kind]) + 5 + _size(_lines(kind, facts)) + (40 if facts else 0)
 
 
+def _rank(fact: Fact) -> tuple[bool, int, int]:
+    """The order in which facts are kept when not all fit: first the facts the previous
+    ledger kept (``last`` < 0: a summary the agent already resumed from does not lose them on
+    the next round) and facts met more than once, then the most referenced, then the newest."""
+    carried = fact.last < 0 and "…" not in fact.text  # not an abbreviated command
+    return (carried or fact.count > 1, min(fact.count, 3), fact.last)
+
+
+_LONG_COMMAND = 100  # chars of a command past which it may be written abbreviated
+_HEAD, _END = 44, 20  # chars an abbreviated command keeps of its start and of its end
+
+
+def _abbreviated(fact: Fact) -> Fact:
+    """``fact`` (a command) as its start (the program and first arguments) "…" its end (often
+    the file or the filter that tells two similar commands apart)."""
+    text = fact.text
+    return Fact(
+        f"{text[:_HEAD].rstrip()}…{text[-_END:].lstrip()}", fact.count, fact.last, fact.detail
+    )
+
+
+def _newest(fact: Fact) -> int:
+    return fact.last
+
+
 def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
     """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
     first; written back in chronological order."""
@@ -703,31 +754,69 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
         facts = facts[-_MAX_REQUESTS:]
     if _section_size(kind, facts) <= room:
         return tuple(facts)
-    ranked = sorted(facts, key=lambda f: (min(f.count, 3), f.last), reverse=True)
+    # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
+    ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
     # Each fact's cost alone (a path: its entry, plus its directory's heading the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
-    used = _section_size(kind, ())
-    directories: set[str] = set()
+    used = _section_size(kind, ()) + 40  # the "left to recall" line, written since some are
+    directories: dict[str, int] = {}
     chosen: list[Fact] = []
+    abbreviations: set[str] = set()
     for fact in ranked:
         if kind == "files":
             directory = _directory(fact.text)
             cost = len(_file_entry(fact)) + 2
-            if directory not in directories:
-                cost += len(directory) + 4
+            seen = directories.get(directory, 0)
+            if seen == 0:
+                cost += 2  # the directory's own line
+            elif seen == 1:
+                cost += len(directory) + 2  # its heading, from its second path on
         elif kind == "exceptions":
             cost = len(fact.text) + len(_times(fact)) + 2
         else:
             cost = len(_lines(kind, (fact,))[0]) + 1
         if used + cost > room:
-            continue
+            if kind != "commands" or len(fact.text) <= _LONG_COMMAND:
+                continue
+            # A long command that does not fit whole keeps its identity (the program and its
+            # first arguments), marked "…"; recall has it whole.
+            fact = _abbreviated(fact)
+            cost = len(_lines(kind, (fact,))[0]) + 1
+            if used + cost > room or fact.text in abbreviations:
+                continue
+            abbreviations.add(fact.text)
         used += cost
         chosen.append(fact)
         if kind == "files":
-            directories.add(directory)
+            directories[directory] = directories.get(directory, 0) + 1
     while chosen and _section_size(kind, chosen) > room:
         chosen.pop()
     return tuple(sorted(chosen, key=lambda f: f.last))
+
+
+def _allot(need: Mapping[str, int], room: int) -> dict[str, int]:
+    """Each kind's room: all it needs when everything fits; otherwise the room is shared by
+    weight (``_WEIGHTS``), constraints, exception names and requests each at most their
+    ``_SHARES`` of it, and what a kind does not need goes back to the others."""
+    if sum(need.values()) <= room:
+        return dict(need)
+    allowed: dict[str, int] = {}
+    open_kinds = dict(need)
+    spare = room
+    while open_kinds:
+        weight = sum(_WEIGHTS[k] for k in open_kinds)
+        fair = {k: spare * _WEIGHTS[k] / weight for k in open_kinds}
+        capped = {k: min(v, int(room * _SHARES[k])) if k in _SHARES else v for k, v in need.items()}
+        settled = [k for k in open_kinds if capped[k] <= fair[k]]
+        if not settled:
+            for kind in open_kinds:
+                allowed[kind] = int(fair[kind])
+            break
+        for kind in settled:
+            allowed[kind] = capped[kind]
+            spare -= capped[kind]
+            del open_kinds[kind]
+    return allowed
 
 
 def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
@@ -737,37 +826,30 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
     wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
     need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
     room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
-    # The user's constraints first, then the exception names (a word each), then the newest
-    # requests, each up to its share; the other kinds share the rest in proportion to their
-    # need times their weight, so each keeps about the same fraction of its facts (paths a
-    # little more, error lines a little less).
-    allowed: dict[str, int] = {}
-    spare = room
-    for kind in ("constraints", "exceptions", "requests"):
-        if kind in need:
-            allowed[kind] = min(need[kind], int(room * _SHARES[kind]))
-            spare -= allowed[kind]
-    rest = {k: v for k, v in need.items() if k not in allowed}
-    weighted = {k: v * _WEIGHTS[k] for k, v in rest.items()}
-    total = sum(weighted.values())
-    for kind, size in rest.items():
-        share = int(spare * weighted[kind] / total) if total else 0
-        allowed[kind] = size if sum(rest.values()) <= spare else min(size, share)
+    allowed = _allot(need, room)
+    chosen = {kind: _choose(kind, wanted[kind], allowed[kind]) for kind in need}
+    # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
+    # that still left facts out.
+    spare = room - sum(_section_size(kind, facts) for kind, facts in chosen.items())
+    for kind in ("constraints", "files", "commands", "errors", "exceptions", "tests"):
+        if kind in chosen and len(chosen[kind]) < len(wanted[kind]) and spare > 0:
+            used = _section_size(kind, chosen[kind])
+            chosen[kind] = _choose(kind, wanted[kind], used + spare)
+            spare -= _section_size(kind, chosen[kind]) - used
     kept: dict[str, tuple[Fact, ...]] = {}
     left = dict(ledger.left)
     parts = [LEDGER_HEADING, _NOTE]
     for kind in KINDS:
-        facts = wanted[kind]
         earlier = left.get(kind, 0)
-        if not facts and not earlier:
+        if kind not in chosen and not earlier:
             continue
-        chosen = _choose(kind, facts, allowed.get(kind, 0)) if facts else ()
-        dropped = len(ledger.of(kind)) - len(chosen)
-        kept[kind] = chosen
+        facts = chosen.get(kind, ())
+        dropped = len(ledger.of(kind)) - len(facts)
+        kept[kind] = facts
         if dropped:
             left[kind] = earlier + dropped
         parts.append(f"### {_TITLES[kind]}")
-        parts.extend(_lines(kind, chosen))
+        parts.extend(_lines(kind, facts))
         if left.get(kind):
             parts.append(f"({left[kind]} more {kind} left to recall)")
     return "\n".join(parts), Ledger(kept, {k: v for k, v in left.items() if v})

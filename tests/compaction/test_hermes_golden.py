@@ -119,14 +119,14 @@ CASES = {
 GOLDEN = {
     "capped_tail": "b1ffb14015cfac39",
     "long_words": "40cc94841721ba8e",
-    "secrets_failures": "76f80bed1f502216",
-    "secrets_failures_small": "3d53a3f37476a5cd",
-    "synthetic_10000_cached": "b9a36eecf8604e94",
-    "synthetic_2000": "f1caf1a51fb0e87f",
-    "synthetic_2000_cached": "41c3ce262ba1b290",
-    "synthetic_300": "1622ef76303f3494",
-    "synthetic_8k_window": "075c12639d78c004",
-    "synthetic_small_window": "f2df62e471f29766",
+    "secrets_failures": "199386e7cc10c45f",
+    "secrets_failures_small": "a67d5173f4238300",
+    "synthetic_10000_cached": "98aa38905f985b47",
+    "synthetic_2000": "2e7103cdbb7d8299",
+    "synthetic_2000_cached": "fcb2850d9ad98209",
+    "synthetic_300": "e5265be6222a7a62",
+    "synthetic_8k_window": "b05cb9ae3df836e4",
+    "synthetic_small_window": "e36a9a12150b7966",
 }
 
 
