@@ -232,22 +232,33 @@ def _literal_scan() -> tuple[Any, tuple[tuple[str, str | None], ...]]:
 
 
 _SCAN, _ENTRIES = _literal_scan()
+# The scan reads the text in pieces this long, each overlapping the next by the longest
+# literal less one char, so every occurrence lies whole in some piece; only a piece is held
+# as UTF-8 at a time (the whole summarizer input was: its size again, three times over for
+# the non-ASCII text of code listings).
+_SCAN_PIECE = 65_536
+_LONGEST_LITERAL = max(
+    [len(x) for _, literals, _ in _PATTERNS for x in literals]
+    + [len(x) for needles in _LOWER_NEEDLES.values() for x in needles]
+)
 
 
 def _present(text: str) -> tuple[set[str], frozenset[str]]:
     """``(families with one of their exact literals in text, lower-case needles found)``,
     from one scan of the text."""
-    # surrogatepass: a lone surrogate (valid in JSON-decoded text) must not stop the scan;
-    # the literals are ASCII, and so unaffected.
-    hits: list[int] | None = _SCAN.Match(text.encode("utf-8", "surrogatepass"))
     kinds: set[str] = set()
     needles: set[str] = set()
-    for index in hits or ():
-        kind, needle = _ENTRIES[index]
-        if needle is None:
-            kinds.add(kind)
-        else:
-            needles.add(needle)
+    for start in range(0, max(len(text), 1), _SCAN_PIECE):
+        piece = text[start : start + _SCAN_PIECE + _LONGEST_LITERAL - 1]
+        # surrogatepass: a lone surrogate (valid in JSON-decoded text) must not stop the
+        # scan; the literals are ASCII, and so unaffected.
+        hits: list[int] | None = _SCAN.Match(piece.encode("utf-8", "surrogatepass"))
+        for index in hits or ():
+            kind, needle = _ENTRIES[index]
+            if needle is None:
+                kinds.add(kind)
+            else:
+                needles.add(needle)
     return kinds, frozenset(needles)
 
 

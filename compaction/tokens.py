@@ -18,8 +18,9 @@ import functools
 import json
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from compaction.messages import Message, content_text, image_part_count
 
@@ -122,30 +123,44 @@ def count_messages_tokens(
 ) -> list[int]:
     """Tokens of every message, in order.
 
-    With tiktoken the texts are encoded in one batch (2 threads) which is faster on long lists.
+    With tiktoken, long lists are counted on 2 threads (tiktoken releases the GIL). Each
+    message's text is built, encoded and dropped in turn: only the counts are kept, never
+    every text or token-id list at once (36 bytes a token: 1.2 GB at 50k messages).
     """
     if counter is not None:
         return [count_message_tokens(m, config, counter) for m in messages]
     encoding = get_encoding(config.model)
-    pairs = [message_token_text(m) for m in messages]
-    texts = [t for t, _ in pairs]
-    overhead = config.per_message_overhead
-    if sum(map(len, texts)) < _BATCH_FROM_CHARS:
-        # A thread pool and one future per text cost more than encoding a few MB in turn
-        # (the hermes profile counts only the head and the tail's reach exactly).
-        lengths = [len(encoding.encode_ordinary(t)) if t else 0 for t in texts]
-    else:
-        encoded: list[Any] = encoding.encode_ordinary_batch(
-            texts, num_threads=min(2, os.cpu_count() or 1)
-        )
-        lengths = [len(tokens) for tokens in encoded]
-    return [
-        length + overhead + images * config.image_tokens
-        for length, (_, images) in zip(lengths, pairs, strict=True)
-    ]
+    overhead, image_tokens = config.per_message_overhead, config.image_tokens
+
+    def count(chunk: Sequence[Message]) -> list[int]:
+        counts = []
+        for message in chunk:
+            text, images = message_token_text(message)
+            length = len(encoding.encode_ordinary(text)) if text else 0
+            counts.append(length + overhead + images * image_tokens)
+        return counts
+
+    # Sized by string contents only (tool-call JSON and parts are small beside them): the
+    # size decides the threading and the chunks, never a count.
+    sizes = [len(c) if type(c := m.get("content")) is str else 0 for m in messages]
+    if sum(sizes) < _BATCH_FROM_CHARS:
+        # A thread pool costs more than encoding a few MB in turn (the hermes profile counts
+        # only the head and the tail's reach exactly).
+        return count(messages)
+    chunks: list[Sequence[Message]] = []
+    first, size = 0, 0
+    for i, chars in enumerate(sizes):
+        if size >= _CHUNK_CHARS:
+            chunks.append(messages[first:i])
+            first, size = i, 0
+        size += chars
+    chunks.append(messages[first:])
+    with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        return [c for counts in pool.map(count, chunks) for c in counts]
 
 
 _BATCH_FROM_CHARS = 1_000_000  # below this much text, counting runs in this thread
+_CHUNK_CHARS = 250_000  # text handed to one thread at a time
 
 
 def estimate_message_tokens(message: Message, config: CompactionConfig) -> int:
