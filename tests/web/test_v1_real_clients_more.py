@@ -30,7 +30,12 @@ from tests.web.test_v1_real_clients import (
 )
 from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.agent_clients]
+# Each client starts once per turn (7 runs); on a loaded machine that passes the default 300 s.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.agent_clients,
+    pytest.mark.timeout(900),
+]
 
 OPENCODE = "opencode-ai@1.18.33"
 PI = "@mariozechner/pi-coding-agent@0.73.1"
@@ -252,3 +257,81 @@ def test_pi_runs_a_tool_and_several_turns_through_a_compaction(
             assert_the_tool_ran(upstream, alice, first, "call_bash_1")
     assert "After the summary." in done.stdout
     assert_one_chain_through_the_compaction(upstream, alice, compaction)
+
+
+# -- aider ------------------------------------------------------------------------------------
+
+
+def aider_installed() -> Path:
+    """aider in its own venv under ``var/agent-clients/aider``, pip-installed if missing."""
+    venv = CLIENTS / "aider" / "venv"
+    path = venv / "bin" / "aider"
+    if not path.exists():
+        python = shutil.which("python3.11")
+        if python is None:
+            pytest.skip("python3.11 is not installed (aider 0.86 supports 3.10-3.12)")
+        steps = [[python, "-m", "venv", str(venv)], [str(venv / "bin" / "pip"), "install", AIDER]]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.skip(f"could not install {AIDER}: {done.stderr[-500:]}")
+    return path
+
+
+def test_aider_rebuilding_its_history_gets_the_compacted_context(
+    live_server, upstream, alice, tmp_path
+):
+    aider = aider_installed()
+    env = {**base_env(tmp_path), "HERMES_API_KEY": issue_key(alice)}
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "app.py").write_text("print('hello')\n")
+    upstream.default_reply = LONG_REPLY
+    for prompt in [*PROMPTS, LAST]:
+        if prompt == LAST:
+            compact_now(alice)
+            upstream.clear()
+            upstream.default_reply = AFTER
+        command = [
+            str(aider),
+            "--model",
+            "openai/fake-chat",
+            "--openai-api-base",
+            f"{live_server.url}/v1",
+            "--openai-api-key",
+            env["HERMES_API_KEY"],
+            "--no-git",
+            "--no-auto-commits",
+            "--no-analytics",
+            "--no-check-update",
+            "--no-show-model-warnings",
+            "--no-pretty",
+            "--yes-always",
+            "--restore-chat-history",
+            "--max-chat-history-tokens",
+            "200000",
+            "--map-tokens",
+            "0",
+            "--message",
+            prompt,
+            "app.py",
+        ]
+        done = run(command, env, work)
+    assert "After the summary." in done.stdout
+    # aider appends its edit-format reminders to the turn it sends; its history holds the
+    # user's words as they were.
+    conversation = [r for r in upstream.requests if user_texts(r["messages"])[-1:] == [LAST]]
+    assert conversation, [(r.get("messages") or [])[-1:] for r in upstream.requests]
+    sent = conversation[-1]["messages"]
+    assert PREFIX_OPENING in json.dumps(sent, ensure_ascii=False)  # the compacted context
+    assert PROMPTS[2] not in user_texts(sent)  # replaced by the summary
+    assert PROMPTS[3] in user_texts(sent)  # the kept tail, rebuilt by aider, sent as it was
+
+
+def user_texts(messages: list[dict]) -> list[str]:
+    """Each user turn's first paragraph (a string content, as aider sends)."""
+    return [
+        str(m.get("content") or "").split("\n\n")[0].strip()
+        for m in messages
+        if m.get("role") == "user"
+    ]
