@@ -9,10 +9,16 @@ one way: tasks → services → jobs → the Celery app.
 from __future__ import annotations
 
 import logging
+import threading
 
 from django.db import transaction
 
 log = logging.getLogger(__name__)
+
+# Celery's autodiscovery returns nothing at once while another thread is inside it (its
+# ``_RACE_PROTECTION`` flag), so two requests of a threaded server queueing their first task
+# together would see ``NotRegistered``: the second waits for the first's import instead.
+_discovering = threading.Lock()
 
 COMPACT_SESSION = "hermes_web.tasks.compact_session"
 RUN_AGENT_TURN = "hermes_web.tasks.run_agent_turn"
@@ -27,7 +33,9 @@ def task(name: str):
     from hermes_web.celery import app
 
     if name not in app.tasks:
-        app.loader.import_default_modules()
+        with _discovering:
+            if name not in app.tasks:
+                app.loader.import_default_modules()
     return app.tasks[name]
 
 
