@@ -53,8 +53,12 @@ TOOL_OUTPUT_LINES = 40  # ~2,000 characters per tool result
 SYSTEM = "You are a coding agent."
 PARAMETERS = {"type": "object", "properties": {"path": {"type": "string"}}}
 # gunicorn as the Procfile starts it, but with threads: a gthread worker keeps the client's
-# connection alive (a sync worker answers "Connection: close", a new TCP connection a request).
-GUNICORN = ["--workers", "1", "--worker-class", "gthread", "--threads", "2", "--keep-alive", "30"]
+# connection alive (a sync worker answers "Connection: close", a new TCP connection a request;
+# HERMES_BENCH_V1_WORKER=sync measures that).
+WORKER = os.environ.get("HERMES_BENCH_V1_WORKER", "gthread")
+GUNICORN = ["--workers", "1", "--worker-class", WORKER, "--keep-alive", "30"] + (
+    ["--threads", "2"] if WORKER == "gthread" else []
+)
 
 
 def free_port() -> int:
@@ -369,6 +373,7 @@ def run_protocol(client, gateways, upstream, protocol: str, streamed: bool) -> d
             answers[name] = answer
             compacted += name == "hermes-web" and "x-hermes-compaction" in seen
             sent = json.dumps(upstream.requests[-1]).encode()
+            upstream.requests.clear()  # 200 turns of growing bodies would hold gigabytes
             upstream.enqueue(reply(turn, tag))
             model, _ = timed(client, direct, sent, {"Content-Type": "application/json"}, drain)
             if turn >= 0:
@@ -429,7 +434,8 @@ def main() -> int:
 
     print(
         f"{TURNS} turns per protocol and mode in {elapsed:.0f} s; load average at the end "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; litellm[proxy]=={LITELLM_VERSION}"
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; litellm[proxy]=={LITELLM_VERSION}; "
+        f"gunicorn {WORKER} worker"
     )
     band_names = " ".join(
         f"{start}-{min(start + BAND, TURNS) - 1}".rjust(8) for start in range(0, TURNS, BAND)
