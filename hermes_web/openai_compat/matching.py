@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from hermes_web.models import ApiKey, Session
@@ -114,6 +116,94 @@ def prefix_hashes(messages: list[dict]) -> list[str]:
         digest = hashlib.sha256(digest + canonical(message)).digest()
         hashes.append(digest.hex())
     return hashes
+
+
+class RecentHistories:
+    """The histories this process served last, with their prefix hashes.
+
+    An agent resends its whole history with every request. What the previous request of the
+    same conversation already checked and hashed is found again by comparing the message
+    dicts (equal dicts have equal canonical forms; the comparison runs in C), so a request's
+    Python work per message (validation, canonicalisation, hashing) is for the messages it
+    added, not for the whole history: it does not grow with the conversation.
+
+    Keyed by the first two messages (system prompt and opening request), the newest
+    conversations are kept, at most ``size`` of them and ``max_chars`` characters of content
+    in all (the memory it may hold). Only the reuse of work is cached, never a decision: a
+    history that differs anywhere from the remembered one is checked and hashed anew from
+    the first message that differs.
+    """
+
+    def __init__(self, size: int = 64, max_chars: int = 32_000_000) -> None:
+        self.size = size
+        self.max_chars = max_chars
+        self._entries: OrderedDict[bytes, tuple[list[dict], list[str], int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(messages: list[dict]) -> bytes | None:
+        # Called before the messages are checked: one that canonical() cannot read is no key.
+        try:
+            return b"".join(canonical(message) for message in messages[:2])
+        except (TypeError, ValueError, AttributeError, RecursionError):
+            return None
+
+    def known(self, messages: list[dict]) -> tuple[int, list[str]]:
+        """How many leading messages equal the remembered history's, and the prefix hashes
+        of those already computed (possibly fewer)."""
+        key = self._key(messages) if messages else None
+        with self._lock:
+            entry = self._entries.get(key) if key is not None else None
+        if entry is None:
+            return 0, []
+        remembered, hashes, _ = entry
+        count = len(remembered)
+        try:
+            if len(messages) < count or messages[:count] != remembered:
+                count = 0
+                for mine, theirs in zip(messages, remembered, strict=False):
+                    if mine != theirs:
+                        break
+                    count += 1
+        except RecursionError:  # nested beyond the interpreter's limit: nothing is known
+            return 0, []
+        return count, hashes[:count]
+
+    def remember(self, messages: list[dict], hashes: list[str] | None = None) -> None:
+        """Keep ``messages`` (checked) and, when given, their prefix hashes; hashes already
+        known for the same leading messages are kept."""
+        key = self._key(messages) if messages else None
+        if key is None:
+            return
+        if hashes is None:
+            hashes = self.known(messages)[1]
+        chars = sum(_size(message.get("content")) for message in messages)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self._chars -= old[2] if old else 0
+            if chars > self.max_chars:
+                return
+            self._entries[key] = (list(messages), hashes, chars)
+            self._chars += chars
+            while len(self._entries) > self.size or self._chars > self.max_chars:
+                self._chars -= self._entries.popitem(last=False)[1][2]
+
+    def prefix_hashes(self, messages: list[dict]) -> list[str]:
+        """``prefix_hashes(messages)``, computing only what the remembered history lacks."""
+        _, hashes = self.known(messages)
+        hashes = list(hashes)
+        for message in messages[len(hashes) :]:
+            hashes.append(extend_hash(hashes[-1] if hashes else "", message))
+        self.remember(messages, hashes)
+        return hashes
+
+
+def _size(content: object) -> int:
+    return len(content) if isinstance(content, str) else len(repr(content)) if content else 0
+
+
+RECENT = RecentHistories()
 
 
 def extend_hash(previous: str, message: dict) -> str:

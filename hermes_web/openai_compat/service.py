@@ -23,6 +23,7 @@ from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import (
+    RECENT,
     Match,
     bookkeeping,
     extend_hash,
@@ -106,7 +107,7 @@ def prepare(
                 f"X-Hermes-Compaction-Mode must be rotation or in-place, got {mode_header!r}.",
                 code="invalid_compaction_mode",
             ) from None
-    hashes = prefix_hashes(request.messages)
+    hashes = RECENT.prefix_hashes(request.messages)
     match = find_session(key, hashes, named=session_header.strip())
     prepared = Prepared(
         key=key,

@@ -9,6 +9,7 @@ from typing import Any
 from compaction import validate_tool_pairs
 from hermes_web import validation
 from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat.matching import RECENT
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 # The content part types of a chat-completions message: any other type (``video``…) is
@@ -95,8 +96,11 @@ def request_from(data: dict[str, Any]) -> ChatRequest:
             code="invalid_type",
             param="messages",
         )
-    for index, message in enumerate(messages):
-        check_message(index, message)
+    # What this process checked in the same conversation's previous request is not checked
+    # again: only the messages the client added are (see RecentHistories).
+    checked, _ = RECENT.known(messages)
+    for index in range(checked, len(messages)):
+        check_message(index, messages[index])
     problems = validate_tool_pairs(messages)
     if problems:
         raise invalid(
@@ -107,6 +111,7 @@ def request_from(data: dict[str, Any]) -> ChatRequest:
             code="invalid_tool_pairs",
             param="messages",
         )
+    RECENT.remember(messages)
     if data.get("n") not in (None, 1):
         raise invalid("Only n=1 is supported.", code="unsupported_parameter", param="n")
     options = data.get("stream_options") or {}

@@ -1,0 +1,480 @@
+"""What each /v1 protocol adds on top of the model, against LiteLLM's proxy, in the same run.
+
+Two gateways in front of one local fake upstream (tests/fake_openai.py): hermes-web (gunicorn,
+one gthread worker with keep-alive, SQLite in a temporary directory, migrated first) and
+LiteLLM's proxy (``litellm[proxy]``, pinned, installed on first use into its own virtualenv
+under ``var/bench-litellm-proxy``, never into the project's; one uvicorn worker). A client plays
+a coding agent for TURNS turns per protocol (chat completions, Anthropic ``/v1/messages``,
+Responses ``/v1/responses``), JSON and streaming: every turn the model calls a tool and the
+client appends the call and its ~2,000-character result to the history it sends in full.
+
+Each turn asks both gateways, in alternating order, with the same bytes; each request's
+overhead is its wall time minus the same client posting the body that gateway sent upstream
+straight to the fake upstream (the model's share). hermes-web's queued compactions run
+between turns, untimed, as its worker would.
+
+Printed: median and p95 of the overhead per protocol, ours vs LiteLLM, and the median per
+band of 50 turns. PASS when, for every protocol and mode, ours has a median and p95 at or
+below LiteLLM's, and is flat: its last band's median at most ``FLAT_SLACK_MS`` above its
+first band's, or no more above it than LiteLLM's own growth (both parse the growing body).
+
+    python bench/bench_v1_protocols.py [chat] [messages] [responses]
+    HERMES_BENCH_V1_TURNS=1000 python bench/bench_v1_protocols.py   # longer history
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TURNS = int(os.environ.get("HERMES_BENCH_V1_TURNS", "200"))
+BAND = 50
+FLAT_SLACK_MS = 3.0
+PROTOCOLS = ("chat", "messages", "responses")
+PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
+# 1.110's proxy extra needs a ``litellm-proxy`` package, 1.109's and 1.108.14's extras versions
+# of ``litellm-proxy-extras`` the registry does not carry;
+# 1.108.0 is a release whose ``litellm[proxy]`` installs from it.
+LITELLM_VERSION = os.environ.get("HERMES_BENCH_LITELLM_VERSION", "1.108.0")
+LITELLM_VENV = ROOT / "var" / "bench-litellm-proxy"
+TOOL_OUTPUT_LINES = 40  # ~2,000 characters per tool result
+SYSTEM = "You are a coding agent."
+PARAMETERS = {"type": "object", "properties": {"path": {"type": "string"}}}
+# gunicorn as the Procfile starts it, but with threads: a gthread worker keeps the client's
+# connection alive (a sync worker answers "Connection: close", a new TCP connection a request;
+# HERMES_BENCH_V1_WORKER=sync measures that).
+WORKER = os.environ.get("HERMES_BENCH_V1_WORKER", "gthread")
+GUNICORN = ["--workers", "1", "--worker-class", WORKER, "--keep-alive", "30"] + (
+    ["--threads", "2"] if WORKER == "gthread" else []
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(0, int(len(values) * 0.95) - 1)]
+
+
+def tool_output(turn: int) -> str:
+    return "\n".join(
+        f"src/mod_{turn}.py:{n}: def handler_{n}(event): return route(event, shard={n % 7})"
+        for n in range(TOOL_OUTPUT_LINES)
+    )
+
+
+def wait_for_port(port: int, process: subprocess.Popen, name: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start") from None
+            time.sleep(0.3)
+
+
+def litellm_executable() -> Path:
+    """The proxy's ``litellm`` command, installed at the pinned version on first use."""
+    marker = LITELLM_VENV / f".litellm-proxy-{LITELLM_VERSION}"
+    executable = LITELLM_VENV / "bin" / "litellm"
+    if marker.exists() and executable.exists():
+        return executable
+    print(f"installing litellm[proxy]=={LITELLM_VERSION} into {LITELLM_VENV} …", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+    subprocess.run(
+        [
+            str(LITELLM_VENV / "bin" / "pip"),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            f"litellm[proxy]=={LITELLM_VERSION}",
+        ],
+        check=True,
+    )
+    marker.touch()
+    return executable
+
+
+def start_litellm(tmp: Path, upstream_url: str, master_key: str) -> tuple[subprocess.Popen, int]:
+    executable = litellm_executable()
+    port = free_port()
+    # ``custom_openai``: an OpenAI-compatible server that has chat completions only, so
+    # /v1/responses goes through LiteLLM's bridge (an ``openai/`` model would be sent to the
+    # upstream's /v1/responses, which the fake, like most self-hosted servers, lacks).
+    params = {"model": "custom_openai/fake-chat", "api_base": upstream_url, "api_key": "x"}
+    # The names the clients send, all routed to the fake upstream's chat completions.
+    names = ("openai/fake-chat", "claude-sonnet-4-5")
+    config = {
+        "model_list": [
+            {
+                "model_name": name,
+                "litellm_params": params,
+                "model_info": {"mode": "chat"},
+            }
+            for name in names
+        ],
+        "litellm_settings": {
+            "drop_params": True,
+            "set_verbose": False,
+            # Its documented switch to send Anthropic Messages to an OpenAI-compatible upstream
+            # as chat completions (by default it sends them to /v1/responses).
+            "use_chat_completions_url_for_anthropic_messages": True,
+        },
+        # Authenticated like ours (it refuses to start without a key).
+        "general_settings": {"master_key": master_key},
+    }
+    (tmp / "litellm.json").write_text(json.dumps(config))
+    env = {
+        **os.environ,
+        "LITELLM_LOG": "ERROR",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network fetch of the cost map
+        "DATABASE_URL": "",
+    }
+    env.pop("DATABASE_URL")
+    process = subprocess.Popen(
+        [
+            str(executable),
+            "--config",
+            str(tmp / "litellm.json"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ],
+        cwd=tmp,
+        env=env,
+        stdout=open(tmp / "litellm.log", "w"),  # noqa: SIM115 (the process outlives the block)
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    wait_for_port(port, process, "litellm proxy (see its log: " + str(tmp / "litellm.log") + ")")
+    return process, port
+
+
+def start_hermes(tmp: Path, upstream_url: str) -> tuple[subprocess.Popen, int, str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+        "SECRET_KEY": "bench",
+        "CELERY_BROKER_URL": "memory://",
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "HERMES_DATA_DIR": str(tmp),
+        "HERMES_WORKSPACE": str(tmp),
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
+        "HERMES_CHAT_MODEL": "openai/fake-chat",
+        "HERMES_CHAT_API_BASE": upstream_url,
+        "HERMES_CHAT_API_KEY": "x",
+        "HERMES_SUMMARY_MODEL": "",
+        "HERMES_LLM_MAX_RETRIES": "0",
+        "HERMES_CONTEXT_LENGTH": "128000",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from hermes_web.models import ApiKey
+
+    user = get_user_model().objects.create_user("bench")
+    raw_key = ApiKey.issue(owner=user, name="bench")[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "hermes_web.wsgi:application"]
+        + ["--bind", f"127.0.0.1:{port}", "--preload", "--timeout", "120"]
+        + GUNICORN
+        + ["--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
+    wait_for_port(port, process, "gunicorn")
+    return process, port, raw_key
+
+
+class Agent:
+    """One conversation in one protocol's wire format, and the requests it sends."""
+
+    def __init__(self, protocol: str, streamed: bool) -> None:
+        self.protocol = protocol
+        self.streamed = streamed
+        opening = f"Trace how events are routed ({protocol}, {'sse' if streamed else 'json'})."
+        if protocol == "chat":
+            self.history: list[dict] = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": opening},
+            ]
+        elif protocol == "messages":
+            self.history = [{"role": "user", "content": opening}]
+        else:
+            self.history = [{"type": "message", "role": "user", "content": opening}]
+
+    def body(self) -> bytes:
+        if self.protocol == "chat":
+            body: dict = {
+                "model": "openai/fake-chat",
+                "messages": self.history,
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {"name": "read_file", "parameters": PARAMETERS},
+                    }
+                ],
+            }
+            if self.streamed:
+                body["stream_options"] = {"include_usage": True}
+        elif self.protocol == "messages":
+            body = {
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 1024,
+                "system": [{"type": "text", "text": SYSTEM}],
+                "messages": self.history,
+                "tools": [{"name": "read_file", "input_schema": PARAMETERS}],
+            }
+        else:
+            body = {
+                "model": "openai/fake-chat",
+                "instructions": SYSTEM,
+                "input": self.history,
+                "tools": [{"type": "function", "name": "read_file", "parameters": PARAMETERS}],
+                "store": False,
+            }
+        body["stream"] = self.streamed
+        return json.dumps(body).encode()
+
+    def read_reply(self, response) -> tuple[str, str]:
+        """(tool call id, arguments) of the reply, read as the protocol's client would."""
+        call_id, arguments = "", ""
+        if self.streamed:
+            for line in response.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                kind = event.get("type")
+                if self.protocol == "chat":
+                    for choice in event.get("choices", ()):
+                        for piece in choice["delta"].get("tool_calls") or ():
+                            call_id = piece.get("id") or call_id
+                            arguments += (piece.get("function") or {}).get("arguments") or ""
+                elif kind == "content_block_start" and event["content_block"]["type"] == "tool_use":
+                    call_id = event["content_block"]["id"]
+                elif kind == "content_block_delta" and "partial_json" in event["delta"]:
+                    arguments += event["delta"]["partial_json"]
+                elif (
+                    kind == "response.output_item.added"
+                    and event["item"]["type"] == "function_call"
+                ):
+                    call_id = event["item"]["call_id"]
+                elif kind == "response.function_call_arguments.delta":
+                    arguments += event["delta"]
+            return call_id, arguments
+        payload = json.loads(response.read())
+        if self.protocol == "chat":
+            call = payload["choices"][0]["message"]["tool_calls"][0]
+            return call["id"], call["function"]["arguments"]
+        if self.protocol == "messages":
+            block = [b for b in payload["content"] if b["type"] == "tool_use"][0]
+            return block["id"], json.dumps(block["input"])
+        item = [i for i in payload["output"] if i["type"] == "function_call"][0]
+        return item["call_id"], item["arguments"]
+
+    def append_turn(self, call_id: str, arguments: str, output: str) -> None:
+        if self.protocol == "chat":
+            call = {"id": call_id, "type": "function"}
+            call["function"] = {"name": "read_file", "arguments": arguments}
+            self.history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            self.history.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif self.protocol == "messages":
+            use = {"type": "tool_use", "id": call_id, "name": "read_file"}
+            use["input"] = json.loads(arguments)
+            result = {"type": "tool_result", "tool_use_id": call_id, "content": output}
+            self.history.append({"role": "assistant", "content": [use]})
+            self.history.append({"role": "user", "content": [result]})
+        else:
+            self.history.append(
+                {"type": "function_call", "call_id": call_id, "name": "read_file"}
+                | {"arguments": arguments}
+            )
+            self.history.append(
+                {"type": "function_call_output", "call_id": call_id, "output": output}
+            )
+
+
+def timed(client, url: str, data: bytes, headers: dict, read) -> tuple[float, object]:
+    """Wall time of one request until its reply is read whole (the body serialized before)."""
+    started = time.perf_counter()
+    with client.stream("POST", url, content=data, headers=headers) as response:
+        if response.status_code != 200:
+            response.read()
+            raise RuntimeError(f"{url}: {response.status_code} {response.text[:300]}")
+        result = read(response)
+    return (time.perf_counter() - started) * 1000, result
+
+
+def drain(response) -> None:
+    for _ in response.iter_bytes():
+        pass
+
+
+def reply(turn: int, tag: str) -> dict:
+    arguments = json.dumps({"path": f"src/mod_{turn}.py"})
+    call = {"id": f"call_{tag}_{turn}", "type": "function"}
+    call["function"] = {"name": "read_file", "arguments": arguments}
+    return {"tool_calls": [call]}
+
+
+def run_protocol(client, gateways, upstream, protocol: str, streamed: bool) -> dict:
+    """TURNS turns of one agent through both gateways; overheads in ms per gateway."""
+    from hermes_web.models import Compaction
+    from hermes_web.services.compactions import run_compaction
+
+    agent = Agent(protocol, streamed)
+    direct = upstream.base_url + "/chat/completions"
+    tag = f"{protocol[0]}{'s' if streamed else 'j'}"
+    overheads: dict[str, list[float]] = {name: [] for name in gateways}
+    compacted = 0
+    warm_up = 3  # the first turns (imports, tokenizer, connections) are not counted
+    for turn in range(-warm_up, TURNS):
+        data = agent.body()
+        order = list(gateways) if turn % 2 == 0 else list(reversed(gateways))
+        answers = {}
+        for name in order:
+            url, headers = gateways[name]
+            upstream.enqueue(reply(turn, tag))
+            total, (answer, seen) = timed(
+                client,
+                url + PATHS[protocol],
+                data,
+                headers,
+                lambda r: (agent.read_reply(r), r.headers),
+            )
+            answers[name] = answer
+            compacted += name == "hermes-web" and "x-hermes-compaction" in seen
+            sent = json.dumps(upstream.requests[-1]).encode()
+            upstream.requests.clear()  # 200 turns of growing bodies would hold gigabytes
+            upstream.enqueue(reply(turn, tag))
+            model, _ = timed(client, direct, sent, {"Content-Type": "application/json"}, drain)
+            if turn >= 0:
+                overheads[name].append(max(0.0, total - model))
+        call_id, arguments = answers["hermes-web"]
+        if answers["litellm"][0] != call_id:
+            raise RuntimeError(f"litellm answered {answers['litellm']}, hermes-web {call_id}")
+        agent.append_turn(call_id, arguments, tool_output(turn))
+        for run in Compaction.objects.filter(status=Compaction.Status.QUEUED):
+            run_compaction(run.pk)  # the worker's part, untimed
+    return {"overheads": overheads, "compacted": compacted, "history": len(agent.history)}
+
+
+def bands(values: list[float]) -> list[float]:
+    return [statistics.median(values[i : i + BAND]) for i in range(0, len(values), BAND)]
+
+
+def main() -> int:
+    protocols = [name for name in sys.argv[1:] if name in PROTOCOLS] or list(PROTOCOLS)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_v1_"))
+    from tests.fake_openai import FakeOpenAIServer
+
+    upstream = FakeOpenAIServer().start()
+    processes: list[subprocess.Popen] = []
+    try:
+        master_key = "sk-bench-" + secrets.token_hex(16)
+        litellm, litellm_port = start_litellm(tmp, upstream.base_url, master_key)
+        processes.append(litellm)
+        hermes, hermes_port, raw_key = start_hermes(tmp, upstream.base_url)
+        processes.append(hermes)
+        import httpx
+
+        headers = {"Content-Type": "application/json", "anthropic-version": "2023-06-01"}
+        gateways = {
+            "hermes-web": (
+                f"http://127.0.0.1:{hermes_port}",
+                {**headers, "Authorization": f"Bearer {raw_key}"},
+            ),
+            "litellm": (
+                f"http://127.0.0.1:{litellm_port}",
+                {**headers, "Authorization": f"Bearer {master_key}"},
+            ),
+        }
+        results = {}
+        started = time.monotonic()
+        with httpx.Client(timeout=120) as client:
+            for protocol in protocols:
+                for streamed in (False, True):
+                    results[protocol, streamed] = run_protocol(
+                        client, gateways, upstream, protocol, streamed
+                    )
+        elapsed = time.monotonic() - started
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=20)
+        upstream.stop()
+
+    print(
+        f"{TURNS} turns per protocol and mode in {elapsed:.0f} s; load average at the end "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; litellm[proxy]=={LITELLM_VERSION}; "
+        f"gunicorn {WORKER} worker"
+    )
+    band_names = " ".join(
+        f"{start}-{min(start + BAND, TURNS) - 1}".rjust(8) for start in range(0, TURNS, BAND)
+    )
+    print(
+        f"{'overhead ms':<22}{'gateway':<12}{'median':>7}{'p95':>7}   "
+        + "median per band of turns:".ljust(27)
+        + band_names
+    )
+    verdict = True
+    for (protocol, streamed), result in results.items():
+        label = f"{protocol} {'SSE' if streamed else 'JSON'}"
+        figures = {}
+        for name, values in result["overheads"].items():
+            per_band = bands(values)
+            figures[name] = (statistics.median(values), p95(values), per_band)
+            print(
+                f"{label:<22}{name:<12}{figures[name][0]:7.1f}{figures[name][1]:7.1f}   "
+                + " " * 27
+                + " ".join(f"{v:8.1f}" for v in per_band)
+            )
+        ours, theirs = figures["hermes-web"], figures["litellm"]
+        growth = ours[2][-1] - ours[2][0]
+        their_growth = theirs[2][-1] - theirs[2][0]
+        flat = growth <= max(FLAT_SLACK_MS, their_growth)
+        ok = ours[0] <= theirs[0] and ours[1] <= theirs[1] and flat
+        verdict = verdict and ok
+        print(
+            f"{'':<22}{'PASS' if ok else 'MISS'}: median {'≤' if ours[0] <= theirs[0] else '>'} "
+            f"LiteLLM, p95 {'≤' if ours[1] <= theirs[1] else '>'} LiteLLM, growth first→last "
+            f"band {growth:+.1f} ms (LiteLLM {their_growth:+.1f}) {'flat' if flat else 'grows'}; "
+            f"{result['compacted']} requests sent compacted, history {result['history']} items"
+        )
+    print(
+        "PASS" if verdict else "MISS",
+        "(target: median and p95 at or below LiteLLM's, flat as the history grows)",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
