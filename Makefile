@@ -86,7 +86,7 @@ test: $(STAMP) system-deps ## Lint (ruff check + format check), type check (mypy
 
 .PHONY: test-postgres
 test-postgres: $(STAMP) ## The web test suite against a real PostgreSQL started on 127.0.0.1 for the run
-	$(BIN)/python tests/run_with_services.py -- -m "not browser" tests/web
+	$(BIN)/python tests/run_with_services.py -- -m "not browser and not agent_clients" tests/web
 
 .PHONY: check-scale
 check-scale: $(STAMP) ## Scale-out proofs on real PostgreSQL + Redis + several workers (figures printed)
