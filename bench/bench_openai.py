@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hermes_server import prepare_hermes  # noqa: E402  (bench/, beside this script)
+
 TURNS = 200
 PROTOCOLS = ("chat", "messages", "responses")
 PATHS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
@@ -66,35 +68,7 @@ def main() -> int:
 
     upstream = FakeOpenAIServer().start()
     port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
-        "SECRET_KEY": "bench",
-        "CELERY_BROKER_URL": "memory://",
-        "CELERY_TASK_ALWAYS_EAGER": "false",
-        "HERMES_DATA_DIR": str(tmp),
-        "HERMES_WORKSPACE": str(tmp),
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "hermes_web.settings",
-        "HERMES_CHAT_MODEL": "openai/fake-chat",
-        "HERMES_CHAT_API_BASE": upstream.base_url,
-        "HERMES_CHAT_API_KEY": "x",
-        "HERMES_SUMMARY_MODEL": "",
-        "HERMES_LLM_MAX_RETRIES": "0",
-        "HERMES_CONTEXT_LENGTH": "128000",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from hermes_web.models import ApiKey
-
-    user = get_user_model().objects.create_user("bench")
-    raw_key = ApiKey.issue(owner=user, name="bench")[1]
+    env, raw_key = prepare_hermes(tmp, upstream.base_url)
     server = subprocess.Popen(
         [
             sys.executable,
