@@ -5,6 +5,7 @@ and an answer after it; each run is one conversation."""
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from agents import (
@@ -35,11 +36,14 @@ def read_file(path: str) -> str:
 @pytest.fixture
 def run():
     """Runner.run on one event loop for the whole test (the AsyncOpenAI client keeps its
-    connections on the loop that opened them)."""
+    connections on the loop that opened them), in a thread of its own: after the browser
+    tests the main thread holds Playwright's running loop, and a second loop cannot run
+    there."""
     loop = asyncio.new_event_loop()
-    yield lambda agent, items, config: loop.run_until_complete(
-        Runner.run(agent, items, run_config=config)
-    )
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        yield lambda agent, items, config: thread.submit(
+            loop.run_until_complete, Runner.run(agent, items, run_config=config)
+        ).result()
     loop.close()
 
 
