@@ -184,10 +184,11 @@ def regenerable_reply(session: Session) -> Message | None:
     return last
 
 
-def regenerate_reply(*, session: Session, message_id: int) -> AgentTurn:
+def regenerate_reply(*, session: Session, message_id: int) -> tuple[AgentTurn, list[int]]:
     """Answer the newest user message again: its reply (with the tool calls and results of
     that turn) is archived, not deleted (the conversation page's archived rows keep it), and
-    a new turn answering the same message is queued."""
+    a new turn answering the same message is queued. Returns the turn and the archived rows'
+    ids (the chat takes them out of its transcript)."""
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         reply = regenerable_reply(locked)
@@ -205,7 +206,7 @@ def regenerate_reply(*, session: Session, message_id: int) -> AgentTurn:
         locked.touch(timezone.now())
         turn = AgentTurn.objects.create(session=locked, user_message=question, model=chat_model())
         jobs.queue_agent_turn(turn.pk)
-    return turn
+    return turn, [row.pk for row in after]
 
 
 def request_stop(turn: AgentTurn) -> AgentTurn:

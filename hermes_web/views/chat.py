@@ -395,18 +395,14 @@ def chat_regenerate(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         message_id = int(request.POST.get("message") or "")
     except ValueError:
         message_id = -1
-    old = set(Message.objects.filter(session=session, active=True).values_list("pk", flat=True))
     try:
-        turn = regenerate_reply(session=session, message_id=message_id)
+        turn, gone = regenerate_reply(session=session, message_id=message_id)
     except RegenerateRefused as refused:
         flash.error(request, str(refused), extra_tags="chat-near")
         target = reverse("chat_detail", args=[session.public_id]) + "#chat-notices"
         return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
     if not request.htmx:
         return redirect(reverse("chat_detail", args=[session.public_id]) + "#chat-notices")
-    gone = old - set(
-        Message.objects.filter(session=session, active=True).values_list("pk", flat=True)
-    )
     turn.refresh_from_db()
     context = {"sent_items": [], "session": turn.session, "t": _turn_context(turn)}
     response = render(request, TEMPLATE + "#sent", context)
