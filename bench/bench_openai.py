@@ -29,30 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes_server import prepare_hermes  # noqa: E402  (bench/, beside this script)
+from hermes_server import p95, prepare_hermes, tool_output  # noqa: E402  (bench/, beside this script)
+
+from tools.localservices import free_port  # noqa: E402
 
 TURNS = 200
 PROTOCOLS = ("chat", "messages", "responses")
 PATHS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
 TARGET_MEDIAN_MS = 30.0
-TOOL_OUTPUT_LINES = 40  # ~2,000 characters per tool result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def p95(values: list[float]) -> float:
-    return sorted(values)[max(0, int(len(values) * 0.95) - 1)]
-
-
-def tool_output(turn: int) -> str:
-    return "\n".join(
-        f"src/mod_{turn}.py:{n}: def handler_{n}(event): return route(event, shard={n % 7})"
-        for n in range(TOOL_OUTPUT_LINES)
-    )
 
 
 def main() -> int:

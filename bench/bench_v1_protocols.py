@@ -39,7 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes_server import prepare_hermes  # noqa: E402  (bench/, beside this script)
+from hermes_server import p95, prepare_hermes, tool_output  # noqa: E402  (bench/, beside this script)
+
+from tools.localservices import free_port  # noqa: E402
 
 TURNS = int(os.environ.get("HERMES_BENCH_V1_TURNS", "200"))
 BAND = 50
@@ -51,7 +53,6 @@ PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses"
 # 1.108.0 is a release whose ``litellm[proxy]`` installs from it.
 LITELLM_VERSION = os.environ.get("HERMES_BENCH_LITELLM_VERSION", "1.108.0")
 LITELLM_VENV = ROOT / "var" / "bench-litellm-proxy"
-TOOL_OUTPUT_LINES = 40  # ~2,000 characters per tool result
 SYSTEM = "You are a coding agent."
 PARAMETERS = {"type": "object", "properties": {"path": {"type": "string"}}}
 # gunicorn as the Procfile starts it, but with threads: a gthread worker keeps the client's
@@ -61,23 +62,6 @@ WORKER = os.environ.get("HERMES_BENCH_V1_WORKER", "gthread")
 GUNICORN = ["--workers", "1", "--worker-class", WORKER, "--keep-alive", "30"] + (
     ["--threads", "2"] if WORKER == "gthread" else []
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def p95(values: list[float]) -> float:
-    return sorted(values)[max(0, int(len(values) * 0.95) - 1)]
-
-
-def tool_output(turn: int) -> str:
-    return "\n".join(
-        f"src/mod_{turn}.py:{n}: def handler_{n}(event): return route(event, shard={n % 7})"
-        for n in range(TOOL_OUTPUT_LINES)
-    )
 
 
 def wait_for_port(port: int, process: subprocess.Popen, name: str, seconds: float = 120) -> None:

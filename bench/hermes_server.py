@@ -1,4 +1,5 @@
-"""What the /v1 benches share: hermes-web's environment over a fake upstream, and an API key.
+"""What the /v1 benches share: hermes-web's environment over a fake upstream, an API key, the
+tool output their agents read every turn and the percentile they report.
 
 A bench runs gunicorn itself (each with its own worker settings); this sets up the temporary
 SQLite database it serves, migrated, with a ``bench`` user and its key.
@@ -39,3 +40,18 @@ def prepare_hermes(tmp: Path, upstream_url: str) -> tuple[dict[str, str], str]:
 
     user = get_user_model().objects.create_user("bench")
     return env, ApiKey.issue(owner=user, name="bench")[1]
+
+
+TOOL_OUTPUT_LINES = 40  # ~2,000 characters per tool result
+
+
+def tool_output(turn: int) -> str:
+    """What the benches' agent reads each turn: a grep-like listing, different every turn."""
+    return "\n".join(
+        f"src/mod_{turn}.py:{n}: def handler_{n}(event): return route(event, shard={n % 7})"
+        for n in range(TOOL_OUTPUT_LINES)
+    )
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(0, int(len(values) * 0.95) - 1)]
