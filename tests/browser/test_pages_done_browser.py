@@ -2,7 +2,7 @@
 
 axe-core (no serious or critical violation) and no sideways scroll at 1440 and 390 px on the
 chat list, the import page, a rotation's tree and live chat, an agent's own (native)
-compaction and its Compare with our replay; the chat and the inspector used with the keyboard
+compaction and its Compare with our replay, the fact-survival audit's own page; the chat and the inspector used with the keyboard
 alone; a rotation's old chat URL followed to the live session; Regenerate replacing the newest
 reply in place (htmx) without a reload.
 """
@@ -75,6 +75,10 @@ def test_the_remaining_pages_pass_axe_and_never_scroll_sideways(
         "old-chat-history": f"/chat/{corpus['parent'].public_id}/?history=1",
         "native-inspector": f"/compactions/{native.public_id}/",
         "native-compare": compare.replace(live_server.url, ""),
+        # The audit's page of its own: where the inspector's "Fact-survival audit" link leads
+        # without JavaScript (the inline htmx partial is checked with the inspector).
+        "audit": f"/compactions/{corpus['run'].public_id}/audit/",
+        "native-audit": f"/compactions/{native.public_id}/audit/",
     }
     problems = {}
     for name, path in pages.items():
