@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -185,8 +185,11 @@ class Heartbeat:
             self.deadline_seconds,
         )
         try:
-            if self.on_deadline is not None:
-                self.on_deadline()
-            release_lock(self.session_id, self.holder)
+            # One transaction: whoever sees the run failed also sees the session free, so a
+            # new run never has to wait for the hung one's lease.
+            with transaction.atomic():
+                if self.on_deadline is not None:
+                    self.on_deadline()
+                release_lock(self.session_id, self.holder)
         except Exception:
             log.exception("lease %s: could not record the deadline", self.holder)
