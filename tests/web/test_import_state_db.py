@@ -4,6 +4,7 @@ every parent link, chains without recursion, cycles refused by name (issues #14,
 import json
 import os
 import sqlite3
+import sys
 
 import pytest
 
@@ -12,6 +13,9 @@ from hermes_web.importers import import_path
 from hermes_web.models import Message, Session
 from hermes_web.services.sessions import openai_messages
 from tests.web.hermes_state_db import add_session, damage_table_page, empty_state_db
+
+# Longer than Python's recursion limit: a recursive walk of the chain would raise RecursionError.
+DEEPER_THAN_RECURSION = sys.getrecursionlimit() + 200
 
 pytestmark = pytest.mark.django_db
 
@@ -153,10 +157,10 @@ def test_a_damaged_page_costs_only_the_sessions_on_it(alice, tmp_path):
     assert "the sessions table is damaged" in str(report.errors[0])
 
 
-def test_a_3000_deep_rotation_chain_imports_and_links(alice, tmp_path):
+def test_a_chain_deeper_than_the_recursion_limit_imports_and_links(alice, tmp_path):
     path = tmp_path / "state.db"
     db = empty_state_db(path, fts=False)
-    depth = 3000
+    depth = DEEPER_THAN_RECURSION
     for i in range(depth):
         add_session(db, f"c{i:04d}", f"c{i - 1:04d}" if i else None, float(i), [("user", "hi")])
     db.commit()
@@ -171,10 +175,10 @@ def test_a_3000_deep_rotation_chain_imports_and_links(alice, tmp_path):
     assert Session.objects.filter(root=root).count() == depth
 
 
-def test_a_3000_deep_chain_stored_tip_first_links_without_recursion(alice, tmp_path):
+def test_a_chain_deeper_than_the_recursion_limit_stored_tip_first_links(alice, tmp_path):
     path = tmp_path / "state.db"
     db = empty_state_db(path, fts=False)
-    depth = 3000
+    depth = DEEPER_THAN_RECURSION
     for i in range(depth):  # children start before their parents: every link waits
         add_session(db, f"c{i:04d}", f"c{i - 1:04d}" if i else None, float(-i), [("user", "hi")])
     db.commit()
