@@ -21,14 +21,16 @@ size bound: when everything does not fit it keeps, per kind, the most referenced
 facts and says how many were left to ``recall``. The rendering starts with ``LEDGER_HEADING``
 on its own line, so ``parse`` finds it again.
 
-Format (one fact per line; paths grouped by directory, each path written in full)::
+Format (one fact per line; paths grouped by how they were used, each path written in full,
+a group's paths sorted so a directory's stay together; a command's exit code only when not 0)::
 
     ## Fact Ledger
     (exact facts of the compacted turns, kept by the engine; recall has every row)
     ### Files (r read, w written, p patched, s searched, x run)
-    - src/app/: src/app/models.py [rp], src/app/views.py [r]×3
-    ### Commands
-    - `pytest -q tests/test_app.py` -> exit 1 ×2
+    - [pr] src/app/models.py, src/app/views.py×3
+    ### Commands (exit code when not 0)
+    - pytest -q tests/test_app.py -> exit 1 ×2
+    - ls src/app
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ _TITLES = {
     "constraints": "Constraints (verbatim)",
     "requests": "User Requests (verbatim, newest first)",
     "files": "Files (r read, w written, p patched, s searched, x run)",
-    "commands": "Commands (exit code)",
+    "commands": "Commands (exit code when not 0)",
     "errors": "Errors",
     "exceptions": "Exception Names",
     "tests": "Tests",
@@ -596,8 +598,11 @@ def split_ledger(body: str) -> tuple[str, str | None]:
 
 _COUNT = re.compile(r" ×(\d+)$")
 _LEFT = re.compile(r"^\((\d+) (?:more |earlier )?(\w+) left to recall\)$")
-_FILE_ENTRY = re.compile(r"(\S+) \[([a-z]+)\](?:×(\d+))?")
-_COMMAND_LINE = re.compile(r"^`(.*)`(?: -> exit (\S+))?$")
+_FILE_ENTRY = re.compile(r"(\S+) \[([a-z]+)\](?:×(\d+))?")  # older ledgers: "a.py [r]×2"
+_FILE_GROUP = re.compile(r"^\[([a-z]+)\] (.*)$")  # "[pr] a.py, b.py×2"
+_FILE_TIMES = re.compile(r"×(\d+)$")
+_COMMAND_LINE = re.compile(r"^`(.*)`(?: -> exit (\S+))?$")  # older ledgers: "`ls` -> exit 0"
+_COMMAND = re.compile(r"^(.*?)(?: -> exit (\S+))?$")
 _ERROR_LINE = re.compile(r"^\[(.{1,80}?)\] (.*)$")
 
 
@@ -630,16 +635,15 @@ def parse(body: str | None) -> Ledger:
             if match:
                 count, item = int(match.group(1)), item[: match.start()]
         if kind == "files":
-            # "dir/: a [r], b [p]" (older ledgers) or "a [r], b [p]": every entry in full
-            head, _, after = item.partition(": ")
-            listing = after if after and head.endswith("/") and " [" not in head else item
-            for entry in _FILE_ENTRY.finditer(listing):
-                times = int(entry.group(3)) if entry.group(3) else 1
-                found[kind].append(Fact(entry.group(1).rstrip(","), times, 0, entry.group(2)))
+            found[kind].extend(_file_facts(item))
         elif kind == "commands":
-            match = _COMMAND_LINE.match(item)
-            if match:
-                found[kind].append(Fact(match.group(1), count, 0, match.group(2) or "?"))
+            # Older ledgers wrote every known code ("`ls` -> exit 0"); now a line without
+            # one says the command did not fail.
+            old = _COMMAND_LINE.match(item)
+            match = old or _COMMAND.match(item)
+            if match and match.group(1):
+                code = match.group(2) or ("?" if old else "0")
+                found[kind].append(Fact(match.group(1), count, 0, code))
         elif kind == "errors":
             match = _ERROR_LINE.match(item)
             if match:
@@ -659,6 +663,26 @@ def parse(body: str | None) -> Ledger:
     return Ledger({k: tuple(v) for k, v in found.items()}, left)
 
 
+def _file_facts(item: str) -> list[Fact]:
+    """The paths of one Files line: "[pr] a, b×2" (every path of the group in full, a path
+    may hold spaces), or, in older ledgers, "dir/: a [r], b [p]" or "a [r]×2"."""
+    group = _FILE_GROUP.match(item)
+    if group:
+        facts = []
+        for entry in group.group(2).split(", "):
+            times = _FILE_TIMES.search(entry)
+            text = entry[: times.start()] if times else entry
+            if text:
+                facts.append(Fact(text, int(times.group(1)) if times else 1, 0, group.group(1)))
+        return facts
+    head, _, after = item.partition(": ")
+    listing = after if after and head.endswith("/") and " [" not in head else item
+    return [
+        Fact(entry.group(1).rstrip(","), int(entry.group(3) or 1), 0, entry.group(2))
+        for entry in _FILE_ENTRY.finditer(listing)
+    ]
+
+
 def _legacy(body: str) -> Ledger:
     constraints: list[Fact] = []
     section = ""
@@ -672,19 +696,19 @@ def _legacy(body: str) -> Ledger:
     return Ledger({"constraints": tuple(constraints)} if constraints else {})
 
 
-def _directory(path: str) -> str:
-    return path.rsplit("/", 1)[0] + "/" if "/" in path.strip("/") else "./"
-
-
 def _file_entry(fact: Fact) -> str:
-    mark = f"×{fact.count}" if fact.count > 1 else ""
-    return f"{fact.text} [{fact.detail or 'x'}]{mark}"
+    return f"{fact.text}×{fact.count}" if fact.count > 1 else fact.text
+
+
+def _access(fact: Fact) -> str:
+    return fact.detail or "x"
 
 
 def _exit(fact: Fact) -> str:
-    """A command's exit code as written; an unknown one (Claude Code results carry none
-    unless the command failed) is not written."""
-    return f" -> exit {fact.detail}" if fact.detail and fact.detail != "?" else ""
+    """A command's exit code as written: only a failure's. 0 goes without saying (the
+    heading says so), and an unknown one is Claude Code's success (its results carry a code
+    only when the command failed)."""
+    return f" -> exit {fact.detail}" if fact.detail not in ("", "?", "0") else ""
 
 
 def _times(fact: Fact) -> str:
@@ -694,17 +718,18 @@ def _times(fact: Fact) -> str:
 def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
     """The rendered lines of ``facts`` (chronological)."""
     if kind == "files":
-        groups: dict[str, list[str]] = {}
+        # One line per way of use ("[pr]": patched and read), its paths in full and sorted
+        # (a directory's paths stay together): the letters are written once per group, not
+        # once per path, and no directory heading repeats what every full path says.
+        groups: dict[str, list[Fact]] = {}
         for fact in facts:
-            groups.setdefault(_directory(fact.text), []).append(_file_entry(fact))
-        # A directory of two or more paths is named first (the grouping an agent reads);
-        # a lone path needs no heading, it names its directory itself.
+            groups.setdefault(_access(fact), []).append(fact)
         return [
-            f"- {d}: {', '.join(entries)}" if len(entries) > 1 else f"- {entries[0]}"
-            for d, entries in groups.items()
+            f"- [{access}] " + ", ".join(_file_entry(f) for f in sorted(group, key=_text))
+            for access, group in groups.items()
         ]
     if kind == "commands":
-        return [f"- `{f.text}`{_exit(f)}{_times(f)}" for f in facts]
+        return [f"- {f.text}{_exit(f)}{_times(f)}" for f in facts]
     if kind == "errors":
         return [f"- [{f.detail}] {f.text}{_times(f)}" if f.detail else f"- {f.text}" for f in facts]
     if kind == "exceptions":
@@ -712,6 +737,10 @@ def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
     if kind == "requests":
         return [f"- {f.text}{_times(f)}" for f in reversed(facts)]
     return [f"- {f.text}{_times(f)}" for f in facts]
+
+
+def _text(fact: Fact) -> str:
+    return fact.text
 
 
 def _size(lines: Iterable[str]) -> int:
@@ -756,21 +785,17 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
         return tuple(facts)
     # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
     ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
-    # Each fact's cost alone (a path: its entry, plus its directory's heading the first time);
+    # Each fact's cost alone (a path: its entry, plus its group's "- [pr] " the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
     used = _section_size(kind, ()) + 40  # the "left to recall" line, written since some are
-    directories: dict[str, int] = {}
+    groups: set[str] = set()
     chosen: list[Fact] = []
     abbreviations: set[str] = set()
     for fact in ranked:
         if kind == "files":
-            directory = _directory(fact.text)
             cost = len(_file_entry(fact)) + 2
-            seen = directories.get(directory, 0)
-            if seen == 0:
-                cost += 2  # the directory's own line
-            elif seen == 1:
-                cost += len(directory) + 2  # its heading, from its second path on
+            if _access(fact) not in groups:
+                cost += len(_access(fact)) + 4  # the group's own line
         elif kind == "exceptions":
             cost = len(fact.text) + len(_times(fact)) + 2
         else:
@@ -788,7 +813,7 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
         used += cost
         chosen.append(fact)
         if kind == "files":
-            directories[directory] = directories.get(directory, 0) + 1
+            groups.add(_access(fact))
     while chosen and _section_size(kind, chosen) > room:
         chosen.pop()
     return tuple(sorted(chosen, key=lambda f: f.last))

@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "b1ffb14015cfac39",
-    "long_words": "40cc94841721ba8e",
-    "secrets_failures": "199386e7cc10c45f",
-    "secrets_failures_small": "a67d5173f4238300",
-    "synthetic_10000_cached": "98aa38905f985b47",
-    "synthetic_2000": "2e7103cdbb7d8299",
-    "synthetic_2000_cached": "fcb2850d9ad98209",
-    "synthetic_300": "e5265be6222a7a62",
-    "synthetic_8k_window": "b05cb9ae3df836e4",
-    "synthetic_small_window": "e36a9a12150b7966",
+    "capped_tail": "c7ce2971b2fc6a50",
+    "long_words": "328d35f824fc7285",
+    "secrets_failures": "d32707580e41cf42",
+    "secrets_failures_small": "88cfe62ba55347ce",
+    "synthetic_10000_cached": "85bdd8cd1a5cf94c",
+    "synthetic_2000": "77504d118786cb2c",
+    "synthetic_2000_cached": "e732ca81d3d0c6d4",
+    "synthetic_300": "8b018f1be64de1c7",
+    "synthetic_8k_window": "de950f3369f8ea08",
+    "synthetic_small_window": "ed28d7dfecd3ada7",
 }
 
 

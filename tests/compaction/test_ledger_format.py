@@ -1,0 +1,103 @@
+"""The ledger's written form spends its room on the facts, not on their decoration.
+
+Shapes from real sessions: a Claude Code session on Windows reading and patching many files of
+one ``X:/03_ACG/Custom_Addons/…/models/`` directory, each with its access letters and count,
+and Git Bash turning ``/etc/odoo/odoo.conf`` into ``C:/Program Files/Git/etc/odoo/odoo.conf``
+(a path with a space); a Hermes session whose every terminal result carries ``"exit_code": 0``
+(``grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15``), one failing; ledgers written by
+the previous format, stored in summaries of existing conversations.
+"""
+
+from __future__ import annotations
+
+import json
+
+from compaction.ledger import Fact, Ledger, extract, parse, render
+from tests.compaction.builders import assistant, call, result
+
+MODELS = "X:/03_ACG/Custom_Addons/mail_activity_kpi_dashboard/models/"
+
+
+def _files_section(text: str) -> str:
+    return text.split("### Files")[1].split("### ")[0]
+
+
+def test_paths_are_grouped_by_use_each_written_once_in_full():
+    ledger = Ledger(
+        {
+            "files": (
+                Fact(MODELS + "mail_activity_weekly_performance.py", 31, 1, "prsw"),
+                Fact(MODELS + "__init__.py", 3, 2, "pr"),
+                Fact(MODELS + "mail_activity_kpi_dashboard.py", 7, 3, "pr"),
+                Fact("X:/03_ACG/Odoo_Docker/docker-compose.yml", 2, 4, "r"),
+            )
+        }
+    )
+    files = _files_section(render(ledger, 4_000)[0])
+    # The letters once per group, the paths sorted (a directory's together), no directory
+    # heading repeating what every full path says.
+    assert f"- [pr] {MODELS}__init__.py×3, {MODELS}mail_activity_kpi_dashboard.py×7\n" in files
+    assert f"- [prsw] {MODELS}mail_activity_weekly_performance.py×31\n" in files
+    assert f"{MODELS}: " not in files
+    assert files.count("[pr]") == 1
+    back = {(f.text, f.count, f.detail) for f in parse(render(ledger, 4_000)[0]).of("files")}
+    assert back == {(f.text, f.count, f.detail) for f in ledger.of("files")}
+
+
+def test_a_path_with_a_space_is_read_back_whole():
+    rows = [
+        assistant(None, call("c1", "Read", file_path="C:/Program Files/Git/etc/odoo/odoo.conf")),
+        result("c1", "[options]\naddons_path = /mnt/extra-addons"),
+    ]
+    text, _ = render(extract(rows), 4_000)
+    assert [f.text for f in parse(text).of("files")] == ["C:/Program Files/Git/etc/odoo/odoo.conf"]
+
+
+def _terminal(cid: str, command: str, code: int) -> list[dict]:
+    output = json.dumps({"output": "ok", "exit_code": code, "error": None})
+    return [assistant(None, call(cid, "terminal", command=command)), result(cid, output)]
+
+
+def test_only_a_failing_command_carries_its_exit_code():
+    rows = [
+        *_terminal("c1", 'grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15', 0),
+        *_terminal("c2", "sudo systemctl restart smbd", 0),
+        *_terminal("c2b", "sudo systemctl restart smbd", 0),
+        *_terminal("c3", "smbclient -L localhost -U ocarjohann", 1),
+    ]
+    text, _ = render(extract(rows), 4_000)
+    commands = text.split("### Commands (exit code when not 0)\n")[1].split("### ")[0]
+    assert commands.splitlines() == [
+        '- grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15',
+        "- sudo systemctl restart smbd ×2",
+        "- smbclient -L localhost -U ocarjohann -> exit 1",
+    ]
+    assert [(f.text, f.count, f.detail) for f in parse(text).of("commands")] == [
+        ('grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15', 1, "0"),
+        ("sudo systemctl restart smbd", 2, "0"),
+        ("smbclient -L localhost -U ocarjohann", 1, "1"),
+    ]
+
+
+def test_a_ledger_of_the_previous_format_is_still_read():
+    older = (
+        "## Fact Ledger\n(exact facts of the compacted turns, kept by the engine; recall has"
+        " every row)\n### Files (r read, w written, p patched, s searched, x run)\n"
+        f"- {MODELS}: {MODELS}__init__.py [pr]×3, {MODELS}views.py [r]\n"
+        "- X:/03_ACG/Odoo_Docker/docker-compose.yml [r]×2\n"
+        "### Commands (exit code)\n"
+        "- `docker restart odoo_docker-nginx-1`\n"
+        "- `psql -U odoo -d odoo -c x` -> exit 1 ×2\n"
+        "- `ls -la` -> exit 0\n"
+    )
+    ledger = parse(older)
+    assert [(f.text, f.count, f.detail) for f in ledger.of("files")] == [
+        (MODELS + "__init__.py", 3, "pr"),
+        (MODELS + "views.py", 1, "r"),
+        ("X:/03_ACG/Odoo_Docker/docker-compose.yml", 2, "r"),
+    ]
+    assert [(f.text, f.count, f.detail) for f in ledger.of("commands")] == [
+        ("docker restart odoo_docker-nginx-1", 1, "?"),
+        ("psql -U odoo -d odoo -c x", 2, "1"),
+        ("ls -la", 1, "0"),
+    ]
