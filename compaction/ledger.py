@@ -35,6 +35,7 @@ a group's paths sorted so a directory's stay together; a command's exit code onl
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -660,6 +661,11 @@ def parse(body: str | None) -> Ledger:
         else:
             found[kind].append(Fact(item, count))
     found["requests"].reverse()  # written newest first
+    # A path that ``render`` left inside the commands naming it.
+    listed = {f.text for f in found["files"]}
+    for path, (letters, times) in _named(found["commands"]).items():
+        if path not in listed:
+            found["files"].append(Fact(path, times, 0, letters))
     return Ledger({k: tuple(v) for k, v in found.items()}, left)
 
 
@@ -844,13 +850,34 @@ def _allot(need: Mapping[str, int], room: int) -> dict[str, int]:
     return allowed
 
 
-def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
-    """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
-    its heading), and the ledger actually written (what did not fit is counted in ``left``)."""
-    wanted = {kind: ledger.of(kind) for kind in KINDS}
-    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
+@functools.lru_cache(maxsize=4096)
+def _paths_of(command: str) -> tuple[tuple[str, str], ...]:
+    return tuple(command_paths(command))
+
+
+def _named(commands: Iterable[Fact]) -> dict[str, tuple[str, int]]:
+    """Path → (access letters, times) of the paths ``commands`` name, read from each
+    command's written text as ``extract`` reads them (every mention, times its count)."""
+    named: dict[str, tuple[str, int]] = {}
+    for command in commands:
+        for path, letter in _paths_of(command.text):
+            letters, times = named.get(path, ("", 0))
+            if letter not in letters:
+                letters = "".join(sorted(letters + letter))
+            named[path] = (letters, times + command.count)
+    return named
+
+
+def _named_in(named: Mapping[str, tuple[str, int]], fact: Fact) -> bool:
+    """Whether every use of the path ``fact`` is one of the commands of ``named``: then the
+    path is written in full inside them, and ``parse`` reads it back from them exactly."""
+    letters, times = named.get(fact.text, ("", 0))
+    return fact.count <= times and set(fact.detail or "x") <= set(letters)
+
+
+def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[Fact, ...]]:
+    """The facts of each kind chosen to fill ``room`` chars."""
     need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
-    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
     allowed = _allot(need, room)
     chosen = {kind: _choose(kind, wanted[kind], allowed[kind]) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
@@ -861,6 +888,45 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
             used = _section_size(kind, chosen[kind])
             chosen[kind] = _choose(kind, wanted[kind], used + spare)
             spare -= _section_size(kind, chosen[kind]) - used
+    return chosen
+
+
+def _written(
+    chosen: Mapping[str, tuple[Fact, ...]], files: tuple[Fact, ...]
+) -> tuple[tuple[Fact, ...], tuple[Fact, ...]]:
+    """``(paths written on their own lines, paths kept)``: a path every use of which is a
+    written command is kept inside that command, chosen or not."""
+    named = _named(chosen.get("commands", ()))
+    inside = {f.text for f in files if _named_in(named, f)}
+    own = tuple(f for f in chosen.get("files", ()) if f.text not in inside)
+    kept = {f.text for f in own} | inside
+    return own, tuple(f for f in files if f.text in kept)
+
+
+def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
+    """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
+    its heading), and the ledger actually written (what did not fit is counted in ``left``).
+
+    A path that a written command names (``cat src/a.py``, every use of the path being such
+    a command) is not written again under Files: the command holds its exact text, and
+    ``parse`` reads it back from there. Its room goes to the other facts."""
+    wanted = {kind: ledger.of(kind) for kind in KINDS}
+    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
+    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
+    chosen = _pick(wanted, room)
+    own, kept_files = _written(chosen, wanted["files"])
+    if len(own) < len(chosen.get("files", ())):
+        # Choose again without the paths the chosen commands hold; kept if it keeps as many
+        # facts (the commands chosen the second time may name fewer of them).
+        inside = {f.text for f in kept_files} - {f.text for f in own}
+        trimmed = {**wanted, "files": tuple(f for f in wanted["files"] if f.text not in inside)}
+        again = _pick(trimmed, room)
+        own_again, kept_again = _written(again, wanted["files"])
+        before = sum(len(v) for k, v in chosen.items() if k != "files") + len(kept_files)
+        after = sum(len(v) for k, v in again.items() if k != "files") + len(kept_again)
+        if after >= before:
+            chosen, own, kept_files = again, own_again, kept_again
+    written = {**chosen, "files": own}
     kept: dict[str, tuple[Fact, ...]] = {}
     left = dict(ledger.left)
     parts = [LEDGER_HEADING, _NOTE]
@@ -868,13 +934,16 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
         earlier = left.get(kind, 0)
         if kind not in chosen and not earlier:
             continue
-        facts = chosen.get(kind, ())
+        facts = kept_files if kind == "files" else chosen.get(kind, ())
         dropped = len(ledger.of(kind)) - len(facts)
         kept[kind] = facts
         if dropped:
             left[kind] = earlier + dropped
+        lines = _lines(kind, written.get(kind, ()))
+        if not lines and not left.get(kind):
+            continue  # every path is written inside a command
         parts.append(f"### {_TITLES[kind]}")
-        parts.extend(_lines(kind, facts))
+        parts.extend(lines)
         if left.get(kind):
             parts.append(f"({left[kind]} more {kind} left to recall)")
     return "\n".join(parts), Ledger(kept, {k: v for k, v in left.items() if v})

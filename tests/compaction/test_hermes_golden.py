@@ -119,14 +119,14 @@ CASES = {
 GOLDEN = {
     "capped_tail": "c7ce2971b2fc6a50",
     "long_words": "328d35f824fc7285",
-    "secrets_failures": "d32707580e41cf42",
-    "secrets_failures_small": "88cfe62ba55347ce",
-    "synthetic_10000_cached": "85bdd8cd1a5cf94c",
-    "synthetic_2000": "77504d118786cb2c",
-    "synthetic_2000_cached": "e732ca81d3d0c6d4",
-    "synthetic_300": "8b018f1be64de1c7",
-    "synthetic_8k_window": "de950f3369f8ea08",
-    "synthetic_small_window": "ed28d7dfecd3ada7",
+    "secrets_failures": "dbeaf0a1fc79c479",
+    "secrets_failures_small": "1ec1cc65ba645d44",
+    "synthetic_10000_cached": "0d36481bc84784c2",
+    "synthetic_2000": "a22540b66d8f6b1d",
+    "synthetic_2000_cached": "ff3e3e227ee237cb",
+    "synthetic_300": "7050698bac371006",
+    "synthetic_8k_window": "05bd3a20893d5adf",
+    "synthetic_small_window": "e8563c296c547fb4",
 }
 
 

@@ -94,7 +94,8 @@ def test_shell_only_agent_gets_its_files_from_commands_and_patch_headers():
     assert "None" not in files
     # Paths are grouped by their use, each written in full.
     assert "- [pr] web/src/lib/db.ts×2\n" in files
-    assert "- [r] web/src/app/page.tsx, web/src/lib/errors.ts\n" in files
+    # Read only by a written command: kept inside it ("nl -ba web/src/app/page.tsx").
+    assert "web/src/app/page.tsx" not in files
     assert "- npm test -- --run ×2\n" in ledger  # the newest run's code (0), counted
     written = report.to_dict()["ledger"]["facts"]["files"]
     assert "web/src/lib/db.ts" in [fact["text"] for fact in written]

@@ -101,3 +101,42 @@ def test_a_ledger_of_the_previous_format_is_still_read():
         ("psql -U odoo -d odoo -c x", 2, "1"),
         ("ls -la", 1, "0"),
     ]
+
+
+def test_a_path_only_a_written_command_used_is_kept_inside_it():
+    # Codex reads with `sed -n` and `nl -ba`, patches with an apply_patch heredoc.
+    patch = "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: web/src/lib/db.ts\n@@\n-a\n+b\n*** End Patch\nEOF"
+    rows = [
+        *_terminal("c1", "sed -n '1,200p' web/src/lib/db.ts", 0),
+        *_terminal("c2", "nl -ba web/src/app/page.tsx | sed -n '1,60p'", 0),
+        *_terminal("c3", patch, 0),
+    ]
+    ledger = extract(rows)
+    text, written = render(ledger, 4_000)
+    files = _files_section(text)
+    # Only read by `nl -ba …`: its exact text is in that command, not written again.
+    assert "web/src/app/page.tsx" not in files
+    assert "- nl -ba web/src/app/page.tsx | sed -n '1,60p'" in text.splitlines()
+    # Also patched (the heredoc's header is not in the command's first line): its own line.
+    assert "- [pr] web/src/lib/db.ts×2" in files.splitlines()
+    assert {f.text for f in written.of("files")} == {"web/src/lib/db.ts", "web/src/app/page.tsx"}
+    # The next round reads it back from the command, letters and count included.
+    back = {(f.text, f.count, f.detail) for f in parse(text).of("files")}
+    assert back == {(f.text, f.count, f.detail) for f in ledger.of("files")}
+
+
+def test_a_path_whose_command_is_left_out_is_written_on_its_own():
+    # Claude Code grepping one report per round: `grep "key_person_name" reports/… | head -10`.
+    rows = []
+    for n in range(40):
+        command = f'grep "key_person_name" reports/round{n}-optimized-batch1.csv | head -10'
+        rows += [assistant(None, call(f"c{n}", "Bash", command=command)), result(f"c{n}", "x")]
+    text, written = render(extract(rows), 2_500)
+    kept_commands = {f.text for f in written.of("commands")}
+    assert 0 < len(kept_commands) < 40
+    files_section = _files_section(text)
+    for fact in written.of("files"):
+        inside = any(fact.text in command for command in kept_commands)
+        # Kept inside its written command, or on its own line when the command did not fit.
+        assert inside != (fact.text in files_section), fact.text
+    assert len(written.of("files")) > len(kept_commands)
