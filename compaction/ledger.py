@@ -88,7 +88,7 @@ _TITLES = {
     "constraints": "Constraints (verbatim)",
     "requests": "User Requests (verbatim, newest first)",
     "files": "Files (r read, w written, p patched, s searched, x run)",
-    "commands": "Commands (exit code when not 0)",
+    "commands": "Commands (exit code when not 0; error lines indented below)",
     "errors": "Errors",
     "exceptions": "Exception Names",
     "tests": "Tests",
@@ -530,8 +530,11 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
             got.add("errors", line, pos, source)
         if code not in (None, "0") and not _error_lines(body, 1):
             tail = body.rstrip().rsplit("\n", 1)[-1].strip()
-            line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
-            got.add("errors", line, pos, source)
+            # A tail that only restates the code ("Exit code 49", all Claude Code wrote of a
+            # failure with no output) says nothing the command's "-> exit 49" does not.
+            if _exit_of(tail) != code or len(tail) > 24:
+                line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
+                got.add("errors", line, pos, source)
     # Names are read from the raw text: an envelope's ``"error_type": "FooError"`` field is
     # not among the text values ``_unwrap`` keeps.
     if "rror" in text or "xception" in text:
@@ -626,6 +629,14 @@ def parse(body: str | None) -> Ledger:
         note = _LEFT.match(line.strip())
         if note and kind is not None:
             left[kind] = left.get(kind, 0) + int(note.group(1))
+            continue
+        if kind == "commands" and line.startswith("  ") and found["commands"]:
+            # An error line written under its command.
+            item = line.strip()
+            repeated = _COUNT.search(item)
+            times = int(repeated.group(1)) if repeated else 1
+            item = item[: repeated.start()] if repeated else item
+            found["errors"].append(Fact(item, times, 0, _source(found["commands"][-1])))
             continue
         if kind is None or not line.startswith("- "):
             continue
@@ -903,16 +914,58 @@ def _written(
     return own, tuple(f for f in files if f.text in kept)
 
 
+def _source(command: Fact) -> str:
+    """The label an error line of ``command`` carries (see ``_result``)."""
+    return _one_line(command.text, 60)
+
+
+def _nested(
+    errors: Sequence[Fact], commands: Sequence[Fact], every: Sequence[Fact]
+) -> dict[str, list[Fact]]:
+    """Written command text → the error lines written under it: those whose label names that
+    command alone among ``every`` command of the ledger (a label names a command by its first
+    60 chars; two alike would leave it unclear whose error it is)."""
+    labels: dict[str, int] = {}
+    for command in every:
+        labels[_source(command)] = labels.get(_source(command), 0) + 1
+    by_label = {_source(c): c.text for c in commands if labels.get(_source(c)) == 1}
+    nested: dict[str, list[Fact]] = {}
+    for error in errors:
+        command = by_label.get(error.detail)
+        if command is not None:
+            nested.setdefault(command, []).append(error)
+    return nested
+
+
 def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
     """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
     its heading), and the ledger actually written (what did not fit is counted in ``left``).
 
-    A path that a written command names (``cat src/a.py``, every use of the path being such
-    a command) is not written again under Files: the command holds its exact text, and
-    ``parse`` reads it back from there. Its room goes to the other facts."""
+    Facts another written fact holds are not written twice: a path that a written command
+    names (``cat src/a.py``, every use of the path being such a command) stays inside the
+    command, and an error line of a written command is written under it instead of with its
+    label (the command's first 60 chars); ``parse`` reads both back. The room they leave
+    goes to the other facts."""
+    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
+    text, written = _layout(ledger, room)
+    for _ in range(2):
+        spare = max_chars - len(text)
+        if spare < 40 or not any(
+            len(written.of(kind)) < len(ledger.of(kind)) for kind in KINDS if kind != "requests"
+        ):
+            break
+        room += spare
+        more, more_written = _layout(ledger, room)
+        if len(more) > max_chars:
+            break
+        text, written = more, more_written
+    return text, written
+
+
+def _layout(ledger: Ledger, room: int) -> tuple[str, Ledger]:
+    """The ledger's text with facts chosen for ``room`` chars, as their lines would take."""
     wanted = {kind: ledger.of(kind) for kind in KINDS}
     wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
-    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
     chosen = _pick(wanted, room)
     own, kept_files = _written(chosen, wanted["files"])
     if len(own) < len(chosen.get("files", ())):
@@ -926,7 +979,13 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
         after = sum(len(v) for k, v in again.items() if k != "files") + len(kept_again)
         if after >= before:
             chosen, own, kept_files = again, own_again, kept_again
-    written = {**chosen, "files": own}
+    nested = _nested(chosen.get("errors", ()), chosen.get("commands", ()), wanted["commands"])
+    under = {id(error) for errors in nested.values() for error in errors}
+    written = {
+        **chosen,
+        "files": own,
+        "errors": tuple(f for f in chosen.get("errors", ()) if id(f) not in under),
+    }
     kept: dict[str, tuple[Fact, ...]] = {}
     left = dict(ledger.left)
     parts = [LEDGER_HEADING, _NOTE]
@@ -939,9 +998,15 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
         kept[kind] = facts
         if dropped:
             left[kind] = earlier + dropped
-        lines = _lines(kind, written.get(kind, ()))
+        if kind == "commands":
+            lines = []
+            for command in written.get(kind, ()):
+                lines.extend(_lines(kind, (command,)))
+                lines.extend(f"  {e.text}{_times(e)}" for e in nested.get(command.text, ()))
+        else:
+            lines = _lines(kind, written.get(kind, ()))
         if not lines and not left.get(kind):
-            continue  # every path is written inside a command
+            continue  # every path is inside a command, every error line under one
         parts.append(f"### {_TITLES[kind]}")
         parts.extend(lines)
         if left.get(kind):

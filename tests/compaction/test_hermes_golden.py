@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "c7ce2971b2fc6a50",
-    "long_words": "328d35f824fc7285",
-    "secrets_failures": "dbeaf0a1fc79c479",
-    "secrets_failures_small": "1ec1cc65ba645d44",
-    "synthetic_10000_cached": "0d36481bc84784c2",
-    "synthetic_2000": "a22540b66d8f6b1d",
-    "synthetic_2000_cached": "ff3e3e227ee237cb",
-    "synthetic_300": "7050698bac371006",
-    "synthetic_8k_window": "05bd3a20893d5adf",
-    "synthetic_small_window": "e8563c296c547fb4",
+    "capped_tail": "1cac67d4056da535",
+    "long_words": "9e55fbdd9c92ab50",
+    "secrets_failures": "998956c3cb453625",
+    "secrets_failures_small": "a2db2657e054150b",
+    "synthetic_10000_cached": "433d051d4b6618b7",
+    "synthetic_2000": "52e5bbaaa6c577a2",
+    "synthetic_2000_cached": "b2e06ec4898b9937",
+    "synthetic_300": "c1992e7c4c89e159",
+    "synthetic_8k_window": "a4565ee452478a77",
+    "synthetic_small_window": "b8fb4e6972c1a6c0",
 }
 
 

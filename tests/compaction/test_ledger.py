@@ -103,9 +103,9 @@ def test_shell_only_agent_gets_its_files_from_commands_and_patch_headers():
 
 def test_error_lines_come_only_from_outputs_that_are_errors():
     body = _compact(_codex_session()).report.summary_body
-    errors = body.split("### Errors")[1].split("### ")[0]
+    errors = "\n".join(f.text for f in parse(body).of("errors"))
     assert "TypeError: cache is not a function" in errors
-    assert "const { data, error }" not in body.split("### Errors")[1]
+    assert "const { data, error }" not in body.split("## Fact Ledger")[1]
     assert "console.error" not in errors
     blocked = body.split("## Blocked")[1].split("## ")[0]
     assert "const { data, error }" not in blocked

@@ -53,8 +53,8 @@ def test_a_path_with_a_space_is_read_back_whole():
     assert [f.text for f in parse(text).of("files")] == ["C:/Program Files/Git/etc/odoo/odoo.conf"]
 
 
-def _terminal(cid: str, command: str, code: int) -> list[dict]:
-    output = json.dumps({"output": "ok", "exit_code": code, "error": None})
+def _terminal(cid: str, command: str, code: int, out: str = "ok") -> list[dict]:
+    output = json.dumps({"output": out, "exit_code": code, "error": None})
     return [assistant(None, call(cid, "terminal", command=command)), result(cid, output)]
 
 
@@ -63,14 +63,16 @@ def test_only_a_failing_command_carries_its_exit_code():
         *_terminal("c1", 'grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15', 0),
         *_terminal("c2", "sudo systemctl restart smbd", 0),
         *_terminal("c2b", "sudo systemctl restart smbd", 0),
-        *_terminal("c3", "smbclient -L localhost -U ocarjohann", 1),
+        *_terminal("c3", "smbclient -L localhost -U ocarjohann", 1, "NT_STATUS_LOGON_FAILURE"),
     ]
     text, _ = render(extract(rows), 4_000)
-    commands = text.split("### Commands (exit code when not 0)\n")[1].split("### ")[0]
+    commands = text.split("### Commands (exit code when not 0; error lines indented below)\n")
+    commands = commands[1].split("### ")[0]
     assert commands.splitlines() == [
         '- grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15',
         "- sudo systemctl restart smbd ×2",
         "- smbclient -L localhost -U ocarjohann -> exit 1",
+        "  exit 1: NT_STATUS_LOGON_FAILURE",
     ]
     assert [(f.text, f.count, f.detail) for f in parse(text).of("commands")] == [
         ('grep -A8 "auxiliary:" ~/.hermes/config.yaml | head -15', 1, "0"),
@@ -140,3 +142,63 @@ def test_a_path_whose_command_is_left_out_is_written_on_its_own():
         # Kept inside its written command, or on its own line when the command did not fit.
         assert inside != (fact.text in files_section), fact.text
     assert len(written.of("files")) > len(kept_commands)
+
+
+def test_an_error_line_is_written_under_its_command_not_with_its_label():
+    # Claude Code on Windows: a heredoc run in the Odoo container fails with a traceback.
+    command = "docker exec -i odoo_docker-web-1 python3 << 'PYTHON'"
+    out = (
+        'Exit code 1\nTraceback (most recent call last):\n  File "<stdin>", line 3\n'
+        "AttributeError: type object 'Environment' has no attribute 'manage'"
+    )
+    rows = [
+        assistant(None, call("c1", "Bash", command=command + "\nimport odoo\nPYTHON")),
+        result("c1", out),
+    ]
+    ledger = extract(rows)
+    text, written = render(ledger, 4_000)
+    lines = text.splitlines()
+    at = lines.index(f"- {command} -> exit 1")
+    assert lines[at + 1 : at + 3] == [
+        "  Traceback (most recent call last):",
+        "  AttributeError: type object 'Environment' has no attribute 'manage'",
+    ]
+    assert "### Errors" not in text
+    assert f"[{command}]" not in text  # no label repeating the command
+    assert {f.text for f in written.of("errors")} == {f.text for f in ledger.of("errors")}
+    back = {(f.text, f.count, f.detail) for f in parse(text).of("errors")}
+    assert back == {(f.text, f.count, f.detail) for f in ledger.of("errors")}
+
+
+def test_an_error_of_one_of_two_commands_alike_keeps_its_label():
+    # Two psql queries whose first 60 chars are the same: the label cannot tell them apart.
+    query = 'docker exec odoo_docker-db-1 psql -U odoo -d postgres -c "SELECT tablename FROM'
+    rows = [
+        assistant(None, call("c1", "Bash", command=f'{query} pg_tables LIMIT 5;" 2>&1')),
+        result("c1", 'Exit code 1\nERROR:  relation "mail_activity" does not exist'),
+        assistant(None, call("c2", "Bash", command=f'{query} pg_tables LIMIT 10;" 2>&1')),
+        result("c2", " tablename\n-----------\n mail_message"),
+    ]
+    text, _ = render(extract(rows), 4_000)
+    errors = text.split("### Errors\n")[1]
+    assert errors.startswith(f"- [{query[:59]}…] ERROR: relation")
+    assert parse(text).of("errors")[0].text.startswith("ERROR: relation")
+
+
+def test_a_failure_without_output_adds_no_error_line_restating_its_code():
+    # Claude Code: `curl … | python3 -c "…"` whose result is only "Exit code 49".
+    command = 'curl -s "https://api.github.com/repos/JuliusBrussee/caveman" | python3 -c "'
+    rows = [
+        assistant(None, call("c1", "Bash", command=command + '\nimport sys\n"')),
+        result("c1", "Exit code 49"),
+        assistant(None, call("c2", "Bash", command="ls -la ~/.claude/commands/")),
+        result("c2", "Exit code 2\nls: cannot access '/root/.claude/commands/': No such file"),
+    ]
+    ledger = extract(rows)
+    text, _ = render(ledger, 4_000)
+    assert f"- {command} -> exit 49" in text.splitlines()
+    assert "Exit code 49" not in text
+    # A tail that says more than the code is still written.
+    assert [f.text for f in ledger.of("errors")] == [
+        "exit 2: ls: cannot access '/root/.claude/commands/': No such file"
+    ]
