@@ -931,9 +931,9 @@ def _nested(
     by_label = {_source(c): c.text for c in commands if labels.get(_source(c)) == 1}
     nested: dict[str, list[Fact]] = {}
     for error in errors:
-        command = by_label.get(error.detail)
-        if command is not None:
-            nested.setdefault(command, []).append(error)
+        text = by_label.get(error.detail)
+        if text is not None:
+            nested.setdefault(text, []).append(error)
     return nested
 
 
