@@ -444,11 +444,16 @@ def _with_ledger(
     over, fits = budget, None
     budget = max(floor, int(budget * cap / tokens * 0.97))
     best: tuple[str, Ledger] | None = None
+    most = -1
     for _ in range(7):
         text, written = _fit_ledger(body, ledger, budget)
         tokens = counter(text)
         if tokens <= cap:
-            fits, best = budget, (text, written)
+            fits = budget
+            # The fullest text that fits, not the last: a larger budget can choose other
+            # facts and come out shorter (a long command left out, two short ones in).
+            if tokens > most:
+                most, best = tokens, (text, written)
         else:
             over = budget
         if fits is None:
