@@ -117,14 +117,14 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "1cac67d4056da535",
-    "long_words": "9e55fbdd9c92ab50",
-    "secrets_failures": "998956c3cb453625",
+    "capped_tail": "34b825c5ba6b0852",
+    "long_words": "d604b13408b1cbf5",
+    "secrets_failures": "d1f7d41a628d301e",
     "secrets_failures_small": "a2db2657e054150b",
-    "synthetic_10000_cached": "433d051d4b6618b7",
+    "synthetic_10000_cached": "71e5ce0f89649153",
     "synthetic_2000": "52e5bbaaa6c577a2",
     "synthetic_2000_cached": "b2e06ec4898b9937",
-    "synthetic_300": "c1992e7c4c89e159",
+    "synthetic_300": "b186a054a7c5854d",
     "synthetic_8k_window": "a4565ee452478a77",
     "synthetic_small_window": "b8fb4e6972c1a6c0",
 }

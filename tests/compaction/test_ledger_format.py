@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 
+from compaction import CompactionConfig, compact
 from compaction.ledger import Fact, Ledger, extract, parse, render
-from tests.compaction.builders import assistant, call, result
+from tests.compaction.builders import assistant, call, result, system, user
 
 MODELS = "X:/03_ACG/Custom_Addons/mail_activity_kpi_dashboard/models/"
 
@@ -202,3 +203,19 @@ def test_a_failure_without_output_adds_no_error_line_restating_its_code():
     assert [f.text for f in ledger.of("errors")] == [
         "exit 2: ls: cannot access '/root/.claude/commands/': No such file"
     ]
+
+
+def test_a_shell_only_session_points_to_the_commands_for_its_paths():
+    # Codex reads every file with `sed -n` / `nl -ba`: no path needs a Files line of its own.
+    rows = [system(), user("Explain the dashboard's data flow.")]
+    for n, path in enumerate(["web/src/lib/db.ts", "web/src/app/page.tsx", "web/src/lib/q.ts"]):
+        rows += _terminal(f"c{n}", f"sed -n '1,200p' {path}", 0, "export const x = 1;\n" * 30)
+    rows += [assistant("It reads the rows through db.ts. " + "word " * 60)]
+    rows += [user("Go on. " + "word " * 60), assistant("On it. " + "word " * 60)]
+    config = CompactionConfig(context_length=200_000, tail_token_budget=60, protect_first_n=1)
+    body = compact(rows, config=config, force=True).report.summary_body or ""
+    ledger = body.split("## Fact Ledger")[1]
+    assert "### Files" not in ledger
+    assert "- sed -n '1,200p' web/src/lib/db.ts" in ledger.splitlines()
+    relevant = body.split("## Relevant Files\n")[1].split("\n")[0]
+    assert relevant == "See Files and Commands in the Fact Ledger."
