@@ -440,9 +440,11 @@ def _with_ledger(
         return text, written
     # Over the ceiling: the largest char budget whose text fits, found between a budget
     # that fits and one that does not (the first guess scales by tokens; then halving).
+    # Guesses scale the text's length, not the budget: a ledger that fits the char budget
+    # with room to spare comes out the same under any budget above its length.
     floor = _NARRATIVE_FLOOR * 2
-    over, fits = budget, None
-    budget = max(floor, int(budget * cap / tokens * 0.97))
+    over, fits = min(budget, len(text)), None
+    budget = max(floor, int(over * cap / tokens * 0.97))
     best: tuple[str, Ledger] | None = None
     most = -1
     for _ in range(7):
@@ -455,11 +457,11 @@ def _with_ledger(
             if tokens > most:
                 most, best = tokens, (text, written)
         else:
-            over = budget
+            over = min(budget, len(text))
         if fits is None:
             if budget <= floor:
                 break
-            budget = max(floor, int(budget * cap / tokens * 0.97))
+            budget = max(floor, int(over * cap / tokens * 0.97))
         elif over - fits <= max(40, over // 100):
             break
         else:

@@ -58,3 +58,27 @@ def test_the_fullest_text_that_fits_is_kept_not_the_last_tried():
         text, _ = _with_ledger(body, _session_ledger(seed), 6_400, cap, counter)
         assert count(text) <= cap
         assert count(text) == max(n for n in tried if n <= cap), (seed, tried)
+
+
+def test_a_ledger_short_of_its_char_budget_but_over_its_tokens_is_cut_to_fit():
+    # A Claude Code session of Read/Edit paths and a few commands: the whole ledger takes
+    # 3,000-odd of the 6,400 chars the summary may take, yet 1-2 % more tokens than allowed.
+    files = tuple(
+        Fact(f"C:/Users/eduar/Projects/odoo/addons/kpi_{i}/models/report_{i}.py", 2, i, "pr")
+        for i in range(30)
+    )
+    commands = tuple(
+        Fact(
+            f"docker exec odoo_docker-web-1 odoo -d odoo18 -u kpi_{i} --stop-after-init", 1, i, "0"
+        )
+        for i in range(10)
+    )
+    ledger = Ledger({"files": files, "commands": commands})
+    count = tiktoken_counter("gpt-4o-mini")
+    body = "## Goal\nWeekly KPI dashboard."
+    whole, _ = _with_ledger(body, ledger, 6_400, 100_000, count)
+    assert len(whole) < 6_400 * 0.97**7  # the budget, shrunk 7 times by 3 %, stays above it
+    cap = count(whole) - 20
+    text, written = _with_ledger(body, ledger, 6_400, cap, count)
+    assert count(text) <= cap
+    assert 0 < written.total() < ledger.total()
