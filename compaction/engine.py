@@ -440,21 +440,28 @@ def _with_ledger(
         return text, written
     # Over the ceiling: the largest char budget whose text fits, found between a budget
     # that fits and one that does not (the first guess scales by tokens; then halving).
+    # Guesses scale the text's length, not the budget: a ledger that fits the char budget
+    # with room to spare comes out the same under any budget above its length.
     floor = _NARRATIVE_FLOOR * 2
-    over, fits = budget, None
-    budget = max(floor, int(budget * cap / tokens * 0.97))
+    over, fits = min(budget, len(text)), None
+    budget = max(floor, int(over * cap / tokens * 0.97))
     best: tuple[str, Ledger] | None = None
+    most = -1
     for _ in range(7):
         text, written = _fit_ledger(body, ledger, budget)
         tokens = counter(text)
         if tokens <= cap:
-            fits, best = budget, (text, written)
+            fits = budget
+            # The fullest text that fits, not the last: a larger budget can choose other
+            # facts and come out shorter (a long command left out, two short ones in).
+            if tokens > most:
+                most, best = tokens, (text, written)
         else:
-            over = budget
+            over = min(budget, len(text))
         if fits is None:
             if budget <= floor:
                 break
-            budget = max(floor, int(budget * cap / tokens * 0.97))
+            budget = max(floor, int(over * cap / tokens * 0.97))
         elif over - fits <= max(40, over // 100):
             break
         else:

@@ -21,18 +21,21 @@ size bound: when everything does not fit it keeps, per kind, the most referenced
 facts and says how many were left to ``recall``. The rendering starts with ``LEDGER_HEADING``
 on its own line, so ``parse`` finds it again.
 
-Format (one fact per line; paths grouped by directory, each path written in full)::
+Format (one fact per line; paths grouped by how they were used, each path written in full,
+a group's paths sorted so a directory's stay together; a command's exit code only when not 0)::
 
     ## Fact Ledger
     (exact facts of the compacted turns, kept by the engine; recall has every row)
     ### Files (r read, w written, p patched, s searched, x run)
-    - src/app/: src/app/models.py [rp], src/app/views.py [r]×3
-    ### Commands
-    - `pytest -q tests/test_app.py` -> exit 1 ×2
+    - [pr] src/app/models.py, src/app/views.py×3
+    ### Commands (exit code when not 0)
+    - pytest -q tests/test_app.py -> exit 1 ×2
+    - ls src/app
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -85,7 +88,7 @@ _TITLES = {
     "constraints": "Constraints (verbatim)",
     "requests": "User Requests (verbatim, newest first)",
     "files": "Files (r read, w written, p patched, s searched, x run)",
-    "commands": "Commands (exit code)",
+    "commands": "Commands (exit code when not 0; error lines indented below)",
     "errors": "Errors",
     "exceptions": "Exception Names",
     "tests": "Tests",
@@ -527,8 +530,11 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
             got.add("errors", line, pos, source)
         if code not in (None, "0") and not _error_lines(body, 1):
             tail = body.rstrip().rsplit("\n", 1)[-1].strip()
-            line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
-            got.add("errors", line, pos, source)
+            # A tail that only restates the code ("Exit code 49", all Claude Code wrote of a
+            # failure with no output) says nothing the command's "-> exit 49" does not.
+            if _exit_of(tail) != code or len(tail) > 24:
+                line = _one_line(f"exit {code}: {tail}", _LINE_CHARS)
+                got.add("errors", line, pos, source)
     # Names are read from the raw text: an envelope's ``"error_type": "FooError"`` field is
     # not among the text values ``_unwrap`` keeps.
     if "rror" in text or "xception" in text:
@@ -596,8 +602,11 @@ def split_ledger(body: str) -> tuple[str, str | None]:
 
 _COUNT = re.compile(r" ×(\d+)$")
 _LEFT = re.compile(r"^\((\d+) (?:more |earlier )?(\w+) left to recall\)$")
-_FILE_ENTRY = re.compile(r"(\S+) \[([a-z]+)\](?:×(\d+))?")
-_COMMAND_LINE = re.compile(r"^`(.*)`(?: -> exit (\S+))?$")
+_FILE_ENTRY = re.compile(r"(\S+) \[([a-z]+)\](?:×(\d+))?")  # older ledgers: "a.py [r]×2"
+_FILE_GROUP = re.compile(r"^\[([a-z]+)\] (.*)$")  # "[pr] a.py, b.py×2"
+_FILE_TIMES = re.compile(r"×(\d+)$")
+_COMMAND_LINE = re.compile(r"^`(.*)`(?: -> exit (\S+))?$")  # older ledgers: "`ls` -> exit 0"
+_COMMAND = re.compile(r"^(.*?)(?: -> exit (\S+))?$")
 _ERROR_LINE = re.compile(r"^\[(.{1,80}?)\] (.*)$")
 
 
@@ -621,6 +630,14 @@ def parse(body: str | None) -> Ledger:
         if note and kind is not None:
             left[kind] = left.get(kind, 0) + int(note.group(1))
             continue
+        if kind == "commands" and line.startswith("  ") and found["commands"]:
+            # An error line written under its command.
+            item = line.strip()
+            repeated = _COUNT.search(item)
+            times = int(repeated.group(1)) if repeated else 1
+            item = item[: repeated.start()] if repeated else item
+            found["errors"].append(Fact(item, times, 0, _source(found["commands"][-1])))
+            continue
         if kind is None or not line.startswith("- "):
             continue
         item = line[2:]
@@ -630,16 +647,15 @@ def parse(body: str | None) -> Ledger:
             if match:
                 count, item = int(match.group(1)), item[: match.start()]
         if kind == "files":
-            # "dir/: a [r], b [p]" (older ledgers) or "a [r], b [p]": every entry in full
-            head, _, after = item.partition(": ")
-            listing = after if after and head.endswith("/") and " [" not in head else item
-            for entry in _FILE_ENTRY.finditer(listing):
-                times = int(entry.group(3)) if entry.group(3) else 1
-                found[kind].append(Fact(entry.group(1).rstrip(","), times, 0, entry.group(2)))
+            found[kind].extend(_file_facts(item))
         elif kind == "commands":
-            match = _COMMAND_LINE.match(item)
-            if match:
-                found[kind].append(Fact(match.group(1), count, 0, match.group(2) or "?"))
+            # Older ledgers wrote every known code ("`ls` -> exit 0"); now a line without
+            # one says the command did not fail.
+            old = _COMMAND_LINE.match(item)
+            match = old or _COMMAND.match(item)
+            if match and match.group(1):
+                code = match.group(2) or ("?" if old else "0")
+                found[kind].append(Fact(match.group(1), count, 0, code))
         elif kind == "errors":
             match = _ERROR_LINE.match(item)
             if match:
@@ -656,7 +672,32 @@ def parse(body: str | None) -> Ledger:
         else:
             found[kind].append(Fact(item, count))
     found["requests"].reverse()  # written newest first
+    # A path that ``render`` left inside the commands naming it.
+    listed = {f.text for f in found["files"]}
+    for path, (letters, times) in _named(found["commands"]).items():
+        if path not in listed:
+            found["files"].append(Fact(path, times, 0, letters))
     return Ledger({k: tuple(v) for k, v in found.items()}, left)
+
+
+def _file_facts(item: str) -> list[Fact]:
+    """The paths of one Files line: "[pr] a, b×2" (every path of the group in full, a path
+    may hold spaces), or, in older ledgers, "dir/: a [r], b [p]" or "a [r]×2"."""
+    group = _FILE_GROUP.match(item)
+    if group:
+        facts = []
+        for entry in group.group(2).split(", "):
+            times = _FILE_TIMES.search(entry)
+            text = entry[: times.start()] if times else entry
+            if text:
+                facts.append(Fact(text, int(times.group(1)) if times else 1, 0, group.group(1)))
+        return facts
+    head, _, after = item.partition(": ")
+    listing = after if after and head.endswith("/") and " [" not in head else item
+    return [
+        Fact(entry.group(1).rstrip(","), int(entry.group(3) or 1), 0, entry.group(2))
+        for entry in _FILE_ENTRY.finditer(listing)
+    ]
 
 
 def _legacy(body: str) -> Ledger:
@@ -672,19 +713,19 @@ def _legacy(body: str) -> Ledger:
     return Ledger({"constraints": tuple(constraints)} if constraints else {})
 
 
-def _directory(path: str) -> str:
-    return path.rsplit("/", 1)[0] + "/" if "/" in path.strip("/") else "./"
-
-
 def _file_entry(fact: Fact) -> str:
-    mark = f"×{fact.count}" if fact.count > 1 else ""
-    return f"{fact.text} [{fact.detail or 'x'}]{mark}"
+    return f"{fact.text}×{fact.count}" if fact.count > 1 else fact.text
+
+
+def _access(fact: Fact) -> str:
+    return fact.detail or "x"
 
 
 def _exit(fact: Fact) -> str:
-    """A command's exit code as written; an unknown one (Claude Code results carry none
-    unless the command failed) is not written."""
-    return f" -> exit {fact.detail}" if fact.detail and fact.detail != "?" else ""
+    """A command's exit code as written: only a failure's. 0 goes without saying (the
+    heading says so), and an unknown one is Claude Code's success (its results carry a code
+    only when the command failed)."""
+    return f" -> exit {fact.detail}" if fact.detail not in ("", "?", "0") else ""
 
 
 def _times(fact: Fact) -> str:
@@ -694,17 +735,18 @@ def _times(fact: Fact) -> str:
 def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
     """The rendered lines of ``facts`` (chronological)."""
     if kind == "files":
-        groups: dict[str, list[str]] = {}
+        # One line per way of use ("[pr]": patched and read), its paths in full and sorted
+        # (a directory's paths stay together): the letters are written once per group, not
+        # once per path, and no directory heading repeats what every full path says.
+        groups: dict[str, list[Fact]] = {}
         for fact in facts:
-            groups.setdefault(_directory(fact.text), []).append(_file_entry(fact))
-        # A directory of two or more paths is named first (the grouping an agent reads);
-        # a lone path needs no heading, it names its directory itself.
+            groups.setdefault(_access(fact), []).append(fact)
         return [
-            f"- {d}: {', '.join(entries)}" if len(entries) > 1 else f"- {entries[0]}"
-            for d, entries in groups.items()
+            f"- [{access}] " + ", ".join(_file_entry(f) for f in sorted(group, key=_text))
+            for access, group in groups.items()
         ]
     if kind == "commands":
-        return [f"- `{f.text}`{_exit(f)}{_times(f)}" for f in facts]
+        return [f"- {f.text}{_exit(f)}{_times(f)}" for f in facts]
     if kind == "errors":
         return [f"- [{f.detail}] {f.text}{_times(f)}" if f.detail else f"- {f.text}" for f in facts]
     if kind == "exceptions":
@@ -712,6 +754,10 @@ def _lines(kind: str, facts: Sequence[Fact]) -> list[str]:
     if kind == "requests":
         return [f"- {f.text}{_times(f)}" for f in reversed(facts)]
     return [f"- {f.text}{_times(f)}" for f in facts]
+
+
+def _text(fact: Fact) -> str:
+    return fact.text
 
 
 def _size(lines: Iterable[str]) -> int:
@@ -756,21 +802,17 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
         return tuple(facts)
     # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
     ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
-    # Each fact's cost alone (a path: its entry, plus its directory's heading the first time);
+    # Each fact's cost alone (a path: its entry, plus its group's "- [pr] " the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
     used = _section_size(kind, ()) + 40  # the "left to recall" line, written since some are
-    directories: dict[str, int] = {}
+    groups: set[str] = set()
     chosen: list[Fact] = []
     abbreviations: set[str] = set()
     for fact in ranked:
         if kind == "files":
-            directory = _directory(fact.text)
             cost = len(_file_entry(fact)) + 2
-            seen = directories.get(directory, 0)
-            if seen == 0:
-                cost += 2  # the directory's own line
-            elif seen == 1:
-                cost += len(directory) + 2  # its heading, from its second path on
+            if _access(fact) not in groups:
+                cost += len(_access(fact)) + 4  # the group's own line
         elif kind == "exceptions":
             cost = len(fact.text) + len(_times(fact)) + 2
         else:
@@ -788,7 +830,7 @@ def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
         used += cost
         chosen.append(fact)
         if kind == "files":
-            directories[directory] = directories.get(directory, 0) + 1
+            groups.add(_access(fact))
     while chosen and _section_size(kind, chosen) > room:
         chosen.pop()
     return tuple(sorted(chosen, key=lambda f: f.last))
@@ -819,13 +861,34 @@ def _allot(need: Mapping[str, int], room: int) -> dict[str, int]:
     return allowed
 
 
-def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
-    """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
-    its heading), and the ledger actually written (what did not fit is counted in ``left``)."""
-    wanted = {kind: ledger.of(kind) for kind in KINDS}
-    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
+@functools.lru_cache(maxsize=4096)
+def _paths_of(command: str) -> tuple[tuple[str, str], ...]:
+    return tuple(command_paths(command))
+
+
+def _named(commands: Iterable[Fact]) -> dict[str, tuple[str, int]]:
+    """Path → (access letters, times) of the paths ``commands`` name, read from each
+    command's written text as ``extract`` reads them (every mention, times its count)."""
+    named: dict[str, tuple[str, int]] = {}
+    for command in commands:
+        for path, letter in _paths_of(command.text):
+            letters, times = named.get(path, ("", 0))
+            if letter not in letters:
+                letters = "".join(sorted(letters + letter))
+            named[path] = (letters, times + command.count)
+    return named
+
+
+def _named_in(named: Mapping[str, tuple[str, int]], fact: Fact) -> bool:
+    """Whether every use of the path ``fact`` is one of the commands of ``named``: then the
+    path is written in full inside them, and ``parse`` reads it back from them exactly."""
+    letters, times = named.get(fact.text, ("", 0))
+    return fact.count <= times and set(fact.detail or "x") <= set(letters)
+
+
+def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[Fact, ...]]:
+    """The facts of each kind chosen to fill ``room`` chars."""
     need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
-    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
     allowed = _allot(need, room)
     chosen = {kind: _choose(kind, wanted[kind], allowed[kind]) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
@@ -836,6 +899,93 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
             used = _section_size(kind, chosen[kind])
             chosen[kind] = _choose(kind, wanted[kind], used + spare)
             spare -= _section_size(kind, chosen[kind]) - used
+    return chosen
+
+
+def _written(
+    chosen: Mapping[str, tuple[Fact, ...]], files: tuple[Fact, ...]
+) -> tuple[tuple[Fact, ...], tuple[Fact, ...]]:
+    """``(paths written on their own lines, paths kept)``: a path every use of which is a
+    written command is kept inside that command, chosen or not."""
+    named = _named(chosen.get("commands", ()))
+    inside = {f.text for f in files if _named_in(named, f)}
+    own = tuple(f for f in chosen.get("files", ()) if f.text not in inside)
+    kept = {f.text for f in own} | inside
+    return own, tuple(f for f in files if f.text in kept)
+
+
+def _source(command: Fact) -> str:
+    """The label an error line of ``command`` carries (see ``_result``)."""
+    return _one_line(command.text, 60)
+
+
+def _nested(
+    errors: Sequence[Fact], commands: Sequence[Fact], every: Sequence[Fact]
+) -> dict[str, list[Fact]]:
+    """Written command text → the error lines written under it: those whose label names that
+    command alone among ``every`` command of the ledger (a label names a command by its first
+    60 chars; two alike would leave it unclear whose error it is)."""
+    labels: dict[str, int] = {}
+    for command in every:
+        labels[_source(command)] = labels.get(_source(command), 0) + 1
+    by_label = {_source(c): c.text for c in commands if labels.get(_source(c)) == 1}
+    nested: dict[str, list[Fact]] = {}
+    for error in errors:
+        text = by_label.get(error.detail)
+        if text is not None:
+            nested.setdefault(text, []).append(error)
+    return nested
+
+
+def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
+    """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
+    its heading), and the ledger actually written (what did not fit is counted in ``left``).
+
+    Facts another written fact holds are not written twice: a path that a written command
+    names (``cat src/a.py``, every use of the path being such a command) stays inside the
+    command, and an error line of a written command is written under it instead of with its
+    label (the command's first 60 chars); ``parse`` reads both back. The room they leave
+    goes to the other facts."""
+    room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
+    text, written = _layout(ledger, room)
+    for _ in range(2):
+        spare = max_chars - len(text)
+        if spare < 40 or not any(
+            len(written.of(kind)) < len(ledger.of(kind)) for kind in KINDS if kind != "requests"
+        ):
+            break
+        room += spare
+        more, more_written = _layout(ledger, room)
+        if len(more) > max_chars:
+            break
+        text, written = more, more_written
+    return text, written
+
+
+def _layout(ledger: Ledger, room: int) -> tuple[str, Ledger]:
+    """The ledger's text with facts chosen for ``room`` chars, as their lines would take."""
+    wanted = {kind: ledger.of(kind) for kind in KINDS}
+    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
+    chosen = _pick(wanted, room)
+    own, kept_files = _written(chosen, wanted["files"])
+    if len(own) < len(chosen.get("files", ())):
+        # Choose again without the paths the chosen commands hold; kept if it keeps as many
+        # facts (the commands chosen the second time may name fewer of them).
+        inside = {f.text for f in kept_files} - {f.text for f in own}
+        trimmed = {**wanted, "files": tuple(f for f in wanted["files"] if f.text not in inside)}
+        again = _pick(trimmed, room)
+        own_again, kept_again = _written(again, wanted["files"])
+        before = sum(len(v) for k, v in chosen.items() if k != "files") + len(kept_files)
+        after = sum(len(v) for k, v in again.items() if k != "files") + len(kept_again)
+        if after >= before:
+            chosen, own, kept_files = again, own_again, kept_again
+    nested = _nested(chosen.get("errors", ()), chosen.get("commands", ()), wanted["commands"])
+    under = {id(error) for errors in nested.values() for error in errors}
+    written = {
+        **chosen,
+        "files": own,
+        "errors": tuple(f for f in chosen.get("errors", ()) if id(f) not in under),
+    }
     kept: dict[str, tuple[Fact, ...]] = {}
     left = dict(ledger.left)
     parts = [LEDGER_HEADING, _NOTE]
@@ -843,13 +993,22 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
         earlier = left.get(kind, 0)
         if kind not in chosen and not earlier:
             continue
-        facts = chosen.get(kind, ())
+        facts = kept_files if kind == "files" else chosen.get(kind, ())
         dropped = len(ledger.of(kind)) - len(facts)
         kept[kind] = facts
         if dropped:
             left[kind] = earlier + dropped
+        if kind == "commands":
+            lines = []
+            for command in written.get(kind, ()):
+                lines.extend(_lines(kind, (command,)))
+                lines.extend(f"  {e.text}{_times(e)}" for e in nested.get(command.text, ()))
+        else:
+            lines = _lines(kind, written.get(kind, ()))
+        if not lines and not left.get(kind):
+            continue  # every path is inside a command, every error line under one
         parts.append(f"### {_TITLES[kind]}")
-        parts.extend(_lines(kind, facts))
+        parts.extend(lines)
         if left.get(kind):
             parts.append(f"({left[kind]} more {kind} left to recall)")
     return "\n".join(parts), Ledger(kept, {k: v for k, v in left.items() if v})

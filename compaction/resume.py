@@ -887,7 +887,8 @@ def resume_summary(facts: SummaryFacts) -> str:
         "Key Decisions": "\n".join(prev.get("Key Decisions", [])[-8:]) or "None.",
         "Resolved Questions": "\n".join(merged("Resolved Questions", resolved)[-10:]) or "None.",
         "Pending User Asks": "\n".join(pending) or "None.",
-        "Relevant Files": "See Files in the Fact Ledger."
+        # A path only commands used is written inside them, not again under Files.
+        "Relevant Files": "See Files and Commands in the Fact Ledger."
         if facts.with_ledger
         else "See Files Touched.",
         "Remaining Work": "- Continue from the latest user message after this summary.\n"

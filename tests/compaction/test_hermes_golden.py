@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "b1ffb14015cfac39",
-    "long_words": "40cc94841721ba8e",
-    "secrets_failures": "199386e7cc10c45f",
-    "secrets_failures_small": "a67d5173f4238300",
-    "synthetic_10000_cached": "98aa38905f985b47",
-    "synthetic_2000": "2e7103cdbb7d8299",
-    "synthetic_2000_cached": "fcb2850d9ad98209",
-    "synthetic_300": "e5265be6222a7a62",
-    "synthetic_8k_window": "b05cb9ae3df836e4",
-    "synthetic_small_window": "e36a9a12150b7966",
+    "capped_tail": "34b825c5ba6b0852",
+    "long_words": "d604b13408b1cbf5",
+    "secrets_failures": "d1f7d41a628d301e",
+    "secrets_failures_small": "a2db2657e054150b",
+    "synthetic_10000_cached": "58ea47bc46360f46",
+    "synthetic_2000": "52e5bbaaa6c577a2",
+    "synthetic_2000_cached": "b8da4a020014fbcd",
+    "synthetic_300": "b186a054a7c5854d",
+    "synthetic_8k_window": "a4565ee452478a77",
+    "synthetic_small_window": "b8fb4e6972c1a6c0",
 }
 
 

@@ -86,26 +86,26 @@ def test_shell_only_agent_gets_its_files_from_commands_and_patch_headers():
     report = _compact(_codex_session()).report
     ledger = report.summary_body.split("## Fact Ledger")[1]
     files = ledger.split("### Files")[1].split("### ")[0]
-    for path, access in [
-        ("web/src/lib/db.ts", "[pr]"),  # read with sed -n, patched by apply_patch
-        ("web/src/lib/cache.ts", "[w]"),  # added by the patch
-        ("web/src/app/page.tsx", "[r]"),  # nl -ba
-        ("web/src/app", "[s]"),  # rg
-    ]:
-        assert f"{path} {access}" in files, path
+    access = {fact.text: fact.detail for fact in parse(report.summary_body).of("files")}
+    assert access["web/src/lib/db.ts"] == "pr"  # read with sed -n, patched by apply_patch
+    assert access["web/src/lib/cache.ts"] == "w"  # added by the patch
+    assert access["web/src/app/page.tsx"] == "r"  # nl -ba
+    assert access["web/src/app"] == "s"  # rg
     assert "None" not in files
-    # Paths are grouped under their directory, each still written in full.
-    assert "- web/src/lib/: web/src/lib/db.ts [pr]×2, web/src/lib/cache.ts [w]" in files
-    assert "`npm test -- --run` -> exit 0 ×2" in ledger  # the newest run's code, counted
+    # Paths are grouped by their use, each written in full.
+    assert "- [pr] web/src/lib/db.ts×2\n" in files
+    # Read only by a written command: kept inside it ("nl -ba web/src/app/page.tsx").
+    assert "web/src/app/page.tsx" not in files
+    assert "- npm test -- --run ×2\n" in ledger  # the newest run's code (0), counted
     written = report.to_dict()["ledger"]["facts"]["files"]
     assert "web/src/lib/db.ts" in [fact["text"] for fact in written]
 
 
 def test_error_lines_come_only_from_outputs_that_are_errors():
     body = _compact(_codex_session()).report.summary_body
-    errors = body.split("### Errors")[1].split("### ")[0]
+    errors = "\n".join(f.text for f in parse(body).of("errors"))
     assert "TypeError: cache is not a function" in errors
-    assert "const { data, error }" not in body.split("### Errors")[1]
+    assert "const { data, error }" not in body.split("## Fact Ledger")[1]
     assert "console.error" not in errors
     blocked = body.split("## Blocked")[1].split("## ")[0]
     assert "const { data, error }" not in blocked
@@ -214,7 +214,7 @@ def test_a_ledger_that_does_not_fit_says_how_many_facts_recall_has():
     kept = len(written.of("commands"))
     assert 0 < kept < 300
     assert f"({300 - kept} more commands left to recall)" in text
-    assert "`make target-299` -> exit 0" in text  # the newest kept
+    assert "- make target-299\n" in text  # the newest kept
     # The count carries to the next round.
     assert parse(text).left["commands"] == 300 - kept
 
@@ -222,16 +222,19 @@ def test_a_ledger_that_does_not_fit_says_how_many_facts_recall_has():
 def test_most_referenced_facts_are_kept_before_newer_ones():
     facts = tuple(Fact(f"cmd-{i}", 9 if i == 0 else 1, i, "0") for i in range(200))
     text, _ = render(Ledger({"commands": facts}), 1_000)
-    assert "`cmd-0` -> exit 0 ×9" in text
+    assert "- cmd-0 ×9\n" in text
 
 
 def test_render_and_parse_round_trip():
     ledger = extract(_codex_session())
     text, written = render(ledger, 50_000)
     back = parse("## Goal\nx\n\n" + text)
+    # A command's unknown exit code ("?", no code in its result) is written like 0: without one.
+    read = {"?": "0"}
     for kind in ("files", "commands", "errors", "exceptions", "tests", "constraints"):
         assert {(f.text, f.count, f.detail) for f in back.of(kind)} == {
-            (f.text, f.count, f.detail) for f in written.of(kind)
+            (f.text, f.count, read.get(f.detail, f.detail) if kind == "commands" else f.detail)
+            for f in written.of(kind)
         }, kind
     assert [f.text for f in back.of("requests")] == [f.text for f in written.of("requests")]
     merged = merge(back, ledger)
@@ -245,7 +248,7 @@ def test_llm_summaries_carry_the_ledger_and_the_prompt_says_so(fake_openai):
     assert report.summarizer == "aux"
     body = report.summary_body
     assert body.startswith("## Goal\nFaster dashboard.")
-    assert "web/src/lib/cache.ts [w]" in body
+    assert "- [w] web/src/lib/cache.ts" in body
     assert "TypeError: cache is not a function" in body
     assert "Do not change the public API." in body
     assert "FACT LEDGER is appended" in report.summarizer_prompt

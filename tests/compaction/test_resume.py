@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction import CompactionConfig, compact, resume
+from compaction.ledger import parse
 from compaction.resume import is_wrapper, message_date
 from tests.compaction.builders import WORDS, assistant, call, result, system, user
 
@@ -88,9 +89,11 @@ def _claude_code_like() -> list[dict]:
 
 def test_paths_commands_exit_codes_errors_and_test_counts_survive_verbatim():
     body = _summary(_claude_code_like())
-    assert "/repo/src/parser.py [pr]" in body.split("## Fact Ledger")[1]
-    assert "`pytest tests/test_parser.py -q`" in body
-    assert "`make lint`" in body
+    files = {f.text: f.detail for f in parse(body).of("files")}
+    assert files["/repo/src/parser.py"] == "pr"
+    assert "/repo/src/parser.py" in body.split("## Fact Ledger")[1]
+    assert "- pytest tests/test_parser.py -q" in body
+    assert "- make lint" in body
     assert "FAILED tests/test_parser.py::test_empty - ValueError: empty input" in body
     assert "ValueError" in body.split("### Exception Names")[1]
     assert "1 failed, 41 passed in 0.52s" in body
@@ -172,9 +175,9 @@ def test_codex_and_hermes_shapes():
         assistant("bye " + "word " * 40),
     ]
     body = _summary(messages)
-    assert "src/App.tsx [p]" in body.split("### Files")[1]
-    assert "`npm test -- --run` -> exit 1" in body
-    assert "`df -h /srv` -> exit 0" in body
+    assert "- [p] src/App.tsx" in body.split("### Files")[1]
+    assert "- npm test -- --run -> exit 1" in body
+    assert "- df -h /srv\n" in body  # exit 0: no code written
     assert "TypeError" in body
     assert "Tests: 3 failed, 9 passed" in body
     assert "Do not use inline styles." in body

@@ -48,8 +48,8 @@ def test_the_ledger_is_its_own_section_of_the_summary():
     report = compact(_session(), config=config, now=date(2026, 12, 4), force=True).report
     sections = {s["heading"]: s["body"] for s in summary_sections(report.summary)["sections"]}
     ledger = sections["Fact Ledger"]
-    assert "web/src/lib/cache.ts [r]" in ledger
-    assert "`npm test -- --run` -> exit 1" in ledger
+    assert "web/src/lib/cache.ts" in ledger
+    assert "npm test -- --run -> exit 1" in ledger
     assert "TypeError: cache.get is not a function" in ledger
     assert "Never commit directly to main." in ledger
     assert "Fact Ledger" not in sections.get("Goal", "")
