@@ -73,6 +73,12 @@ COMPRESSED = re.compile(
     re.IGNORECASE,
 )
 SNAPSHOT = "<state_snapshot>"
+# The first turn of a checkpoint's history: the working directory and file tree the CLI sends
+# before the user's first prompt ("Okay, …" in June 2025, "This is the Gemini CLI. …" later).
+CONTEXT_OPENINGS = (
+    "This is the Gemini CLI. We are setting up the context for our chat.",
+    "Okay, just setting up the context for our chat.",
+)
 CHUNK = 64 * 1024
 NOT_A_CHAT = (
     "not a Gemini CLI chat: expected an object with 'messages', a list of log entries or a "
@@ -561,8 +567,9 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
     stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     session.public_id = safe_id(stem)
     session.extra = {"gemini_cli": {"checkpoint": stem}}
-    names: dict[str, str] = {}
+    pending: dict[str, str] = {}  # call id -> tool name, for the calls not answered yet
     counter = 0
+    context_reply = False  # the model's "Got it" to the CLI's context turn is bookkeeping too
     for number, turn in enumerate(history, 1):
         where = f"history item {number}"
         turn = expect(turn, dict, file, where)
@@ -581,16 +588,19 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
                 fc = part["functionCall"]
                 counter += 1
                 call_id = fc.get("id") if isinstance(fc.get("id"), str) else f"call_{counter}"
-                names[call_id] = str(fc.get("name") or "")
-                calls.append(call(call_id, names[call_id], fc.get("args")))
+                pending[call_id] = str(fc.get("name") or "")
+                calls.append(call(call_id, pending[call_id], fc.get("args")))
             elif isinstance(part.get("functionResponse"), dict):
                 fr = part["functionResponse"]
                 call_id = fr.get("id") if isinstance(fr.get("id"), str) else ""
-                if not call_id:  # older checkpoints: answered by name, in order
+                if call_id not in pending:
+                    # No id, or (Gemini CLI 0.1.x) an id the call itself did not carry
+                    # ("run_shell_command-1751899028178-…"): answered by name, in order.
                     call_id = next(
-                        (k for k, n in names.items() if n == fr.get("name")), f"call_{counter}"
+                        (k for k, n in pending.items() if n == fr.get("name")),
+                        call_id or f"call_{counter}",
                     )
-                    names.pop(call_id, None)
+                pending.pop(call_id, None)
                 body = fr.get("response")
                 if isinstance(body, dict) and set(body) <= {"output", "error"}:
                     body = body.get("output", body.get("error"))
@@ -605,18 +615,25 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
                 )
             if text.lstrip().startswith(SNAPSHOT):
                 _snapshot(session, text, {"history_item": number}, None)
+            elif number == 1 and text.lstrip().startswith(CONTEXT_OPENINGS):
+                session.messages.append(ParsedMessage(role="user", content=text, meta="context"))
+                session.skip("the CLI's context turn (kept as a meta row)")
+                context_reply = True
             elif text:
                 session.messages.append(ParsedMessage(role="user", content=text))
                 session.title = session.title or clip_title(text)
         else:
-            session.messages.append(
-                ParsedMessage(
-                    role="assistant",
-                    content=text or None,
-                    tool_calls=calls or None,
-                    reasoning="\n".join(thoughts) or None,
-                )
+            message = ParsedMessage(
+                role="assistant",
+                content=text or None,
+                tool_calls=calls or None,
+                reasoning="\n".join(thoughts) or None,
             )
-    if not session.messages:
+            if context_reply and not calls:
+                message.meta = "context"
+                session.skip("the model's answer to the context turn (kept as a meta row)")
+            context_reply = False
+            session.messages.append(message)
+    if not any(not m.meta for m in session.messages):
         raise ImportProblem(file, 0, "the checkpoint holds no messages")
     return session
