@@ -104,6 +104,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         yield _object(stream, file)
         return
     document = load_json(stream, file)
+    if document == [] and file.replace("\\", "/").rsplit("/", 1)[-1] == "logs.json":
+        return  # the CLI writes an empty list for a project where nothing was typed yet
     if isinstance(document, dict) and isinstance(document.get("history"), list):
         yield _checkpoint(document["history"], file)
     elif isinstance(document, list) and document and _is_log_entry(document[0]):
@@ -549,6 +551,9 @@ def _logs(entries: list, file: str) -> Iterator[ParsedSession]:
             )
             session.created_at = epoch(entry.get("timestamp"))
             session.extra = {"gemini_cli": {"logs_json": True}}
+            # Its prompts are also in the session's chat recording (beside it in chats/):
+            # already imported from there, it is skipped, never a duplicate to fail on.
+            session.skip_if_imported = True
         session.records += 1
         role = "user" if entry.get("type", "user") == "user" else "assistant"
         message = ParsedMessage(role=role, content=text, created_at=epoch(entry.get("timestamp")))
