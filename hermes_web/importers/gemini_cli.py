@@ -37,10 +37,11 @@ from hermes_web.importers.agent_common import (
     compact,
     expect,
     load_json,
-    read_text,
     summary_row,
 )
 from hermes_web.importers.base import (
+    MAX_LINE_BYTES,
+    UTF8_BOM,
     ImportProblem,
     NativeCompaction,
     ParsedMessage,
@@ -50,6 +51,7 @@ from hermes_web.importers.base import (
     image_part,
     json_line,
     safe_id,
+    size_text,
 )
 from hermes_web.importers.openai import (
     _SCALARS as SCALARS,
@@ -208,14 +210,6 @@ def _walk(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     if isinstance(meta.get("history"), list):
         return _checkpoint(meta["history"], file)
     raise ImportProblem(file, 0, NOT_A_CHAT)
-
-
-def _recording(meta: dict, records: list, file: str) -> ParsedSession:
-    """A recording whose messages are all at hand (the JSONL log, once replayed)."""
-    recorder = _Recorder(file)
-    for number, record in enumerate(records, 1):
-        recorder.add(record, number)
-    return recorder.finish(meta)
 
 
 class _Recorder:
@@ -481,17 +475,69 @@ def _snapshot(
 
 
 def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
-    """Replay the log as the CLI loads it: records by id, ``$set`` and ``$rewindTo``."""
-    meta: dict = {}
-    current: dict[str, dict] = {}  # id -> record, in the order the CLI shows them
-    dropped: list[tuple[list[dict], int]] = []  # (records the history rewrite dropped, line)
-    records = 0
-    for number, line in enumerate(read_text(stream, file).splitlines(), 1):
-        if not line.strip():
+    """Replay the log as the CLI loads it: records by id, ``$set`` and ``$rewindTo``.
+
+    Read twice, one line at a time, so a long log never sits in memory whole: the first
+    pass applies the updates to an index of where each message is (its line's offset, and
+    its place in a ``$set`` history), the second reads the messages left, in order, into a
+    ``Spool`` like the JSON recording."""
+    spool = Spool()
+    try:
+        meta, records, order = _jsonl_index(stream, file)
+        recorder = _Recorder(file, spool)
+        for number, record in enumerate(_jsonl_records(stream, file, order), 1):
+            recorder.add(record, number)
+        session = recorder.finish(meta)
+        session.records = records
+        session.stream = spool.replay()
+        return session
+    except BaseException:
+        spool.close()
+        raise
+
+
+# Where a message of the JSONL log is: (offset of its line, its index in that line's
+# ``$set`` history or one-line recording, or -1 for a message record; its line number).
+_Place = tuple[int, int, int]
+_REWRITE = (-1, -1, 0)  # in ``order``: the history rewrite that archived what precedes
+
+
+def _jsonl_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, int, dict]]:
+    """(offset, line number, record) of every non-blank line."""
+    stream.seek(0)
+    number = 0
+    while True:
+        offset = stream.tell()
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise ImportProblem(file, number, f"line longer than {size_text(MAX_LINE_BYTES)}")
+        if number == 1 and raw.startswith(UTF8_BOM):
+            raw, offset = raw[len(UTF8_BOM) :], offset + len(UTF8_BOM)
+        if not raw.strip():
             continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})") from None
+        yield (
+            offset,
+            number,
+            expect(json_line(text, file, number), dict, file, "the record", number),
+        )
+
+
+def _jsonl_index(stream: IO[bytes], file: str) -> tuple[dict, int, list[_Place]]:
+    """The session metadata, the records read, and where the messages to import are: what
+    history rewrites dropped (each followed by ``_REWRITE``), then the current messages."""
+    meta: dict = {}
+    current: dict[str, _Place] = {}  # id -> place, in the order the CLI shows them
+    dropped: list[_Place] = []
+    records = 0
+    for offset, number, record in _jsonl_lines(stream, file):
         records += 1
-        record = json_line(line, file, number)
-        expect(record, dict, file, "the record", number)
         if isinstance(record.get("$rewindTo"), str):
             ids = list(current)
             cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in ids else 0
@@ -502,35 +548,51 @@ def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
             history = update.pop("messages", None)
             if isinstance(history, list):
                 kept = {m.get("id") for m in history if isinstance(m, dict)}
-                gone = [m for key, m in current.items() if key not in kept]
+                gone = [place for key, place in current.items() if key not in kept]
                 if gone:
-                    dropped.append((gone, number))
+                    dropped.extend([*gone, (_REWRITE[0], _REWRITE[1], number)])
                 current = {
-                    m["id"]: m
-                    for m in history
+                    m["id"]: (offset, index, number)
+                    for index, m in enumerate(history)
                     if isinstance(m, dict) and isinstance(m.get("id"), str)
                 }
             meta.update(update)
         elif isinstance(record.get("id"), str):
-            current[record["id"]] = {**record, "_line": number}
+            current[record["id"]] = (offset, -1, number)  # a known id: replaced in place
         elif "sessionId" in record:
             history = record.pop("messages", None)  # a one-line chat recording
             for index, message in enumerate(history if isinstance(history, list) else ()):
                 found = message.get("id") if isinstance(message, dict) else None
-                current[found if isinstance(found, str) else f"#{index}"] = message
+                current[found if isinstance(found, str) else f"#{index}"] = (
+                    offset,
+                    index,
+                    number,
+                )
             meta.update(record)
         else:
             raise ImportProblem(file, number, "record is neither session metadata nor a message")
     if not meta.get("sessionId"):
         raise ImportProblem(file, 1, "no session metadata line with a sessionId")
-    # What a history rewrite dropped comes first, archived by the compression that dropped it.
-    archived: list[dict] = []
-    for gone, number in dropped:
-        archived.extend(gone)
-        archived.append({"_line": number, "_rewrite": True})
-    session = _recording(meta, archived + list(current.values()), file)
-    session.records = records
-    return session
+    return meta, records, dropped + list(current.values())
+
+
+def _jsonl_records(stream: IO[bytes], file: str, order: list[_Place]) -> Iterator[Any]:
+    """The messages at ``order``'s places, read again from the file (the line last read is
+    kept, as a ``$set`` history names many messages of one line)."""
+    cached: tuple[int, dict] | None = None
+    for offset, index, number in order:
+        if offset < 0:
+            yield {"_line": number, "_rewrite": True}
+            continue
+        if cached is None or cached[0] != offset:
+            stream.seek(offset)
+            text = stream.readline(MAX_LINE_BYTES + 1).decode("utf-8")
+            cached = (offset, json_line(text, file, number))
+        record = cached[1]
+        if index >= 0:
+            history = record.get("$set", {}).get("messages") if "$set" in record else None
+            record = (history if history is not None else record.get("messages"))[index]
+        yield {**record, "_line": number} if isinstance(record, dict) else record
 
 
 # --- logs.json and checkpoints ---------------------------------------------------------
