@@ -72,6 +72,16 @@ def _copilot_side_file(path: Path) -> bool:
     )
 
 
+def _openhands_event_cache(path: Path) -> bool:
+    """``sessions/<id>/event_cache/<from>-<to>.json`` of an OpenHands session folder: copies
+    of 25 events at a time from its ``events/``, which are read instead."""
+    return (
+        path.parent.name == "event_cache"
+        and path.suffix.lower() == ".json"
+        and (path.parent.parent / "events").is_dir()
+    )
+
+
 def plan_directory(root: Path) -> DirectoryPlan:
     """Every regular file under ``root`` (links not followed), sorted by path; the files of
     a Claude Code session folder (``<id>/subagents/``, ``<id>/tool-results/``) are grouped
@@ -113,6 +123,8 @@ def plan_directory(root: Path) -> DirectoryPlan:
             folders[path.with_suffix("")].main = path
         elif path not in owner and _copilot_side_file(path):
             plan.skipped.append((path, "Copilot session bookkeeping (its events.jsonl is read)"))
+        elif path not in owner and _openhands_event_cache(path):
+            plan.skipped.append((path, "OpenHands event cache (the session's events/ are read)"))
         elif path not in owner and (
             path.suffix.lower() in SUFFIXES or path.name.endswith(NAMES) or is_specstory(path)
         ):
