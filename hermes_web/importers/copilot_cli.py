@@ -227,15 +227,15 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
                     meta[key] = data[key]
             main.skip("session.start event (kept as session metadata)")
         elif kind == "user.message":
-            content, context = _user_request(_text(data.get("content")))
+            content, ide_context = _user_request(_text(data.get("content")))
             for key in ("attachments", "source"):
                 if data.get(key):
                     extra[key] = data[key]
-            if context:
+            if ide_context:
                 target.add(
                     ParsedMessage(
                         role="user",
-                        content=context,
+                        content=ide_context,
                         meta="ide_context",
                         extra={"line": number},
                         created_at=when,

@@ -588,10 +588,10 @@ def _jsonl_records(stream: IO[bytes], file: str, order: list[_Place]) -> Iterato
             stream.seek(offset)
             text = stream.readline(MAX_LINE_BYTES + 1).decode("utf-8")
             cached = (offset, json_line(text, file, number))
-        record = cached[1]
-        if index >= 0:
-            history = record.get("$set", {}).get("messages") if "$set" in record else None
-            record = (history if history is not None else record.get("messages"))[index]
+        record: Any = cached[1]
+        if index >= 0:  # a message of a ``$set`` history or of a one-line recording
+            holder = record["$set"] if isinstance(record.get("$set"), dict) else record
+            record = holder["messages"][index]
         yield {**record, "_line": number} if isinstance(record, dict) else record
 
 
