@@ -75,6 +75,11 @@ COMPRESSED = re.compile(
     re.IGNORECASE,
 )
 SNAPSHOT = "<state_snapshot>"
+# The working directory, file tree and loaded GEMINI.md files the CLI (2026, and its A2A
+# server) records as the first user message of a session.
+SESSION_CONTEXT = "<session_context>"
+# The A2A server (Cloud Shell's agent mode) writes this one sessionId in every session file.
+A2A_SESSION = "a2a-server"
 # The first turn of a checkpoint's history: the working directory and file tree the CLI sends
 # before the user's first prompt ("Okay, …" in June 2025, "This is the Gemini CLI. …" later).
 CONTEXT_OPENINGS = (
@@ -209,6 +214,8 @@ def _walk(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     spool.close()
     if isinstance(meta.get("history"), list):
         return _checkpoint(meta["history"], file)
+    if isinstance(meta.get("sessionId"), str) and "projectHash" in meta:
+        return _Recorder(file).finish(meta)  # a session started and left: only its metadata
     raise ImportProblem(file, 0, NOT_A_CHAT)
 
 
@@ -243,6 +250,8 @@ class _Recorder:
     def finish(self, meta: dict) -> ParsedSession:
         session = self.session
         session_id = meta.get("sessionId")
+        if session_id == A2A_SESSION:  # the same for every session of the A2A server
+            session_id = f"{A2A_SESSION}.{meta.get('startTime') or self.file}"
         session.public_id = safe_id(session_id if isinstance(session_id, str) else "")
         session.created_at = epoch(meta.get("startTime"))
         session.ended_at = epoch(meta.get("lastUpdated"))
@@ -250,9 +259,8 @@ class _Recorder:
         session.extra = {"gemini_cli": info}
         summary = meta.get("summary")
         session.title = clip_title(summary if isinstance(summary, str) and summary else self.title)
-        turns = self.spool.turns if self.spool is not None else 0
-        if not turns and not any(not m.meta for m in session.messages):
-            raise ImportProblem(self.file, 0, "no user or gemini messages: nothing to import")
+        # No user or gemini message (a session opened and left, or only the CLI's context):
+        # an empty session, left out by the import like every other format's, not an error.
         return session
 
 
@@ -278,7 +286,10 @@ def _record(recorder: _Recorder, record: Any, number: int) -> None:
             _snapshot(session, text, extra, when, recorder.compact)
             return
         message = ParsedMessage(role="user", content=content, extra=extra, created_at=when)
-        if COMMANDS.match(text.strip()):
+        if text.lstrip().startswith(SESSION_CONTEXT):
+            message.meta = "context"
+            session.skip("the CLI's session context (kept as a meta row)")
+        elif COMMANDS.match(text.strip()):
             message.meta = "command"
             session.skip("slash command (kept as a meta row)")
         elif not recorder.title:
