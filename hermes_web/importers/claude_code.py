@@ -62,6 +62,7 @@ WRAPPERS = (
     ("<bash-stderr>", "command_output"),
 )
 NO_RESULT = "[no result for this call was recorded in the transcript]"
+REMINDER, REMINDER_END = "<system-reminder>", "</system-reminder>"
 # How Claude Code's compaction summary opens (the user record after a compact_boundary).
 CONTINUED = "This session is being continued from a previous conversation"
 
@@ -446,6 +447,14 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
         if wrapper:
             build.meta(_meta_row(text_of(value), wrapper, record, number))
             continue
+        if isinstance(value, str) and value.lstrip().startswith(REMINDER) and REMINDER_END in value:
+            # A /btw side question: Claude Code's instructions to the side agent, then
+            # what the user asked. The instructions are a meta row, the question the turn.
+            reminder, _, value = value.partition(REMINDER_END)
+            build.meta(_meta_row(reminder + REMINDER_END, "system_reminder", record, number))
+            value = value.strip()
+            if not value:
+                continue
         build.close()
         build.messages.append(
             ParsedMessage(role="user", content=value, extra=extra, created_at=when)
