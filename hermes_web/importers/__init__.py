@@ -364,12 +364,15 @@ def _store(
     except EmptySession as empty:
         report.empties.append(empty)
     except AlreadyImported as again:
+        skip = skip_existing or item.skip_if_imported
         again.problem = (
             "already imported (skipped)"
             if skip_existing
+            else "already imported from a fuller file (skipped: this one holds only part of it)"
+            if skip
             else f"already imported: a duplicate ({duplicate_hint})"
         )
-        (report.skipped if skip_existing else report.duplicates).append(again)
+        (report.skipped if skip else report.duplicates).append(again)
     except ImportProblem as problem:
         report.errors.append(problem)
 

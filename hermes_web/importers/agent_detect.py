@@ -16,6 +16,7 @@ _HEAD = 4096  # the keys looked at are at the very start of the document
 AIDER_HEADER = re.compile(r"\A\s*(?:#[^\n]*\n\s*)*?# aider chat started at ", re.IGNORECASE)
 GEMINI_RECORDING = re.compile(r'\A\s*\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"projectHash"\s*:')
 GEMINI_LOGS = re.compile(r'\A\s*\[\s*\{\s*"sessionId"\s*:\s*"[^"]*"\s*,\s*"messageId"\s*:')
+GEMINI_EMPTY_LOGS = re.compile(r"\A\s*\[\s*\]\s*\Z")
 GEMINI_CHECKPOINT = re.compile(
     r'\A\s*(?:\{\s*"history"\s*:\s*)?\[\s*\{\s*"role"\s*:\s*"(?:user|model)"\s*,\s*"parts"\s*:'
 )
@@ -43,6 +44,8 @@ def sniff(path: Path, head: str, file: str = "") -> str:
     if name.endswith(".aider.chat.history.md") or AIDER_HEADER.match(start):
         return "aider"
     if GEMINI_RECORDING.match(start) or GEMINI_LOGS.match(start) or GEMINI_CHECKPOINT.match(start):
+        return "gemini-cli"
+    if name == "logs.json" and GEMINI_EMPTY_LOGS.match(head):  # a project with no prompt yet
         return "gemini-cli"
     if (
         OPENHANDS_EVENT.match(start)

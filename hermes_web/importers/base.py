@@ -132,6 +132,9 @@ class ParsedSession:
     counts: Counter = field(default_factory=Counter)
     # NUL characters shown as U+2400 (see ``visible_controls``), for the fidelity report.
     controls_replaced: int = 0
+    # A partial copy of a session another file holds whole (Gemini CLI's logs.json: the
+    # prompts only): when the session is already there it is skipped, not a duplicate.
+    skip_if_imported: bool = False
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""

@@ -62,6 +62,7 @@ WRAPPERS = (
     ("<bash-stderr>", "command_output"),
 )
 NO_RESULT = "[no result for this call was recorded in the transcript]"
+REMINDER, REMINDER_END = "<system-reminder>", "</system-reminder>"
 # How Claude Code's compaction summary opens (the user record after a compact_boundary).
 CONTINUED = "This session is being continued from a previous conversation"
 
@@ -360,6 +361,8 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             session.skip("custom-title record (used as the title)")
             continue
         if kind not in MESSAGE_TYPES:
+            if kind == "teleported-from" and isinstance(record.get("remoteSessionId"), str):
+                meta_keys.setdefault("teleported_from", record["remoteSessionId"])
             if kind == "system" and record.get("subtype") == "compact_boundary":
                 build.compact_boundary(record, number)
                 session.skip("system:compact_boundary record")  # stored as a compaction, not a row
@@ -378,6 +381,10 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
         if not isinstance(message, dict):
             raise ImportProblem(file, number, f"{kind} record has no 'message' object")
         role = message.get("role")
+        if role is None and kind == "assistant" and "0" in message:
+            message = _from_spread_stream(message)
+            session.skip("assistant record holding its raw API stream (its text recovered)")
+            role = kind
         if role != kind:
             raise ImportProblem(file, number, f"unknown role {role!r} in a {kind} record")
         sid = record.get("sessionId")
@@ -440,6 +447,14 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
         if wrapper:
             build.meta(_meta_row(text_of(value), wrapper, record, number))
             continue
+        if isinstance(value, str) and value.lstrip().startswith(REMINDER) and REMINDER_END in value:
+            # A /btw side question: Claude Code's instructions to the side agent, then
+            # what the user asked. The instructions are a meta row, the question the turn.
+            reminder, _, value = value.partition(REMINDER_END)
+            build.meta(_meta_row(reminder + REMINDER_END, "system_reminder", record, number))
+            value = value.strip()
+            if not value:
+                continue
         build.close()
         build.messages.append(
             ParsedMessage(role="user", content=value, extra=extra, created_at=when)
@@ -448,7 +463,8 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             title = text_of(value)
     build.close()
     spool.write(build.messages)
-    if not spool.turns and not (session_ids or summary_title):  # else an empty session
+    if not spool.turns and not (session_ids or summary_title or "teleported_from" in meta_keys):
+        # else an empty session (left out by the import), e.g. one moved from the web unused
         raise ImportProblem(file, 0, "no user or assistant records: not a Claude Code transcript")
     parent_id = session_ids[0] if session_ids else ""
     if sidechain_records and not main_records:
@@ -490,3 +506,40 @@ def _meta_row(text: str, kind: str, record: dict, number: int) -> ParsedMessage:
         extra=extra,
         created_at=epoch(record.get("timestamp")),
     )
+
+
+def _from_spread_stream(message: dict) -> dict:
+    """An assistant message some Agent SDK builds wrote as the raw server-sent event stream
+    spread into an object, one character per key ("0": "e", "1": "v", …): the text and
+    thinking the stream carried, as the message it would have been."""
+    stream = "".join(
+        str(message[key]) for key in sorted((k for k in message if k.isdigit()), key=int)
+    )
+    blocks: dict[int, dict] = {}
+    model = ""
+    for line in stream.splitlines():
+        if not line.startswith("data: "):
+            continue
+        try:
+            event = json.loads(line[len("data: ") :])
+        except ValueError:
+            continue  # "[DONE]" and anything else that is not an event
+        if not isinstance(event, dict):
+            continue
+        started = event.get("message")
+        if event.get("type") == "message_start" and isinstance(started, dict):
+            model = str(started.get("model") or "")
+        delta, index = event.get("delta"), event.get("index")
+        if event.get("type") != "content_block_delta" or not isinstance(delta, dict):
+            continue
+        block = blocks.setdefault(index if isinstance(index, int) else 0, {})
+        if isinstance(delta.get("text"), str):
+            block.setdefault("type", "text")
+            block["text"] = block.get("text", "") + delta["text"]
+        elif isinstance(delta.get("thinking"), str):
+            block.setdefault("type", "thinking")
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+    recovered: dict = {"role": "assistant", "content": [blocks[i] for i in sorted(blocks)]}
+    if model:
+        recovered["model"] = model
+    return recovered

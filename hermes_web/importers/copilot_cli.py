@@ -22,6 +22,7 @@ is counted in the fidelity report.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import PurePath
 from typing import IO, Any
@@ -149,6 +150,24 @@ class _Thread:
         )
 
 
+REQUEST = re.compile(r"<userRequest>\s*(.*?)\s*</userRequest>", re.DOTALL)
+
+
+def _user_request(text: str) -> tuple[str, str]:
+    """The user's words and the IDE context around them. Sessions VS Code's Copilot agent
+    writes (``producer: copilot-agent``) append ``<reminder>``, ``<attachments>`` and the
+    request again in ``<userRequest>`` to what was typed: the request is the turn, the
+    rest a meta row. Anything else is the turn as it is, with no context."""
+    found = REQUEST.search(text)
+    if found is None or not found.group(1).strip():
+        return text, ""
+    request = found.group(1)
+    context = text[: found.start()] + text[found.end() :]
+    if context.lstrip().startswith(request):  # the typed text, before the appended context
+        context = context.lstrip()[len(request) :]
+    return request, context.strip()
+
+
 def _call(call_id: Any, name: Any, arguments: Any) -> dict | None:
     if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
         return None
@@ -164,6 +183,7 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     agents: dict[str, _Thread] = {}
     session_id, title, meta = "", "", {}
     compaction_start: dict = {}
+    compacting: list[ParsedMessage] | None = None
     seen_start = False
     for number, text in iter_lines(stream, file):
         if isinstance(text, ImportProblem):
@@ -207,10 +227,21 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
                     meta[key] = data[key]
             main.skip("session.start event (kept as session metadata)")
         elif kind == "user.message":
-            content = _text(data.get("content"))
+            content, ide_context = _user_request(_text(data.get("content")))
             for key in ("attachments", "source"):
                 if data.get(key):
                     extra[key] = data[key]
+            if ide_context:
+                target.add(
+                    ParsedMessage(
+                        role="user",
+                        content=ide_context,
+                        meta="ide_context",
+                        extra={"line": number},
+                        created_at=when,
+                    )
+                )
+                main.skip("IDE context of a request (kept as a meta row)")
             target.add(ParsedMessage(role="user", content=content, extra=extra, created_at=when))
             if target is thread and not title:
                 title = content
@@ -233,12 +264,27 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
                 )
             )
             main.skip("system.message event (kept as a meta row)")
+        elif kind == "session.error":
+            # Why a turn has no answer (quota, rate limit, network): shown, never sent again.
+            text = _text(data.get("message")) or str(data.get("errorType") or "error")
+            target.add(
+                ParsedMessage(
+                    role="assistant",
+                    content=f"[{data.get('errorType') or 'error'}] {text}",
+                    meta="session_error",
+                    extra=extra,
+                    created_at=when,
+                )
+            )
+            main.skip("session.error event (kept as a meta row)")
         elif kind == "session.compaction_start":
             compaction_start = dict(data, line=number)
-            main.skip("session.compaction_start event (kept with the compaction)")
+            compacting = list(thread.rows)  # what the compaction summarizes (see _compaction)
         elif kind == "session.compaction_complete":
-            _compaction(thread, compaction_start, data, number, when)
-            compaction_start = {}
+            if compaction_start:
+                main.skip("session.compaction_start event (kept with the compaction)")
+            _compaction(thread, compaction_start, data, number, when, compacting)
+            compaction_start, compacting = {}, None
         elif kind == "session.model_change" and isinstance(data.get("newModel"), str):
             main.model = main.model or data["newModel"]
             main.skip("session.model_change event")
@@ -253,6 +299,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
             main.skip("session.shutdown event (kept as session metadata)")
         else:
             main.skip(f"{kind} event")
+    if compaction_start:  # still running when the log ends (the session shut down first)
+        main.skip("session.compaction_start with no completion in the log (nothing compacted)")
     if not seen_start and not thread.rows:
         raise ImportProblem(file, 1, "no session.start event: not a Copilot CLI events.jsonl")
     if not session_id:  # the session's folder: session-state/<id>/events.jsonl
@@ -279,7 +327,18 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         yield session
 
 
-def _compaction(thread: _Thread, start: dict, data: dict, number: int, when) -> None:
+def _compaction(
+    thread: _Thread,
+    start: dict,
+    data: dict,
+    number: int,
+    when,
+    compacting: list[ParsedMessage] | None = None,
+) -> None:
+    """A completed compaction. Copilot compacts in the background: it summarizes the
+    conversation as it was at ``session.compaction_start`` (``compacting``, its
+    ``preCompactionMessagesLength`` messages) while the agent goes on; the turns taken
+    meanwhile are kept after the summary. Without a start event, everything so far."""
     session = thread.session
     if data.get("success") is False:
         session.skip("session.compaction_complete that failed (nothing was compacted)")
@@ -309,13 +368,26 @@ def _compaction(thread: _Thread, start: dict, data: dict, number: int, when) -> 
     # paired while still active (pairing leaves archived rows as they are), so the rows a
     # replay of this compaction reads are in call order
     thread.rows[:] = list(pair_stream(thread.rows, session))
-    for row in thread.rows:
+    cut = len(thread.rows)
+    if compacting is not None:
+        present = {id(row) for row in compacting}
+        cut = next(
+            (
+                at
+                for at, row in enumerate(thread.rows)
+                # a result goes with its call (a stub added by pairing too)
+                if row.active and not row.meta and row.role != "tool" and id(row) not in present
+            ),
+            cut,
+        )
+    for row in thread.rows[:cut]:
         if row.active and not row.meta:
             row.active, row.archived = False, True
             if row.replaced_by is None:
                 row.replaced_by = index
     if summary.strip():
-        thread.add(
+        thread.rows.insert(
+            cut,
             ParsedMessage(
                 role="user",
                 content=wrap_summary(summary),
@@ -323,5 +395,5 @@ def _compaction(thread: _Thread, start: dict, data: dict, number: int, when) -> 
                 summary_of=index,
                 extra={"line": number, "copilot_compaction": True},
                 created_at=when,
-            )
+            ),
         )

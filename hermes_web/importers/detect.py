@@ -16,6 +16,7 @@ _SNIFF_BYTES = 1024 * 1024
 # Claude Code writes these before (or between) its first user/assistant record.
 CLAUDE_CODE_PREAMBLE = {
     "file-history-snapshot",
+    "teleported-from",  # a session moved from Claude Code on the web
     "summary",
     "custom-title",
     "progress",

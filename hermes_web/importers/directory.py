@@ -62,6 +62,26 @@ class DirectoryPlan:
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # (path, why)
 
 
+def _copilot_side_file(path: Path) -> bool:
+    """A JSON file of a Copilot session folder (``session-state/<id>/``) other than its
+    event log: VS Code's ``vscode.metadata.json`` and ``vscode.requests.metadata.json``."""
+    return (
+        path.suffix.lower() == ".json"
+        and path.name.startswith("vscode.")
+        and (path.parent / "events.jsonl").is_file()
+    )
+
+
+def _openhands_event_cache(path: Path) -> bool:
+    """``sessions/<id>/event_cache/<from>-<to>.json`` of an OpenHands session folder: copies
+    of 25 events at a time from its ``events/``, which are read instead."""
+    return (
+        path.parent.name == "event_cache"
+        and path.suffix.lower() == ".json"
+        and (path.parent.parent / "events").is_dir()
+    )
+
+
 def plan_directory(root: Path) -> DirectoryPlan:
     """Every regular file under ``root`` (links not followed), sorted by path; the files of
     a Claude Code session folder (``<id>/subagents/``, ``<id>/tool-results/``) are grouped
@@ -101,6 +121,10 @@ def plan_directory(root: Path) -> DirectoryPlan:
     for path in regular:
         if path.suffix == ".jsonl" and path.with_suffix("") in folders:
             folders[path.with_suffix("")].main = path
+        elif path not in owner and _copilot_side_file(path):
+            plan.skipped.append((path, "Copilot session bookkeeping (its events.jsonl is read)"))
+        elif path not in owner and _openhands_event_cache(path):
+            plan.skipped.append((path, "OpenHands event cache (the session's events/ are read)"))
         elif path not in owner and (
             path.suffix.lower() in SUFFIXES or path.name.endswith(NAMES) or is_specstory(path)
         ):

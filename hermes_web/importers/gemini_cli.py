@@ -37,10 +37,11 @@ from hermes_web.importers.agent_common import (
     compact,
     expect,
     load_json,
-    read_text,
     summary_row,
 )
 from hermes_web.importers.base import (
+    MAX_LINE_BYTES,
+    UTF8_BOM,
     ImportProblem,
     NativeCompaction,
     ParsedMessage,
@@ -50,6 +51,7 @@ from hermes_web.importers.base import (
     image_part,
     json_line,
     safe_id,
+    size_text,
 )
 from hermes_web.importers.openai import (
     _SCALARS as SCALARS,
@@ -73,6 +75,17 @@ COMPRESSED = re.compile(
     re.IGNORECASE,
 )
 SNAPSHOT = "<state_snapshot>"
+# The working directory, file tree and loaded GEMINI.md files the CLI (2026, and its A2A
+# server) records as the first user message of a session.
+SESSION_CONTEXT = "<session_context>"
+# The A2A server (Cloud Shell's agent mode) writes this one sessionId in every session file.
+A2A_SESSION = "a2a-server"
+# The first turn of a checkpoint's history: the working directory and file tree the CLI sends
+# before the user's first prompt ("Okay, …" in June 2025, "This is the Gemini CLI. …" later).
+CONTEXT_OPENINGS = (
+    "This is the Gemini CLI. We are setting up the context for our chat.",
+    "Okay, just setting up the context for our chat.",
+)
 CHUNK = 64 * 1024
 NOT_A_CHAT = (
     "not a Gemini CLI chat: expected an object with 'messages', a list of log entries or a "
@@ -98,6 +111,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         yield _object(stream, file)
         return
     document = load_json(stream, file)
+    if document == [] and file.replace("\\", "/").rsplit("/", 1)[-1] == "logs.json":
+        return  # the CLI writes an empty list for a project where nothing was typed yet
     if isinstance(document, dict) and isinstance(document.get("history"), list):
         yield _checkpoint(document["history"], file)
     elif isinstance(document, list) and document and _is_log_entry(document[0]):
@@ -199,15 +214,9 @@ def _walk(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     spool.close()
     if isinstance(meta.get("history"), list):
         return _checkpoint(meta["history"], file)
+    if isinstance(meta.get("sessionId"), str) and "projectHash" in meta:
+        return _Recorder(file).finish(meta)  # a session started and left: only its metadata
     raise ImportProblem(file, 0, NOT_A_CHAT)
-
-
-def _recording(meta: dict, records: list, file: str) -> ParsedSession:
-    """A recording whose messages are all at hand (the JSONL log, once replayed)."""
-    recorder = _Recorder(file)
-    for number, record in enumerate(records, 1):
-        recorder.add(record, number)
-    return recorder.finish(meta)
 
 
 class _Recorder:
@@ -241,6 +250,8 @@ class _Recorder:
     def finish(self, meta: dict) -> ParsedSession:
         session = self.session
         session_id = meta.get("sessionId")
+        if session_id == A2A_SESSION:  # the same for every session of the A2A server
+            session_id = f"{A2A_SESSION}.{meta.get('startTime') or self.file}"
         session.public_id = safe_id(session_id if isinstance(session_id, str) else "")
         session.created_at = epoch(meta.get("startTime"))
         session.ended_at = epoch(meta.get("lastUpdated"))
@@ -248,9 +259,8 @@ class _Recorder:
         session.extra = {"gemini_cli": info}
         summary = meta.get("summary")
         session.title = clip_title(summary if isinstance(summary, str) and summary else self.title)
-        turns = self.spool.turns if self.spool is not None else 0
-        if not turns and not any(not m.meta for m in session.messages):
-            raise ImportProblem(self.file, 0, "no user or gemini messages: nothing to import")
+        # No user or gemini message (a session opened and left, or only the CLI's context):
+        # an empty session, left out by the import like every other format's, not an error.
         return session
 
 
@@ -276,7 +286,10 @@ def _record(recorder: _Recorder, record: Any, number: int) -> None:
             _snapshot(session, text, extra, when, recorder.compact)
             return
         message = ParsedMessage(role="user", content=content, extra=extra, created_at=when)
-        if COMMANDS.match(text.strip()):
+        if text.lstrip().startswith(SESSION_CONTEXT):
+            message.meta = "context"
+            session.skip("the CLI's session context (kept as a meta row)")
+        elif COMMANDS.match(text.strip()):
             message.meta = "command"
             session.skip("slash command (kept as a meta row)")
         elif not recorder.title:
@@ -473,17 +486,69 @@ def _snapshot(
 
 
 def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
-    """Replay the log as the CLI loads it: records by id, ``$set`` and ``$rewindTo``."""
-    meta: dict = {}
-    current: dict[str, dict] = {}  # id -> record, in the order the CLI shows them
-    dropped: list[tuple[list[dict], int]] = []  # (records the history rewrite dropped, line)
-    records = 0
-    for number, line in enumerate(read_text(stream, file).splitlines(), 1):
-        if not line.strip():
+    """Replay the log as the CLI loads it: records by id, ``$set`` and ``$rewindTo``.
+
+    Read twice, one line at a time, so a long log never sits in memory whole: the first
+    pass applies the updates to an index of where each message is (its line's offset, and
+    its place in a ``$set`` history), the second reads the messages left, in order, into a
+    ``Spool`` like the JSON recording."""
+    spool = Spool()
+    try:
+        meta, records, order = _jsonl_index(stream, file)
+        recorder = _Recorder(file, spool)
+        for number, record in enumerate(_jsonl_records(stream, file, order), 1):
+            recorder.add(record, number)
+        session = recorder.finish(meta)
+        session.records = records
+        session.stream = spool.replay()
+        return session
+    except BaseException:
+        spool.close()
+        raise
+
+
+# Where a message of the JSONL log is: (offset of its line, its index in that line's
+# ``$set`` history or one-line recording, or -1 for a message record; its line number).
+_Place = tuple[int, int, int]
+_REWRITE = (-1, -1, 0)  # in ``order``: the history rewrite that archived what precedes
+
+
+def _jsonl_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, int, dict]]:
+    """(offset, line number, record) of every non-blank line."""
+    stream.seek(0)
+    number = 0
+    while True:
+        offset = stream.tell()
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise ImportProblem(file, number, f"line longer than {size_text(MAX_LINE_BYTES)}")
+        if number == 1 and raw.startswith(UTF8_BOM):
+            raw, offset = raw[len(UTF8_BOM) :], offset + len(UTF8_BOM)
+        if not raw.strip():
             continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})") from None
+        yield (
+            offset,
+            number,
+            expect(json_line(text, file, number), dict, file, "the record", number),
+        )
+
+
+def _jsonl_index(stream: IO[bytes], file: str) -> tuple[dict, int, list[_Place]]:
+    """The session metadata, the records read, and where the messages to import are: what
+    history rewrites dropped (each followed by ``_REWRITE``), then the current messages."""
+    meta: dict = {}
+    current: dict[str, _Place] = {}  # id -> place, in the order the CLI shows them
+    dropped: list[_Place] = []
+    records = 0
+    for offset, number, record in _jsonl_lines(stream, file):
         records += 1
-        record = json_line(line, file, number)
-        expect(record, dict, file, "the record", number)
         if isinstance(record.get("$rewindTo"), str):
             ids = list(current)
             cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in ids else 0
@@ -494,35 +559,51 @@ def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
             history = update.pop("messages", None)
             if isinstance(history, list):
                 kept = {m.get("id") for m in history if isinstance(m, dict)}
-                gone = [m for key, m in current.items() if key not in kept]
+                gone = [place for key, place in current.items() if key not in kept]
                 if gone:
-                    dropped.append((gone, number))
+                    dropped.extend([*gone, (_REWRITE[0], _REWRITE[1], number)])
                 current = {
-                    m["id"]: m
-                    for m in history
+                    m["id"]: (offset, index, number)
+                    for index, m in enumerate(history)
                     if isinstance(m, dict) and isinstance(m.get("id"), str)
                 }
             meta.update(update)
         elif isinstance(record.get("id"), str):
-            current[record["id"]] = {**record, "_line": number}
+            current[record["id"]] = (offset, -1, number)  # a known id: replaced in place
         elif "sessionId" in record:
             history = record.pop("messages", None)  # a one-line chat recording
             for index, message in enumerate(history if isinstance(history, list) else ()):
                 found = message.get("id") if isinstance(message, dict) else None
-                current[found if isinstance(found, str) else f"#{index}"] = message
+                current[found if isinstance(found, str) else f"#{index}"] = (
+                    offset,
+                    index,
+                    number,
+                )
             meta.update(record)
         else:
             raise ImportProblem(file, number, "record is neither session metadata nor a message")
     if not meta.get("sessionId"):
         raise ImportProblem(file, 1, "no session metadata line with a sessionId")
-    # What a history rewrite dropped comes first, archived by the compression that dropped it.
-    archived: list[dict] = []
-    for gone, number in dropped:
-        archived.extend(gone)
-        archived.append({"_line": number, "_rewrite": True})
-    session = _recording(meta, archived + list(current.values()), file)
-    session.records = records
-    return session
+    return meta, records, dropped + list(current.values())
+
+
+def _jsonl_records(stream: IO[bytes], file: str, order: list[_Place]) -> Iterator[Any]:
+    """The messages at ``order``'s places, read again from the file (the line last read is
+    kept, as a ``$set`` history names many messages of one line)."""
+    cached: tuple[int, dict] | None = None
+    for offset, index, number in order:
+        if offset < 0:
+            yield {"_line": number, "_rewrite": True}
+            continue
+        if cached is None or cached[0] != offset:
+            stream.seek(offset)
+            text = stream.readline(MAX_LINE_BYTES + 1).decode("utf-8")
+            cached = (offset, json_line(text, file, number))
+        record: Any = cached[1]
+        if index >= 0:  # a message of a ``$set`` history or of a one-line recording
+            holder = record["$set"] if isinstance(record.get("$set"), dict) else record
+            record = holder["messages"][index]
+        yield {**record, "_line": number} if isinstance(record, dict) else record
 
 
 # --- logs.json and checkpoints ---------------------------------------------------------
@@ -543,6 +624,9 @@ def _logs(entries: list, file: str) -> Iterator[ParsedSession]:
             )
             session.created_at = epoch(entry.get("timestamp"))
             session.extra = {"gemini_cli": {"logs_json": True}}
+            # Its prompts are also in the session's chat recording (beside it in chats/):
+            # already imported from there, it is skipped, never a duplicate to fail on.
+            session.skip_if_imported = True
         session.records += 1
         role = "user" if entry.get("type", "user") == "user" else "assistant"
         message = ParsedMessage(role=role, content=text, created_at=epoch(entry.get("timestamp")))
@@ -561,8 +645,9 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
     stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     session.public_id = safe_id(stem)
     session.extra = {"gemini_cli": {"checkpoint": stem}}
-    names: dict[str, str] = {}
+    pending: dict[str, str] = {}  # call id -> tool name, for the calls not answered yet
     counter = 0
+    context_reply = False  # the model's "Got it" to the CLI's context turn is bookkeeping too
     for number, turn in enumerate(history, 1):
         where = f"history item {number}"
         turn = expect(turn, dict, file, where)
@@ -581,16 +666,19 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
                 fc = part["functionCall"]
                 counter += 1
                 call_id = fc.get("id") if isinstance(fc.get("id"), str) else f"call_{counter}"
-                names[call_id] = str(fc.get("name") or "")
-                calls.append(call(call_id, names[call_id], fc.get("args")))
+                pending[call_id] = str(fc.get("name") or "")
+                calls.append(call(call_id, pending[call_id], fc.get("args")))
             elif isinstance(part.get("functionResponse"), dict):
                 fr = part["functionResponse"]
                 call_id = fr.get("id") if isinstance(fr.get("id"), str) else ""
-                if not call_id:  # older checkpoints: answered by name, in order
+                if call_id not in pending:
+                    # No id, or (Gemini CLI 0.1.x) an id the call itself did not carry
+                    # ("run_shell_command-1751899028178-…"): answered by name, in order.
                     call_id = next(
-                        (k for k, n in names.items() if n == fr.get("name")), f"call_{counter}"
+                        (k for k, n in pending.items() if n == fr.get("name")),
+                        call_id or f"call_{counter}",
                     )
-                    names.pop(call_id, None)
+                pending.pop(call_id, None)
                 body = fr.get("response")
                 if isinstance(body, dict) and set(body) <= {"output", "error"}:
                     body = body.get("output", body.get("error"))
@@ -605,18 +693,25 @@ def _checkpoint(history: list, file: str) -> ParsedSession:
                 )
             if text.lstrip().startswith(SNAPSHOT):
                 _snapshot(session, text, {"history_item": number}, None)
+            elif number == 1 and text.lstrip().startswith(CONTEXT_OPENINGS):
+                session.messages.append(ParsedMessage(role="user", content=text, meta="context"))
+                session.skip("the CLI's context turn (kept as a meta row)")
+                context_reply = True
             elif text:
                 session.messages.append(ParsedMessage(role="user", content=text))
                 session.title = session.title or clip_title(text)
         else:
-            session.messages.append(
-                ParsedMessage(
-                    role="assistant",
-                    content=text or None,
-                    tool_calls=calls or None,
-                    reasoning="\n".join(thoughts) or None,
-                )
+            message = ParsedMessage(
+                role="assistant",
+                content=text or None,
+                tool_calls=calls or None,
+                reasoning="\n".join(thoughts) or None,
             )
-    if not session.messages:
+            if context_reply and not calls:
+                message.meta = "context"
+                session.skip("the model's answer to the context turn (kept as a meta row)")
+            context_reply = False
+            session.messages.append(message)
+    if not any(not m.meta for m in session.messages):
         raise ImportProblem(file, 0, "the checkpoint holds no messages")
     return session

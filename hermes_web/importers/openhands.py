@@ -127,6 +127,10 @@ class _Builder:
         self.turn_response = ""
         self.call_of_action: dict[int, str] = {}  # action event id -> call id
         self.answered: set[str] = set()
+        # Some providers number calls per response ("toolu_1", "toolu_2", … again in the
+        # next one): a call id seen before is made unique, and the model's own id is the
+        # latest call that carried it.
+        self.latest_call: dict[str, str] = {}
 
     def add(self, event_id: int | None, message: ParsedMessage) -> None:
         if event_id is not None:
@@ -145,6 +149,10 @@ class _Builder:
         arguments = _arguments(meta, call_id) or {
             k: v for k, v in args.items() if k not in ("thought", "hidden", "confirmation_state")
         }
+        model_id = call_id
+        if call_id in self.latest_call or call_id in self.answered:
+            call_id = f"{model_id}~{event_id}"
+        self.latest_call[model_id] = call_id
         response = meta.get("model_response")
         response_id = response.get("id") if isinstance(response, dict) else None
         self.call_of_action[event_id] = call_id
@@ -275,9 +283,10 @@ def _session(events: list, file: str, meta: dict) -> ParsedSession:
         raise ImportProblem(file, 0, f"event {event_id} is neither an action nor an observation")
     for event_id, args, when in condensations:
         _condensation(build, event_id, args, when)
-    if not any(not m.meta and m.role != "system" for m in build.rows):
-        raise ImportProblem(file, 0, "no user or agent messages: nothing to import")
-    session.messages = build.rows
+    # A conversation opened and never used (only the system prompt and state changes, as a
+    # real session folder can be) is an empty session: left out, never an error.
+    has_turns = any(not m.meta and m.role != "system" for m in build.rows)
+    session.messages = build.rows if has_turns else []
     if meta.get("instance_id"):
         session.public_id = safe_id(str(meta["instance_id"]))
     elif meta.get("session_folder"):  # sessions/<id>/events/0.json
@@ -299,8 +308,10 @@ def _observation(build: _Builder, event: dict, event_id: int, when) -> None:
     meta = event.get("tool_call_metadata")
     call_id = meta.get("tool_call_id") if isinstance(meta, dict) else None
     cause = event.get("cause")
-    if not isinstance(call_id, str) or not call_id:
-        call_id = build.call_of_action.get(cause) if isinstance(cause, int) else None
+    if isinstance(cause, int) and cause in build.call_of_action:  # the action it answers
+        call_id = build.call_of_action[cause]
+    elif isinstance(call_id, str) and call_id:
+        call_id = build.latest_call.get(call_id, call_id)
     if kind == "recall" or not call_id or call_id in build.answered:
         label = "recall" if kind == "recall" else "observation"
         build.add(event_id, ParsedMessage(role="user", content=text, meta=label, created_at=when))
