@@ -4,7 +4,7 @@ slower, never broken.
 What is cached and when it goes stale:
 
 - Per-session data (the conversation's header numbers, its message chunks and paging links, the
-  conversation list's rows) is keyed by ``Session.updated_at``, which only ``Session.touch()``
+  API's pages of its messages, the conversation list's rows) is keyed by ``Session.updated_at``, which only ``Session.touch()``
   moves: every writer of a session's rows calls it, so a cached value is never older than the
   data. Nothing is deleted by hand.
 - A finished compaction's panels, cards and fact audit are keyed by its id, status and
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 USER_SECONDS = 300
 API_KEY_SECONDS = 300
 SESSION_STATS_SECONDS = 600
+MESSAGE_PAGE_SECONDS = 600  # a page of the API's message list, as the JSON it answered
 PANEL_SECONDS = 600  # a finished compaction's inspector panels and cards
 AUDIT_SECONDS = 3600  # a finished compaction's fact-survival audit
 WORKER_STATUS_SECONDS = 5  # the "no worker is running" banner, checked on every page
@@ -65,6 +66,14 @@ def api_key_key(key_hash: str) -> str:
 def session_stats_key(session: Any) -> str:
     """A conversation's header numbers, until the session is touched."""
     return f"conversation-stats:{session.pk}:{session.updated_at.timestamp()}"
+
+
+def message_page_key(session: Any, offset: int, limit: int, include_archived: bool) -> str:
+    """One page of the API's message list (its JSON), until the session is touched."""
+    return (
+        f"api-messages:{session.pk}:{session.updated_at.timestamp()}:"
+        f"{offset}:{limit}:{int(include_archived)}"
+    )
 
 
 def card_key(compaction: Any) -> str:

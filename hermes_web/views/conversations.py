@@ -99,14 +99,17 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     empty = Q(source__startswith="import:") & ~Exists(
         Message.objects.filter(session=OuterRef("pk"))
     )
-    hidden = 0 if show_empty else sessions.filter(empty).count()
+    # One query counts the sessions and the hidden empties. The newest activity (of all of
+    # them: a hidden session's change only renews the cache early) keys the template's cache
+    # of the rows: any append, commit or new session moves it, so the cached rows are never
+    # older than the data (or a minute). Counted before the per-row aggregates are annotated.
+    summary = sessions.aggregate(
+        every=Count("pk"), empties=Count("pk", filter=empty), latest=Max("updated_at")
+    )
+    hidden = 0 if show_empty else summary["empties"]
     if hidden:
         sessions = sessions.exclude(empty)
-    # Counted before the per-row aggregates are annotated, which count() would otherwise run.
-    # The newest activity also keys the template's cache of the rows: any append, commit or
-    # new session moves it, so the cached rows are never older than the data (or a minute).
-    summary = sessions.aggregate(total=Count("pk"), latest=Max("updated_at"))
-    total = summary["total"]
+    total = summary["every"] - hidden
     context = {
         # Read by the template only when its cached rows are stale.
         "listing": LazyPanels(sessions=functools.partial(_list_rows, sessions)),
