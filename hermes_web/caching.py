@@ -9,6 +9,8 @@ What is cached and when it goes stale:
   data. Nothing is deleted by hand.
 - A finished compaction's panels, cards and fact audit are keyed by its id, status and
   ``finished_at`` (an undo or redo changes the status): a finished report never changes.
+- A run's undo history (a key of its report) is keyed by its status and the ``updated_at`` of
+  its session and result session: every undo and redo writes the history and touches both.
 - The signed-in user and API keys are dropped by the model signals (``hermes_web.auth``) and
   expire anyway in case a bulk ``update()`` bypassed them.
 - Template fragments (``{% cache %}``) take their lifetime from ``FRAGMENT_SECONDS``, handed
@@ -36,6 +38,7 @@ SESSION_STATS_SECONDS = 600
 MESSAGE_PAGE_SECONDS = 600  # a page of the API's message list, as the JSON it answered
 PANEL_SECONDS = 600  # a finished compaction's inspector panels and cards
 AUDIT_SECONDS = 3600  # a finished compaction's fact-survival audit
+UNDO_HISTORY_SECONDS = 600  # the inspector's list of a run's undos and redos
 WORKER_STATUS_SECONDS = 5  # the "no worker is running" banner, checked on every page
 SIGNUP_WINDOW_SECONDS = 3600  # sign-up attempts are counted per address and hour
 # ``{% cache %}`` fragments, by name (the template reads ``fragment_seconds.<name>``).
@@ -86,6 +89,15 @@ def card_key(compaction: Any) -> str:
 def audit_key(compaction: Any) -> str:
     """The fact-survival audit of a finished compaction."""
     return f"hermes:audit:{compaction.public_id}:{_stamp(compaction.finished_at)}"
+
+
+def undo_history_key(compaction: Any) -> str:
+    """An undoable run's undo history, until an undo or redo (which touch its sessions)."""
+    result = compaction.result_session if compaction.result_session_id else None
+    return (
+        f"undo-history:{compaction.pk}:{compaction.status}:"
+        f"{_stamp(compaction.session.updated_at)}:{_stamp(result.updated_at if result else None)}"
+    )
 
 
 WORKER_STATUS_KEY = "hermes:health:no-worker"

@@ -1,14 +1,20 @@
 """Issue #28, pages under load: the work a repeated view of an unchanged conversation skips,
 and that what it serves is never older than the data."""
 
+import re
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils.html import escape
 
 from hermes_web import caching
+from hermes_web.services.compactions import request_compaction
 from hermes_web.services.sessions import create_session
-from tests.web.inspector_seed import compact_now, seed_conversation
+from hermes_web.views import compactions
+from tests.web.inspector_seed import PAYLOAD, compact_now, seed_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +104,104 @@ def test_the_conversation_list_counts_its_sessions_and_hidden_empties_in_one_que
     listed = alice_client.get("/conversations/", {"empty": "1"}).content.decode()
     assert "imported, empty" in listed
     assert "not listed" not in listed
+
+
+# ---------------------------------------------------------------- inspector: texts on request
+
+
+@pytest.fixture
+def committed(alice):
+    session = seed_conversation(alice, n=120, title="Parser work", payload=True)
+    return compact_now(session, alice, mode="rotation")
+
+
+def section(html: str, panel_id: str) -> str:
+    start = html.index(f'id="{panel_id}"')
+    return html[start : html.index("</section>", start)]
+
+
+def test_the_summarizer_input_loads_when_its_box_is_opened_or_on_its_own_page(
+    committed, alice_client, bob_client
+):
+    text = committed.report["summarizer_input"]
+    assert PAYLOAD in text
+    html = alice_client.get(reverse("compaction_detail", args=[committed.public_id])).content
+    html = html.decode()
+    url = reverse("compaction_summarizer_text", args=[committed.public_id, "input"])
+    box = section(html, "summarizer-input")
+    # The box says how long the text is and fetches it when opened; its link works without JS.
+    assert f"Input exactly as sent ({len(text):,} characters)" in box
+    assert f'hx-get="{url}" hx-trigger="toggle once" hx-target="find .lazy-body"' in box
+    assert f'<a href="{url}">Show the input exactly as sent</a>' in box
+    assert escape(text) not in html
+    assert "<details open" not in box
+
+    partial = alice_client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert partial == f'<pre tabindex="0">{escape(text)}</pre>\n'
+    assert PAYLOAD not in partial  # escaped, as on the inspector before
+
+    page = alice_client.get(url).content.decode()
+    assert "<html" in page
+    assert "<h1>Summarizer input exactly as sent</h1>" in page
+    assert f'<pre tabindex="0">{escape(text)}</pre>' in page
+    assert f'href="{reverse("compaction_detail", args=[committed.public_id])}"' in page
+
+    # A deterministic run sent no prompt: the inspector offers none, the page is empty.
+    assert "Full prompt sent to the model" not in box
+    assert "there is no prompt" in box
+    prompt = reverse("compaction_summarizer_text", args=[committed.public_id, "prompt"])
+    assert "0 characters" in alice_client.get(prompt).content.decode()
+    other = reverse("compaction_summarizer_text", args=[committed.public_id, "report"])
+    assert alice_client.get(other).status_code == 404
+    assert bob_client.get(url).status_code == 404
+    assert bob_client.get(url, HTTP_HX_REQUEST="true").status_code == 404
+
+
+def final_rows_of(html: str) -> list[str]:
+    return re.findall(r'<td><a href="([^"]+)">(\d+)</a></td>', html)
+
+
+def test_a_long_final_list_loads_when_opened_and_a_short_one_is_listed_inline(
+    committed, alice_client, bob_client, monkeypatch
+):
+    expected = committed.report["counts"]["messages_after"]
+    page_url = reverse("compaction_detail", args=[committed.public_id])
+    inline = section(alice_client.get(page_url).content.decode(), "final-list")
+    assert expected <= compactions.FINAL_INLINE_MAX
+    assert "<details open>" in inline
+    rows = final_rows_of(inline)
+    assert len(rows) == expected
+
+    monkeypatch.setattr(compactions, "FINAL_INLINE_MAX", expected - 1)
+    cache.clear()  # the panels are cached as rendered
+    lazy = section(alice_client.get(page_url).content.decode(), "final-list")
+    url = reverse("compaction_final_list", args=[committed.public_id])
+    assert f"{expected:,} messages, <strong>" in lazy
+    assert f'hx-get="{url}" hx-trigger="toggle once"' in lazy
+    assert f'<a href="{url}">Show the {expected:,} messages</a>' in lazy
+    assert final_rows_of(lazy) == []
+    assert "<details open>" not in lazy
+
+    partial = alice_client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in partial
+    assert final_rows_of(partial) == rows  # the same rows, the same links as inline
+    page = alice_client.get(url).content.decode()
+    assert "<html" in page
+    assert "<h1>Final assembled list</h1>" in page
+    assert final_rows_of(page) == rows
+    assert bob_client.get(url).status_code == 404
+
+
+def test_a_dry_runs_final_list_page_lists_the_tokens_it_would_send(alice, alice_client):
+    session = seed_conversation(alice, n=60)
+    dry = request_compaction(
+        session=session, trigger="what_if", summarizer="deterministic", run_now=True
+    )
+    assert dry.status == "dry_run", dry.error
+    tokens = dry.report["output_message_tokens"]
+    partial = alice_client.get(
+        reverse("compaction_final_list", args=[dry.public_id]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert partial.count("<li>") == len(tokens)
+    assert f"<li>{tokens[-1]:,} tokens</li>" in partial
+    assert "<table" not in partial
