@@ -20,9 +20,12 @@ from hermes_web.presenters.messages import anchor_for, message_view
 from hermes_web.services.sessions import conversation_stats
 from hermes_web.views.lineage import compaction_tally
 
-CHUNK = 200
+# Rows per window. 50 agent messages fill several screens; a window of 200 made the page of
+# a long conversation ~190 KB on every view (issue #28: pages under load), where the next
+# window is one click away, in place with htmx.
+CHUNK = 50
 LIST_LIMIT = 200
-# A window also ends once its rows hold this much text: 200 rows of multi-megabyte tool
+# A window also ends once its rows hold this much text: 50 rows of multi-megabyte tool
 # output would otherwise cost the web process gigabytes for one page view.
 WINDOW_BYTES = 4 * 1024 * 1024
 # Positions are stored as 32-bit-safe integers; a larger ?start= means "past the end".

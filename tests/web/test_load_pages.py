@@ -12,8 +12,9 @@ from django.utils.html import escape
 
 from hermes_web import caching
 from hermes_web.services.compactions import request_compaction
-from hermes_web.services.sessions import create_session
+from hermes_web.services.sessions import append_message, create_session
 from hermes_web.views import compactions
+from hermes_web.views.conversations import CHUNK
 from tests.web.inspector_seed import PAYLOAD, compact_now, seed_conversation
 
 pytestmark = pytest.mark.django_db
@@ -205,3 +206,47 @@ def test_a_dry_runs_final_list_page_lists_the_tokens_it_would_send(alice, alice_
     assert partial.count("<li>") == len(tokens)
     assert f"<li>{tokens[-1]:,} tokens</li>" in partial
     assert "<table" not in partial
+
+
+# ---------------------------------------------------------------- conversation windows
+
+
+def shown(html: str) -> list[int]:
+    return [int(p) for p in re.findall(r'<article[^>]* id="m(\d+)"', html)]
+
+
+def link(html: str, words: str) -> str | None:
+    found = re.search(r'<a[^>]* href="\?start=(\d+)[^"]*"[^>]*>[^<]*' + words, html)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("extra", [0, 1, CHUNK - 1])
+def test_conversation_windows_at_their_boundaries_reach_the_newest_message(
+    alice, alice_client, extra
+):
+    n = CHUNK + extra
+    session = create_session(owner=alice, title="windows")
+    for i in range(n):
+        append_message(session, role="user" if i % 2 == 0 else "assistant", content=f"m{i}")
+    url = reverse("conversation_detail", args=[session.public_id])
+    first = alice_client.get(url).content.decode()
+    assert shown(first) == list(range(CHUNK))
+    if not extra:  # exactly one window: nothing to load, nothing newer
+        assert "Load more messages" not in first
+        assert link(first, "↓ Newest messages") is None
+        return
+    assert link(first, "Load more messages") == str(CHUNK)
+    newest = link(first, "↓ Newest messages")
+    assert newest is not None
+    # The newest window ends with the last message, and pages back to the first.
+    last = alice_client.get(url, {"start": newest}).content.decode()
+    assert shown(last)[-1] == n - 1
+    assert len(shown(last)) == CHUNK
+    assert "Load more messages" not in last
+    back = link(last, "↑ Earlier messages")
+    assert back == "0"
+    # In place: the next window alone, ending with the last message and no further link.
+    chunk = alice_client.get(url, {"start": CHUNK, "chunk": 1}, HTTP_HX_REQUEST="true")
+    assert shown(chunk.content.decode()) == list(range(CHUNK, n))
+    assert b"<html" not in chunk.content
+    assert b"Load more messages" not in chunk.content
