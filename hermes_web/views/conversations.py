@@ -220,7 +220,16 @@ def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> lis
 @require_GET
 @login_required
 def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
-    session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
+    chunk_only = bool(request.htmx and request.GET.get("chunk"))
+    sessions = Session.objects.for_user(request.user)
+    if not chunk_only:
+        # Most conversations have no compactions and no children: asked with the session
+        # (two EXISTS), their panels then cost no query of their own.
+        sessions = sessions.annotate(
+            has_compactions=Exists(Compaction.objects.filter(session=OuterRef("pk"))),
+            has_children=Exists(Session.objects.filter(parent=OuterRef("pk"))),
+        )
+    session = get_object_or_404(sessions, public_id=public_id)
     start = _int_param(request, "start")
     show_archived = request.GET.get("archived") == "1"
     stats = conversation_stats(session)
@@ -251,13 +260,19 @@ def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpRespons
         "stats": stats,
         "nav": "conversations",
     }
-    if request.htmx and request.GET.get("chunk"):
+    if chunk_only:
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
     # Reports can be megabytes of JSON; the list needs only the row's columns.
-    compactions = list(
-        Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
+    compactions = (
+        list(Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20])
+        if session.has_compactions
+        else []
     )
-    kids = list(Session.objects.filter(parent=session).order_by("created_at", "pk"))
+    kids = (
+        list(Session.objects.filter(parent=session).order_by("created_at", "pk"))
+        if session.has_children
+        else []
+    )
     context.update(
         archived=stats["archived"],
         compactions=compactions,

@@ -250,3 +250,28 @@ def test_conversation_windows_at_their_boundaries_reach_the_newest_message(
     assert shown(chunk.content.decode()) == list(range(CHUNK, n))
     assert b"<html" not in chunk.content
     assert b"Load more messages" not in chunk.content
+
+
+def test_a_conversations_compactions_and_children_are_read_only_when_it_has_some(
+    alice, alice_client
+):
+    session = seed_conversation(alice, n=60, title="parent")
+    url = reverse("conversation_detail", args=[session.public_id])
+    alice_client.get(url)
+    with CaptureQueriesContext(connection) as queries:
+        page = alice_client.get(url).content.decode()
+    assert len(queries) == 1
+    assert 'class="panel" open' not in page  # no compactions panel
+    assert "it continues in" not in page
+
+    run = compact_now(session, alice, mode="rotation")
+    page = alice_client.get(url).content.decode()
+    child = run.result_session
+    assert f"/compactions/{run.public_id}/" in page  # listed in the compactions panel
+    assert "1 committed" in page
+    assert f'it continues in <a href="/conversations/{child.public_id}/">' in page
+    # A chunk loaded in place asks for neither.
+    with CaptureQueriesContext(connection) as queries:
+        chunk = alice_client.get(url, {"start": 0, "chunk": 1}, HTTP_HX_REQUEST="true")
+    assert chunk.status_code == 200
+    assert not [q for q in queries.captured_queries if 'FROM "hermes_web_compaction"' in q["sql"]]
