@@ -47,13 +47,16 @@ def _message_page(session, offset: int, limit: int, include_archived: bool) -> M
     else:
         rows = rows.filter(active=True)
         count = conversation_stats(session)["n"] or 0  # cached until the session changes
-    return MessagePage(
-        count=count,
-        # Rows as dicts: model instances for a page of large messages cost more than the query.
-        items=[
-            MessageOut.from_row(r)
-            for r in rows.values(*MessageOut.COLUMNS)[offset : offset + limit]
-        ],
+    return MessagePage.model_validate(
+        {
+            "count": count,
+            # Rows as dicts: model instances for a page of large messages cost more than the
+            # query.
+            "items": [
+                MessageOut.from_row(r)
+                for r in rows.values(*MessageOut.COLUMNS)[offset : offset + limit]
+            ],
+        }
     )
 
 
