@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from hermes_web.views import compactions
 from hermes_web.views.conversations import CHUNK
+from tests.browser.test_inspector_pages_browser import overflows, serious_violations
 from tests.web.inspector_seed import compact_now, seed_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -61,3 +62,30 @@ def test_load_more_adds_the_next_window_in_place(live_server, page, user):
     expect(messages).to_have_count(CHUNK + 5)
     expect(page.locator(f"#m{CHUNK + 4}")).to_be_attached()
     expect(page).to_have_url(re.compile(rf"/conversations/{session.public_id}/$"))
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_the_texts_own_pages_and_the_opened_boxes_pass_axe_without_sideways_scroll(
+    live_server, page, user, width
+):
+    session = seed_conversation(user, n=120, title="Lazy pages", payload=True)
+    run = compact_now(session, user, mode="rotation")
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, live_server)
+    problems = {}
+    for name, path in {
+        "summarizer input": f"/compactions/{run.public_id}/summarizer-input/",
+        "final list": f"/compactions/{run.public_id}/final-list/",
+        "inspector, boxes open": f"/compactions/{run.public_id}/",
+    }.items():
+        page.goto(live_server.url + path)
+        expect(page.locator("main h1")).to_be_visible()
+        if name.startswith("inspector"):
+            page.locator("#summarizer-input details summary").click()
+            expect(page.locator("#summarizer-input details pre")).to_be_visible()
+        found = serious_violations(page)
+        if overflows(page):
+            found.append("the page scrolls sideways")
+        if found:
+            problems[name] = found
+    assert not problems, problems
