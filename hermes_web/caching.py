@@ -36,6 +36,9 @@ USER_SECONDS = 300
 API_KEY_SECONDS = 300
 SESSION_STATS_SECONDS = 600
 MESSAGE_PAGE_SECONDS = 600  # a page of the API's message list, as the JSON it answered
+# A bigger page (500 rows of long tool output can be hundreds of MB) is answered uncached: one
+# client paging through a huge session must not fill the cache's memory.
+MESSAGE_PAGE_MAX_BYTES = 1024 * 1024
 PANEL_SECONDS = 600  # a finished compaction's inspector panels and cards
 AUDIT_SECONDS = 3600  # a finished compaction's fact-survival audit
 UNDO_HISTORY_SECONDS = 600  # the inspector's list of a run's undos and redos

@@ -6,7 +6,7 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router, Status
 
-from hermes_web import validation
+from hermes_web import caching, validation
 from hermes_web.api.common import ERRORS, PageQuery, get_session, get_session_key, page_bounds
 from hermes_web.api.errors import Conflict, Unprocessable
 from hermes_web.caching import MESSAGE_PAGE_SECONDS, message_page_key
@@ -36,7 +36,8 @@ def list_messages(request: HttpRequest, session_id: str, page: Query[MessageQuer
         listing = _message_page(session, offset, limit, page.include_archived)
         # Rendered as ninja renders a returned MessagePage (the same dump and encoder).
         body = api.renderer.render(request, listing.model_dump(), response_status=200)
-        cache.set(key, body, MESSAGE_PAGE_SECONDS)
+        if len(body) <= caching.MESSAGE_PAGE_MAX_BYTES:
+            cache.set(key, body, MESSAGE_PAGE_SECONDS)
     return HttpResponse(body, content_type=api.get_content_type())
 
 

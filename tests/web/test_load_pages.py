@@ -275,3 +275,21 @@ def test_a_conversations_compactions_and_children_are_read_only_when_it_has_some
         chunk = alice_client.get(url, {"start": 0, "chunk": 1}, HTTP_HX_REQUEST="true")
     assert chunk.status_code == 200
     assert not [q for q in queries.captured_queries if 'FROM "hermes_web_compaction"' in q["sql"]]
+
+
+def test_an_api_page_bigger_than_the_cap_is_answered_uncached(alice, alice_client, monkeypatch):
+    session = create_session(owner=alice)
+    url = f"/api/sessions/{session.public_id}/messages"
+    for _ in range(3):
+        alice_client.post(
+            url, {"role": "user", "content": "x" * 400}, content_type="application/json"
+        )
+    small = alice_client.get(url, {"limit": 1}).content
+    monkeypatch.setattr(caching, "MESSAGE_PAGE_MAX_BYTES", len(small))
+    first = alice_client.get(url).content  # three rows: over the cap
+    assert len(first) > len(small)
+    with CaptureQueriesContext(connection) as queries:
+        assert alice_client.get(url).content == first
+        assert alice_client.get(url, {"limit": 1}).content == small  # cached before: still
+    reads = message_queries(queries)
+    assert len(reads) == 1, reads  # the big page read again, the small one from the cache
