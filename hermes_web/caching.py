@@ -4,11 +4,13 @@ slower, never broken.
 What is cached and when it goes stale:
 
 - Per-session data (the conversation's header numbers, its message chunks and paging links, the
-  conversation list's rows) is keyed by ``Session.updated_at``, which only ``Session.touch()``
+  API's pages of its messages, the conversation list's rows) is keyed by ``Session.updated_at``, which only ``Session.touch()``
   moves: every writer of a session's rows calls it, so a cached value is never older than the
   data. Nothing is deleted by hand.
 - A finished compaction's panels, cards and fact audit are keyed by its id, status and
   ``finished_at`` (an undo or redo changes the status): a finished report never changes.
+- A run's undo history (a key of its report) is keyed by its status and the ``updated_at`` of
+  its session and result session: every undo and redo writes the history and touches both.
 - The signed-in user and API keys are dropped by the model signals (``hermes_web.auth``) and
   expire anyway in case a bulk ``update()`` bypassed them.
 - Template fragments (``{% cache %}``) take their lifetime from ``FRAGMENT_SECONDS``, handed
@@ -33,8 +35,13 @@ log = logging.getLogger(__name__)
 USER_SECONDS = 300
 API_KEY_SECONDS = 300
 SESSION_STATS_SECONDS = 600
+MESSAGE_PAGE_SECONDS = 600  # a page of the API's message list, as the JSON it answered
+# A bigger page (500 rows of long tool output can be hundreds of MB) is answered uncached: one
+# client paging through a huge session must not fill the cache's memory.
+MESSAGE_PAGE_MAX_BYTES = 1024 * 1024
 PANEL_SECONDS = 600  # a finished compaction's inspector panels and cards
 AUDIT_SECONDS = 3600  # a finished compaction's fact-survival audit
+UNDO_HISTORY_SECONDS = 600  # the inspector's list of a run's undos and redos
 WORKER_STATUS_SECONDS = 5  # the "no worker is running" banner, checked on every page
 SIGNUP_WINDOW_SECONDS = 3600  # sign-up attempts are counted per address and hour
 # ``{% cache %}`` fragments, by name (the template reads ``fragment_seconds.<name>``).
@@ -67,6 +74,14 @@ def session_stats_key(session: Any) -> str:
     return f"conversation-stats:{session.pk}:{session.updated_at.timestamp()}"
 
 
+def message_page_key(session: Any, offset: int, limit: int, include_archived: bool) -> str:
+    """One page of the API's message list (its JSON), until the session is touched."""
+    return (
+        f"api-messages:{session.pk}:{session.updated_at.timestamp()}:"
+        f"{offset}:{limit}:{int(include_archived)}"
+    )
+
+
 def card_key(compaction: Any) -> str:
     """The what-if and Compare card of a finished compaction."""
     return (
@@ -77,6 +92,15 @@ def card_key(compaction: Any) -> str:
 def audit_key(compaction: Any) -> str:
     """The fact-survival audit of a finished compaction."""
     return f"hermes:audit:{compaction.public_id}:{_stamp(compaction.finished_at)}"
+
+
+def undo_history_key(compaction: Any) -> str:
+    """An undoable run's undo history, until an undo or redo (which touch its sessions)."""
+    result = compaction.result_session if compaction.result_session_id else None
+    return (
+        f"undo-history:{compaction.pk}:{compaction.status}:"
+        f"{_stamp(compaction.session.updated_at)}:{_stamp(result.updated_at if result else None)}"
+    )
 
 
 WORKER_STATUS_KEY = "hermes:health:no-worker"

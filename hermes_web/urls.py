@@ -51,6 +51,16 @@ urlpatterns = [
     path("compactions/<str:public_id>/", inspector.compaction_detail, name="compaction_detail"),
     path("compactions/<str:public_id>/audit/", inspector.compaction_audit, name="compaction_audit"),
     path(
+        "compactions/<str:public_id>/summarizer-<str:part>/",
+        inspector.compaction_summarizer_text,
+        name="compaction_summarizer_text",
+    ),
+    path(
+        "compactions/<str:public_id>/final-list/",
+        inspector.compaction_final_list,
+        name="compaction_final_list",
+    ),
+    path(
         "compactions/<str:public_id>/report.json",
         inspector.compaction_report_json,
         name="compaction_report_json",

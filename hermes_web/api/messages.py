@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from django.core.cache import cache
+from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router, Status
 
-from hermes_web import validation
+from hermes_web import caching, validation
 from hermes_web.api.common import ERRORS, PageQuery, get_session, get_session_key, page_bounds
 from hermes_web.api.errors import Conflict, Unprocessable
+from hermes_web.caching import MESSAGE_PAGE_SECONDS, message_page_key
 from hermes_web.models import Message
 from hermes_web.schemas import ErrorOut, MessageIn, MessageOut, MessagePage
 from hermes_web.services.sessions import append_message, conversation_stats, resolve_tip
@@ -20,25 +22,43 @@ class MessageQuery(PageQuery):
 
 
 @router.get("/sessions/{session_id}/messages", response={200: MessagePage, **ERRORS})
-def list_messages(request: HttpRequest, session_id: str, page: Query[MessageQuery]) -> dict:
+def list_messages(request: HttpRequest, session_id: str, page: Query[MessageQuery]) -> HttpResponse:
     """Messages in order: the active conversation, or the full history with include_archived."""
     session = get_session_key(request, session_id)
     offset, limit = page_bounds(page)
+    # The page's JSON is kept until the session is touched (every writer of its rows does),
+    # so a client polling an unchanged conversation costs no query and no serialization.
+    key = message_page_key(session, offset, limit, page.include_archived)
+    from hermes_web.api import api  # the package imports this module to mount its router
+
+    body = cache.get(key)
+    if body is None:
+        listing = _message_page(session, offset, limit, page.include_archived)
+        # Rendered as ninja renders a returned MessagePage (the same dump and encoder).
+        body = api.renderer.render(request, listing.model_dump(), response_status=200)
+        if len(body) <= caching.MESSAGE_PAGE_MAX_BYTES:
+            cache.set(key, body, MESSAGE_PAGE_SECONDS)
+    return HttpResponse(body, content_type=api.get_content_type())
+
+
+def _message_page(session, offset: int, limit: int, include_archived: bool) -> MessagePage:
     rows = Message.objects.filter(session=session).order_by("position")
-    count: int | None
-    if page.include_archived:
+    if include_archived:
         count = rows.count()
     else:
         rows = rows.filter(active=True)
-        count = conversation_stats(session)["n"]  # cached until the session changes
-    return {
-        "count": count,
-        # Rows as dicts: model instances for a page of large messages cost more than the query.
-        "items": [
-            MessageOut.from_row(r)
-            for r in rows.values(*MessageOut.COLUMNS)[offset : offset + limit]
-        ],
-    }
+        count = conversation_stats(session)["n"] or 0  # cached until the session changes
+    return MessagePage.model_validate(
+        {
+            "count": count,
+            # Rows as dicts: model instances for a page of large messages cost more than the
+            # query.
+            "items": [
+                MessageOut.from_row(r)
+                for r in rows.values(*MessageOut.COLUMNS)[offset : offset + limit]
+            ],
+        }
+    )
 
 
 @router.post(

@@ -287,6 +287,14 @@ def summary_diff(a: str | None, b: str | None) -> list[dict[str, str]]:
 # ---------------------------------------------------------------- page and cards
 
 
+def output_token_rows(report: dict) -> list[dict]:
+    """The final list's per-message tokens, the summary's marked."""
+    return [
+        {"index": i, "tokens": t, "summary": i == report.get("summary_index")}
+        for i, t in enumerate(report.get("output_message_tokens") or [])
+    ]
+
+
 def inspector_context(
     compaction: Compaction,
     *,
@@ -321,10 +329,7 @@ def inspector_context(
             {**s, "label": SANITIZATION_LABELS.get(s.get("kind"), s.get("kind"))}
             for s in report.get("sanitization") or []
         ],
-        "output_tokens": [
-            {"index": i, "tokens": t, "summary": i == report.get("summary_index")}
-            for i, t in enumerate(output_tokens)
-        ],
+        "output_tokens": output_token_rows(report),
         "output_total": sum(output_tokens),
         "timings": list((report.get("timings_ms") or {}).items()),
         "saved_percent": round(100 * (1 - tokens["after"] / tokens["before"]), 1)

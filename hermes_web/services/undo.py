@@ -70,14 +70,15 @@ def _live_session_id(run: Compaction) -> int:
     return run.result_session_id
 
 
+def _added_after(run: Compaction):
+    return Message.objects.filter(
+        session_id=_live_session_id(run), active=True, created_at__gt=_since(run)
+    )
+
+
 def added_after(run: Compaction) -> list[Message]:
     """Messages written to the live session since the compaction (or its last undo/redo)."""
-    since = _since(run)
-    return list(
-        Message.objects.filter(
-            session_id=_live_session_id(run), active=True, created_at__gt=since
-        ).order_by("position")
-    )
+    return list(_added_after(run).order_by("position"))
 
 
 def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]:
@@ -103,10 +104,11 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
     )
     busy = Compaction.objects.in_progress().filter(session_id__in=sessions)
     answering = AgentTurn.objects.filter(session_id__in=sessions, status__in=ACTIVE_TURNS)
-    # One round trip for the three refusals (the inspector asks on every view of a run).
-    has_later, is_busy, is_answering = (
+    # One round trip for the four refusals (the inspector asks on every view of a run); the
+    # added messages are read only when there are some.
+    has_later, is_busy, is_answering, has_added = (
         Compaction.objects.filter(pk=run.pk)
-        .values_list(Exists(later_runs), Exists(busy), Exists(answering))
+        .values_list(Exists(later_runs), Exists(busy), Exists(answering), Exists(_added_after(run)))
         .get()
     )
     if has_later:
@@ -121,7 +123,7 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
         raise UndoRefused(f"A compaction of this conversation is in progress; {verb} after it.")
     if is_answering:
         raise UndoRefused(f"The agent is still answering; {verb} once it has replied.")
-    added = added_after(run)
+    added = added_after(run) if has_added else []
     if added and not carry_over:
         raise UndoRefused(
             f"{len(added):,} message{'s were' if len(added) != 1 else ' was'} added after "

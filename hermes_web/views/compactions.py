@@ -8,16 +8,18 @@ from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.db.models.fields.json import KT
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from hermes_web.caching import (
     AUDIT_SECONDS,
+    UNDO_HISTORY_SECONDS,
     LazyPanels,
     audit_key,
     panel_seconds,
+    undo_history_key,
 )
 from hermes_web.exporters import export_report_text
 from hermes_web.http import HtmxHttpRequest
@@ -27,6 +29,7 @@ from hermes_web.presenters.chat import compaction_outcome
 from hermes_web.presenters.facts import fact_survival_audit
 from hermes_web.presenters.inspector import (
     inspector_context,
+    output_token_rows,
     token_strip,
 )
 from hermes_web.presenters.lineage import saved_chart
@@ -46,6 +49,14 @@ from hermes_web.validation import scrub_surrogates
 # takes well under a second); bigger ones, or ones that may call an LLM, go to the worker.
 INLINE_MAX_MESSAGES = 3_000
 FINAL_LIST_LIMIT = 500
+# The inspector lists a final list this long inline (its box open); a longer one, like the
+# summarizer's input and prompt, loads when its box is opened (or on its own page without
+# JavaScript): on a run of a 1,000-message conversation they were 290 KB of a 450 KB page.
+FINAL_INLINE_MAX = 60
+SUMMARIZER_TEXTS = {
+    "input": ("summarizer_input", "Summarizer input exactly as sent"),
+    "prompt": ("summarizer_prompt", "Full prompt sent to the model"),
+}
 
 
 def _compaction_for(
@@ -122,6 +133,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             else None
         ),
         panel_seconds=panel_seconds(compaction),
+        final_inline_max=FINAL_INLINE_MAX,
         **undo_panel(compaction),
         # An agent's own compaction: what its transcript recorded, and our replays of it.
         native=native_context(compaction) if compaction.is_native else None,
@@ -140,6 +152,39 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     return render(request, template, context)
 
 
+@require_GET
+@login_required
+def compaction_summarizer_text(request: HtmxHttpRequest, public_id: str, part: str) -> HttpResponse:
+    """The summarizer's input (or the prompt sent to the model) as stored: the inspector's
+    collapsed box loads it when opened (htmx), or the box's link shows it as a page."""
+    if part not in SUMMARIZER_TEXTS:
+        raise Http404("no such summarizer text")
+    compaction = _compaction_for(request, public_id)
+    key, title = SUMMARIZER_TEXTS[part]
+    text = (compaction.report or {}).get(key) or ""
+    if request.htmx:
+        return render(request, "hermes_web/_pre.html", {"text": text})
+    context = {"c": compaction, "title": title, "text": text, "nav": "conversations"}
+    return render(request, "hermes_web/compaction_text.html", context)
+
+
+@require_GET
+@login_required
+def compaction_final_list(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """The final assembled list of a run (the committed rows, or a dry run's per-message
+    tokens): loaded into the inspector's box when opened, or as a page without JavaScript."""
+    compaction = _compaction_for(request, public_id)
+    context = {
+        "c": compaction,
+        "final": final_rows(compaction),
+        "output_tokens": output_token_rows(compaction.report or {}),
+    }
+    if request.htmx:
+        return render(request, "hermes_web/_final_list.html", context)
+    context.update(final_list=True, title="Final assembled list", nav="conversations")
+    return render(request, "hermes_web/compaction_text.html", context)
+
+
 UNDOABLE = (Compaction.Status.COMMITTED, Compaction.Status.UNDONE)
 
 
@@ -155,10 +200,18 @@ def undo_panel(compaction: Compaction) -> dict:
         or compaction.is_native  # the agent's own: there is no "before" of ours to go back to
     ):
         return {"undo": None, "undo_history": []}
-    undo = (
-        Compaction.objects.filter(pk=compaction.pk).values_list("report__undo", flat=True).first()
-    )
-    history = list((undo or {}).get("history") or []) if isinstance(undo, dict) else []
+    # Reading one key of the report makes PostgreSQL decompress all of it: kept in the cache
+    # until an undo or redo, which write it and touch the run's sessions (the key's stamps).
+    key = undo_history_key(compaction)
+    history = cache.get(key)
+    if history is None:
+        undo = (
+            Compaction.objects.filter(pk=compaction.pk)
+            .values_list("report__undo", flat=True)
+            .first()
+        )
+        history = list((undo or {}).get("history") or []) if isinstance(undo, dict) else []
+        cache.set(key, history, UNDO_HISTORY_SECONDS)
     # undo_state reads the history from the report: hand it the part we already have.
     probe = Compaction(
         **{

@@ -20,9 +20,12 @@ from hermes_web.presenters.messages import anchor_for, message_view
 from hermes_web.services.sessions import conversation_stats
 from hermes_web.views.lineage import compaction_tally
 
-CHUNK = 200
+# Rows per window. 50 agent messages fill several screens; a window of 200 made the page of
+# a long conversation ~190 KB on every view (issue #28: pages under load), where the next
+# window is one click away, in place with htmx.
+CHUNK = 50
 LIST_LIMIT = 200
-# A window also ends once its rows hold this much text: 200 rows of multi-megabyte tool
+# A window also ends once its rows hold this much text: 50 rows of multi-megabyte tool
 # output would otherwise cost the web process gigabytes for one page view.
 WINDOW_BYTES = 4 * 1024 * 1024
 # Positions are stored as 32-bit-safe integers; a larger ?start= means "past the end".
@@ -99,14 +102,17 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     empty = Q(source__startswith="import:") & ~Exists(
         Message.objects.filter(session=OuterRef("pk"))
     )
-    hidden = 0 if show_empty else sessions.filter(empty).count()
+    # One query counts the sessions and the hidden empties. The newest activity (of all of
+    # them: a hidden session's change only renews the cache early) keys the template's cache
+    # of the rows: any append, commit or new session moves it, so the cached rows are never
+    # older than the data (or a minute). Counted before the per-row aggregates are annotated.
+    summary = sessions.aggregate(
+        every=Count("pk"), empties=Count("pk", filter=empty), latest=Max("updated_at")
+    )
+    hidden = 0 if show_empty else summary["empties"]
     if hidden:
         sessions = sessions.exclude(empty)
-    # Counted before the per-row aggregates are annotated, which count() would otherwise run.
-    # The newest activity also keys the template's cache of the rows: any append, commit or
-    # new session moves it, so the cached rows are never older than the data (or a minute).
-    summary = sessions.aggregate(total=Count("pk"), latest=Max("updated_at"))
-    total = summary["total"]
+    total = summary["every"] - hidden
     context = {
         # Read by the template only when its cached rows are stale.
         "listing": LazyPanels(sessions=functools.partial(_list_rows, sessions)),
@@ -214,7 +220,16 @@ def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> lis
 @require_GET
 @login_required
 def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
-    session = get_object_or_404(Session.objects.for_user(request.user), public_id=public_id)
+    chunk_only = bool(request.htmx and request.GET.get("chunk"))
+    sessions = Session.objects.for_user(request.user)
+    if not chunk_only:
+        # Most conversations have no compactions and no children: asked with the session
+        # (two EXISTS), their panels then cost no query of their own.
+        sessions = sessions.annotate(
+            has_compactions=Exists(Compaction.objects.filter(session=OuterRef("pk"))),
+            has_children=Exists(Session.objects.filter(parent=OuterRef("pk"))),
+        )
+    session = get_object_or_404(sessions, public_id=public_id)
     start = _int_param(request, "start")
     show_archived = request.GET.get("archived") == "1"
     stats = conversation_stats(session)
@@ -245,13 +260,19 @@ def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpRespons
         "stats": stats,
         "nav": "conversations",
     }
-    if request.htmx and request.GET.get("chunk"):
+    if chunk_only:
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
     # Reports can be megabytes of JSON; the list needs only the row's columns.
-    compactions = list(
-        Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20]
+    compactions = (
+        list(Compaction.objects.filter(session=session).defer("report").order_by("-queued_at")[:20])
+        if session.has_compactions
+        else []
     )
-    kids = list(Session.objects.filter(parent=session).order_by("created_at", "pk"))
+    kids = (
+        list(Session.objects.filter(parent=session).order_by("created_at", "pk"))
+        if session.has_children
+        else []
+    )
     context.update(
         archived=stats["archived"],
         compactions=compactions,

@@ -12,6 +12,7 @@ from hermes_web import caching
 from hermes_web.models import Message
 from hermes_web.presenters.messages import anchor_for
 from hermes_web.services.sessions import append_message, create_session
+from hermes_web.views.conversations import CHUNK
 from tests.web.inspector_seed import compact_now, seed_conversation
 
 pytestmark = pytest.mark.django_db
@@ -82,23 +83,24 @@ def test_list_rejects_post(alice_client):
 
 
 def test_detail_loads_in_chunks_with_a_real_load_more_link(alice, alice_client):
-    session = seed_conversation(alice, n=260)
+    rest = CHUNK // 2
+    session = seed_conversation(alice, n=CHUNK + rest)
     response = alice_client.get(detail_url(session))
     assert response.status_code == 200
     html = response.content.decode()
-    assert len(re.findall(r'<article[^>]* id="m\d+"', html)) == 200
-    next_start = 200
+    assert len(re.findall(r'<article[^>]* id="m\d+"', html)) == CHUNK
+    next_start = CHUNK
     assert f'href="?start={next_start}"' in html
     assert f'hx-get="?start={next_start}&amp;chunk=1"' in html
     chunk = alice_client.get(detail_url(session, start=next_start, chunk=1), HTTP_HX_REQUEST="true")
     assert b"<html" not in chunk.content
-    assert len(re.findall(r'<article[^>]* id="m\d+"', chunk.content.decode())) == 60
+    assert len(re.findall(r'<article[^>]* id="m\d+"', chunk.content.decode())) == rest
     assert b"Load more messages" not in chunk.content
-    assert b'id="m259"' in chunk.content
+    assert f'id="m{CHUNK + rest - 1}"'.encode() in chunk.content
     # Without htmx the same link is a full page starting at that message.
     page = alice_client.get(detail_url(session, start=next_start))
     assert b"<html" in page.content
-    assert b'id="m200"' in page.content
+    assert f'id="m{CHUNK}"'.encode() in page.content
 
 
 def test_tool_calls_link_to_their_results_and_back(alice, alice_client):
@@ -117,17 +119,18 @@ def test_tool_calls_link_to_their_results_and_back(alice, alice_client):
 
 def test_call_whose_result_is_on_the_next_chunk_links_there(alice, alice_client):
     session = create_session(owner=alice, title="edge")
-    for i in range(199):
+    for i in range(CHUNK - 1):
         append_message(session, role="user" if i % 2 == 0 else "assistant", content=f"m{i}")
     call = {
         "id": "call_edge",
         "type": "function",
         "function": {"name": "terminal", "arguments": "{}"},
     }
-    append_message(session, role="assistant", content=None, tool_calls=[call])  # position 199
-    append_message(session, role="tool", content="done", tool_call_id="call_edge")  # position 200
+    # The window's last row calls; the result is the next window's first.
+    append_message(session, role="assistant", content=None, tool_calls=[call])
+    append_message(session, role="tool", content="done", tool_call_id="call_edge")
     html = alice_client.get(detail_url(session)).content.decode()
-    assert f'href="?start=200#result-{anchor_for("call_edge")}"' in html
+    assert f'href="?start={CHUNK}#result-{anchor_for("call_edge")}"' in html
 
 
 def test_reasoning_is_collapsed_and_images_are_thumbnails(alice, alice_client):
@@ -213,8 +216,9 @@ def test_a_repeated_view_of_an_unchanged_conversation_reads_no_messages(
     assert first.status_code == again.status_code == 200
     tables = [re.findall(r'FROM "(\w+)"', q["sql"]) for q in queries]
     assert not any("hermes_web_message" in t for t in tables), tables
-    # The session, its compactions and its children; no parent, so no producing rotation.
-    assert len(queries) == 3, tables
+    # The session, asked with it whether it has compactions or children; it has neither
+    # (nor a parent, so no producing rotation): one query, was 3.
+    assert len(queries) == 1, tables
 
 
 def test_rotated_parent_points_to_its_continuation(alice, alice_client):

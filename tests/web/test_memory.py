@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from hermes_web import exporters
 from hermes_web.models import Message
 from hermes_web.services.sessions import append_message, create_session, openai_messages
+from hermes_web.views.conversations import CHUNK
 
 pytestmark = pytest.mark.django_db
 
@@ -141,15 +142,16 @@ def test_windows_page_forward_and_back(alice_client, alice):
                 role="user" if i % 2 == 0 else "assistant",
                 content=f"m{i}",
             )
-            for i in range(450)
+            for i in range(9 * CHUNK)
         ]
     )
-    page = alice_client.get(f"/conversations/{session.public_id}/?start=220").content.decode()
-    assert len(re.findall(r'<article class="msg ', page)) == 200
+    start = 4 * CHUNK + 20
+    page = alice_client.get(f"/conversations/{session.public_id}/?start={start}").content.decode()
+    assert len(re.findall(r'<article class="msg ', page)) == CHUNK
     assert "Earlier messages" in page
-    assert 'href="?start=20"' in page  # the previous 200 rows start at 20
-    assert 'href="?start=250"' in page  # the newest 200 rows start at 250
-    assert 'href="?start=420"' in page  # load more
+    assert f'href="?start={start - CHUNK}"' in page  # the previous window
+    assert f'href="?start={8 * CHUNK}"' in page  # the newest window
+    assert f'href="?start={start + CHUNK}"' in page  # load more
     with CaptureQueriesContext(connection):
         first = alice_client.get(f"/conversations/{session.public_id}/").content.decode()
     assert "Earlier messages" not in first
