@@ -11,9 +11,10 @@ append the new messages and the reply, remember the client's prefix, then let th
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
 from compaction.messages import content_text
@@ -21,6 +22,7 @@ from hermes_web.importers.base import clean_title
 from hermes_web.importers.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
+from hermes_web.openai_compat.contexts import CONTEXTS, StoredContext
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import (
     RECENT,
@@ -37,7 +39,6 @@ from hermes_web.services.sessions import (
     append_messages,
     create_session,
     normalize_mode,
-    openai_messages,
     resolve_tip,
     token_model,
 )
@@ -63,8 +64,10 @@ class Prepared:
     mode: str = ""
     # Of a compacted session's stored context: the tool call ids it holds, and the ids that
     # already have a result there (a stub when the call was pending at the snapshot).
-    stored_calls: set[str] = field(default_factory=set)
-    stored_results: set[str] = field(default_factory=set)
+    stored_calls: frozenset[str] = frozenset()
+    stored_results: frozenset[str] = frozenset()
+    # The stored context read for it (when compacted): store() records its own rows there.
+    context: StoredContext | None = None
 
     @property
     def new_messages(self) -> list[dict]:
@@ -139,9 +142,11 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     )
     if compaction is None:
         return
-    stored = with_tool_errors(session, openai_messages(session), prepared.request.messages)
-    prepared.stored_calls = call_ids(stored)
-    prepared.stored_results = {m.get("tool_call_id") or "" for m in stored if m["role"] == "tool"}
+    # The rows are read once per version of the session, not on every request (contexts).
+    context = CONTEXTS.get(session, compaction)
+    stored = with_tool_errors(context, prepared.request.messages)
+    prepared.stored_calls = context.calls
+    prepared.stored_results = context.results
     messages = restore_dropped_calls(
         merge_repeated_results(stored + prepared.new_messages), prepared.request.messages
     )
@@ -156,29 +161,20 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
         return
     prepared.upstream_messages = messages
     prepared.compaction = compaction
+    prepared.context = context
 
 
-def with_tool_errors(session: Session, stored: list[dict], request: list[dict]) -> list[dict]:
+def with_tool_errors(context: StoredContext, request: list[dict]) -> list[dict]:
     """The stored context with Anthropic's ``is_error`` back on the tool results that had it
     (kept in the rows' ``extra`` where the client's request stored them, an ancestor of a
     rotation's continuation included; the client's own copy of a result counts too)."""
     failed = {m.get("tool_call_id") for m in request if m.get("is_error") is True}
-    chain: list[int] = []
-    current: Session | None = session
-    while current is not None and current.pk not in chain:
-        chain.append(current.pk)
-        current = current.parent
-    results = {m.get("tool_call_id") for m in stored if m["role"] == "tool"}
-    failed |= set(
-        Message.objects.filter(
-            session_id__in=chain, role="tool", tool_call_id__in=results, extra__is_error=True
-        ).values_list("tool_call_id", flat=True)
-    )
+    failed = (failed | context.failed) & context.results
     if not failed:
-        return stored
+        return list(context.messages)
     return [
         {**m, "is_error": True} if m["role"] == "tool" and m.get("tool_call_id") in failed else m
-        for m in stored
+        for m in context.messages
     ]
 
 
@@ -391,6 +387,15 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         session = _continue(prepared)
         # Stubs and stripped calls are mended only against the stored context prepare saw.
         mend = session is not None and prepared.compaction is not None
+        # Whether only this request's rows will have changed the session since prepare read
+        # its stored context (checked under the lock _continue holds): then they extend it.
+        context = prepared.context
+        extends = (
+            context is not None
+            and session is not None
+            and session.pk == context.session_pk
+            and session.updated_at == context.version
+        )
         to_store = prepared.new_messages
         if session is None:  # a new conversation, or one that moved on meanwhile (a fork)
             session = _create(prepared)
@@ -401,13 +406,14 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
             call_id = message.get("tool_call_id") or ""
             if mend and message["role"] == "tool":
                 if call_id in prepared.stored_results and _replaced_stub(session, message, names):
+                    extends = False  # a stored row changed: the next request reads anew
                     continue
                 if call_id not in prepared.stored_calls:
                     owners = owners if owners is not None else _call_owners(request.messages)
                     if call_id in owners:
                         # The compaction stripped this pending call: store it again first.
                         items.append(_item(owners[call_id], names))
-                        prepared.stored_calls |= call_ids([owners[call_id]])
+                        prepared.stored_calls = prepared.stored_calls | call_ids([owners[call_id]])
             items.append(_item(message, names))
         items.append(
             _item(
@@ -434,7 +440,10 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         }
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
-        Session.objects.filter(pk=landed.pk).touch(**remembered)  # chain bookkeeping: a change
+        now = timezone.now()
+        Session.objects.filter(pk=landed.pk).touch(now, **remembered)  # chain bookkeeping
+    if extends and context is not None and landed.pk == context.session_pk:
+        CONTEXTS.appended(context, now)
     for name, value in remembered.items():
         setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
