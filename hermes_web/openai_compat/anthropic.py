@@ -221,6 +221,7 @@ def parse(body: bytes) -> ChatRequest:
         messages=chat.messages,
         stream=chat.stream,
         params=params,
+        known=chat.known,
         extra={"id": f"msg_{random.getrandbits(96):024x}"},
     )
 

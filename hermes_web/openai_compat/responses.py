@@ -328,6 +328,7 @@ def parse_for(owner_id: int | None) -> Any:
             messages=chat.messages,
             stream=chat.stream,
             params=chat.params,
+            known=chat.known,
             extra={"response_id": response_id, "store": store, "echo": echoed},
         )
 

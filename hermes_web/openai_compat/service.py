@@ -110,7 +110,7 @@ def prepare(
                 f"X-Hermes-Compaction-Mode must be rotation or in-place, got {mode_header!r}.",
                 code="invalid_compaction_mode",
             ) from None
-    hashes = RECENT.prefix_hashes(request.messages)
+    hashes = RECENT.prefix_hashes(request.messages, request.known)
     match = find_session(key, hashes, named=session_header.strip())
     prepared = Prepared(
         key=key,
