@@ -5,14 +5,20 @@ history had every call answered), the history is compared with the remembered on
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from hermes_web.openai_compat import anthropic as messages_api
 from hermes_web.openai_compat import matching, validation
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import RecentHistories, prefix_hashes
+from hermes_web.openai_compat.translations import Translations
 from hermes_web.openai_compat.validation import request_from
 from tests.web.test_v1_recent_histories import history
+from tests.web.test_v1_translation import anthropic_conversations
 
 
 @pytest.fixture
@@ -77,3 +83,106 @@ def test_the_characters_kept_grow_by_what_each_request_added(recent):
     grown = copy.deepcopy(history(21))
     recent.prefix_hashes(grown, recent.lookup(grown))
     assert recent._chars == sum(matching._size(m.get("content")) for m in grown)
+
+
+# -- Anthropic Messages: a conversation's translation is extended, not redone ---------------
+
+SYSTEMS = st.sampled_from(
+    [
+        None,
+        "You are Claude Code.",
+        [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}],
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(anthropic_conversations(), SYSTEMS, st.data())
+def test_translating_what_a_conversation_added_equals_translating_it_whole(
+    conversation, system, data
+):
+    body = {"model": "claude-x", "max_tokens": 10, "messages": conversation}
+    if system is not None:
+        body["system"] = system
+    split = data.draw(st.integers(0, len(conversation)))
+    _, done = messages_api.translate_body({**body, "messages": conversation[:split]})
+    assert messages_api.translate_body(body, split, done)[0] == messages_api.to_chat(body)
+
+
+@pytest.fixture
+def translated(monkeypatch):
+    fresh = Translations()
+    monkeypatch.setattr(messages_api, "TRANSLATED", fresh)
+    return fresh
+
+
+def claude_body(turns: int, **fields) -> dict:
+    """A Claude Code-shaped request: a tool call and its result per turn."""
+    messages: list[dict] = [{"role": "user", "content": "Trace the router."}]
+    for turn in range(turns):
+        use = {"type": "tool_use", "id": f"toolu_{turn}", "name": "read", "input": {"n": turn}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{turn}", "content": f"x{turn}"}
+        messages += [
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ]
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": "You are Claude Code."}],
+        "messages": messages,
+        "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+        **fields,
+    }
+
+
+def parsed(body: dict) -> list[dict]:
+    return messages_api.parse(json.dumps(body).encode()).messages
+
+
+def test_a_grown_claude_history_translates_only_what_it_added(recent, translated, monkeypatch):
+    parsed(claude_body(30))
+    sizes: list[int] = []
+    real = messages_api._translate
+
+    def counting(body):
+        sizes.append(len(body["messages"]))
+        return real(body)
+
+    monkeypatch.setattr(messages_api, "_translate", counting)
+    grown = claude_body(31)
+    messages = parsed(grown)
+    assert sizes == [0, 2]  # the body without messages; the two messages added
+    fresh = Translations()
+    monkeypatch.setattr(messages_api, "TRANSLATED", fresh)
+    assert messages == parsed(grown)
+    assert sizes[-1] == len(grown["messages"])  # a fresh process translates it whole
+
+
+def test_anything_else_that_changed_translates_the_history_whole(recent, translated, monkeypatch):
+    parsed(claude_body(5))
+    sizes: list[int] = []
+    real = messages_api._translate
+    monkeypatch.setattr(
+        messages_api, "_translate", lambda body: sizes.append(len(body["messages"])) or real(body)
+    )
+    rewritten = claude_body(6)
+    rewritten["messages"][3]["content"][0]["content"] = "another result"
+    parsed(rewritten)
+    other_system = claude_body(6, system="Another system prompt.")
+    assert parsed(other_system)[0] == {"role": "system", "content": "Another system prompt."}
+    assert sizes == [0, 13, 0, 13]
+
+
+def test_a_bad_message_added_to_a_remembered_history_is_refused_and_named(recent, translated):
+    parsed(claude_body(5))
+    bad = claude_body(5)
+    bad["messages"].append({"role": "user", "content": "a\x00b"})
+    with pytest.raises(ApiError) as refused:
+        parsed(bad)
+    assert "body.messages[11].content" in str(refused.value.payload())
+    unknown = claude_body(5)
+    unknown["messages"].append({"role": "user", "content": [{"type": "video"}]})
+    with pytest.raises(ApiError) as refused:
+        parsed(unknown)
+    assert "messages.11.content[0].type" in str(refused.value.payload())
