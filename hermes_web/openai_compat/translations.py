@@ -1,6 +1,6 @@
 """A protocol adapter's translation of a conversation, kept per process between requests.
 
-A Messages client (Claude Code) resends its whole history with every request, and the
+A Messages client (Claude Code) or a Responses client with ``store: false`` (Codex) resends its whole history with every request, and the
 adapter checked and translated all of it each time: work that grew with the conversation.
 What the same conversation's previous request sent is found again by comparing the raw
 message dicts (in C, as ``RecentHistories`` does for chat messages); when the request
@@ -9,7 +9,8 @@ client added are checked and translated.
 
 That is exact because the translation is message by message: each raw message becomes its
 chat messages whatever comes before or after it (litellm's Anthropic adapter with
-mid-conversation system messages kept). The key holds everything else in the body (model,
+mid-conversation system messages kept); for Responses input items only where
+``responses.extendable`` says so. The key holds everything else in the body (model,
 system, tools, thinking…) and the first message, so a request that differs in anything but
 its later messages is translated whole. Only the reuse of work is cached, never a decision.
 """
@@ -83,3 +84,4 @@ class Translations:
 
 
 MESSAGES = Translations()
+RESPONSES = Translations()

@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 from hermes_web.openai_compat import anthropic as messages_api
 from hermes_web.openai_compat import matching, validation
+from hermes_web.openai_compat import responses as responses_api
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import RecentHistories, prefix_hashes
 from hermes_web.openai_compat.translations import Translations
 from hermes_web.openai_compat.validation import request_from
 from tests.web.test_v1_recent_histories import history
-from tests.web.test_v1_translation import anthropic_conversations
+from tests.web.test_v1_translation import anthropic_conversations, responses_inputs
 
 
 @pytest.fixture
@@ -186,3 +187,105 @@ def test_a_bad_message_added_to_a_remembered_history_is_refused_and_named(recent
     with pytest.raises(ApiError) as refused:
         parsed(unknown)
     assert "messages.11.content[0].type" in str(refused.value.payload())
+
+
+# -- Responses: store: false input items, extended where they translate alone ---------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(responses_inputs(), st.sampled_from([None, "Be brief."]), st.data())
+def test_responses_items_added_translate_alone_to_what_the_whole_input_gives(
+    items, instructions, data
+):
+    body = {"model": "m", "input": items, "store": False}
+    if instructions:
+        body["instructions"] = instructions
+    split = data.draw(st.integers(1, len(items)))
+    _, done = responses_api.translate_body({**body, "input": items[:split]}, [])
+    if responses_api.extendable(items, split, done):
+        extended = responses_api.translate_body(body, [], split, done)[0]
+        assert extended == responses_api.to_chat(body, [])
+
+
+def codex_body(turns: int, *extra: dict) -> dict:
+    """A Codex-shaped request (store: false, the full input): a call and its output a turn."""
+    items: list[dict] = [{"type": "message", "role": "user", "content": "Trace the router."}]
+    for turn in range(turns):
+        items.append(
+            {"type": "function_call", "call_id": f"call_{turn}", "name": "read", "arguments": "{}"}
+        )
+        items.append({"type": "function_call_output", "call_id": f"call_{turn}", "output": "x"})
+    return {
+        "model": "openai/fake-chat",
+        "instructions": "You are Codex.",
+        "input": items + list(extra),
+        "tools": [{"type": "function", "name": "read", "parameters": {"type": "object"}}],
+        "store": False,
+    }
+
+
+@pytest.fixture
+def translated_items(monkeypatch):
+    fresh = Translations()
+    monkeypatch.setattr(responses_api, "TRANSLATED", fresh)
+    return fresh
+
+
+@pytest.fixture
+def translator_sizes(monkeypatch):
+    """How many items each call of litellm's Responses translation got."""
+    sizes: list[int] = []
+    real = responses_api._translator()
+
+    class Counting:
+        @staticmethod
+        def transform_responses_api_input_to_messages(items, **kwargs):
+            sizes.append(len(items))
+            return real.transform_responses_api_input_to_messages(items, **kwargs)
+
+    monkeypatch.setattr(responses_api, "_translator", lambda: Counting)
+    return sizes
+
+
+def responses_parsed(body: dict) -> list[dict]:
+    return responses_api.parse_for(None)(json.dumps(body).encode()).messages
+
+
+def test_a_grown_codex_input_translates_only_what_it_added(
+    recent, translated_items, translator_sizes, monkeypatch
+):
+    responses_parsed(codex_body(30))
+    grown = codex_body(31)
+    messages = responses_parsed(grown)
+    assert translator_sizes == [61, 2]
+    monkeypatch.setattr(responses_api, "TRANSLATED", Translations())
+    assert responses_parsed(grown) == messages
+    assert translator_sizes[-1] == 63
+
+
+def test_items_that_do_not_translate_alone_translate_the_whole_input(
+    recent, translated_items, translator_sizes
+):
+    responses_parsed(codex_body(3))
+    # An output whose call the remembered input holds: litellm looks the call up there.
+    late = {"type": "function_call_output", "call_id": "call_2", "output": "again"}
+    with pytest.raises(ApiError):  # (a second result for one call is refused afterwards)
+        responses_parsed(codex_body(3, late))
+    reply = {"type": "message", "role": "assistant", "content": "Done."}
+    responses_parsed(codex_body(3, reply))  # after an output: the reply translates alone
+    call = {"type": "function_call", "call_id": "call_9", "name": "read", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "call_9", "output": "y"}
+    responses_parsed(codex_body(3, reply, call, output))  # the call joins the reply
+    reasoning = {"type": "reasoning", "summary": [], "encrypted_content": "e"}
+    responses_parsed(codex_body(3, reply, call, output, reasoning))  # it may look back
+    assert translator_sizes == [7, 8, 1, 10, 10]
+
+
+def test_a_bad_item_added_to_a_remembered_input_is_refused_and_named(recent, translated_items):
+    responses_parsed(codex_body(3))
+    with pytest.raises(ApiError) as refused:
+        responses_parsed(codex_body(3, {"type": "message", "role": "user", "content": "a\x00b"}))
+    assert "input[7].content" in str(refused.value.payload())
+    with pytest.raises(ApiError) as refused:
+        responses_parsed(codex_body(3, {"type": "web_search_call"}))
+    assert "input[7].type" in str(refused.value.payload())
