@@ -26,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from compaction import validate_tool_pairs
 from hermes_web.models import Compaction, Message, Session
 
 COLUMNS = (*Message.ENGINE_COLUMNS, "position")
@@ -45,6 +46,7 @@ class StoredContext:
     calls: frozenset[str]  # the id of every tool call in messages
     failed: frozenset[str]  # the results the chain's rows mark is_error
     chars: int  # characters of content held (what the cache may hold is bounded)
+    paired: bool  # every tool call has its result right after it (validate_tool_pairs)
     # Rows after last_position were appended at ``version`` by this process: read them next.
     unread: bool = False
 
@@ -119,6 +121,7 @@ def read(session: Session, compaction: Compaction) -> StoredContext:
         calls=_call_ids(messages),
         failed=_failed(chain, results),
         chars=_chars(messages),
+        paired=not validate_tool_pairs(messages),
     )
 
 
@@ -134,6 +137,8 @@ def _read_appended(context: StoredContext, session: Session) -> StoredContext:
         calls=context.calls | _call_ids(added),
         failed=context.failed | _failed(context.chain, results),
         chars=context.chars + _chars(added),
+        # Nothing pending at the end of a paired context: what follows is paired alone.
+        paired=not validate_tool_pairs(added if context.paired else context.messages + added),
         unread=False,
     )
 

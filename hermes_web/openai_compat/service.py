@@ -147,10 +147,9 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     stored = with_tool_errors(context, prepared.request.messages)
     prepared.stored_calls = context.calls
     prepared.stored_results = context.results
-    messages = restore_dropped_calls(
-        merge_repeated_results(stored + prepared.new_messages), prepared.request.messages
+    messages, problems = with_new_messages(
+        context, stored, prepared.new_messages, prepared.request.messages
     )
-    problems = validate_tool_pairs(messages)
     if problems:
         # Never break the client's agent over our stored context: send its own history.
         log.warning(
@@ -162,6 +161,25 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     prepared.upstream_messages = messages
     prepared.compaction = compaction
     prepared.context = context
+
+
+def with_new_messages(
+    context: StoredContext, stored: list[dict], new: list[dict], history: list[dict]
+) -> tuple[list[dict], list[str]]:
+    """``restore_dropped_calls(merge_repeated_results(stored + new), history)`` and its
+    tool-pair problems. When the stored context is paired (each result right after its call,
+    none twice) and no new message is a result it holds, that is ``stored`` followed by the
+    new messages merged among themselves, and their pairing is checked alone: nothing is
+    pending at the end of the stored part. Otherwise (a stub replaced, a stripped call),
+    the whole list is worked out."""
+    if context.paired and context.results.isdisjoint(
+        m.get("tool_call_id") or "" for m in new if m.get("role") == "tool"
+    ):
+        added = merge_repeated_results(new)
+        if not validate_tool_pairs(added):  # (then no result lacks its call either)
+            return stored + added, []
+    messages = restore_dropped_calls(merge_repeated_results(stored + new), history)
+    return messages, validate_tool_pairs(messages)
 
 
 def with_tool_errors(context: StoredContext, request: list[dict]) -> list[dict]:

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction import validate_tool_pairs
 from hermes_web.openai_compat import anthropic as messages_api
 from hermes_web.openai_compat import matching, validation
 from hermes_web.openai_compat import responses as responses_api
+from hermes_web.openai_compat.contexts import StoredContext
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import RecentHistories, prefix_hashes
+from hermes_web.openai_compat.service import (
+    merge_repeated_results,
+    restore_dropped_calls,
+    with_new_messages,
+)
 from hermes_web.openai_compat.translations import Translations
 from hermes_web.openai_compat.validation import request_from
 from tests.web.test_v1_recent_histories import history
@@ -289,3 +297,51 @@ def test_a_bad_item_added_to_a_remembered_input_is_refused_and_named(recent, tra
     with pytest.raises(ApiError) as refused:
         responses_parsed(codex_body(3, {"type": "web_search_call"}))
     assert "input[7].type" in str(refused.value.payload())
+
+
+# -- the compacted context and the messages a request added ---------------------------------
+
+call_ids = st.sampled_from(["c1", "c2", "c3", "c4"])
+chat_messages = st.one_of(
+    st.builds(lambda text: {"role": "user", "content": text}, st.sampled_from(["a", "b"])),
+    st.builds(
+        lambda ids: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                for i in ids
+            ],
+        },
+        st.lists(call_ids, min_size=1, max_size=2, unique=True),
+    ),
+    st.builds(
+        lambda i, text: {"role": "tool", "tool_call_id": i, "content": text},
+        call_ids,
+        st.sampled_from(["stub", "real"]),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(chat_messages, max_size=8), st.lists(chat_messages, max_size=5))
+def test_the_stored_context_and_new_messages_are_what_the_whole_list_gives(stored, new):
+    context = StoredContext(
+        session_pk=1,
+        compaction_pk=1,
+        version=datetime.now(UTC),
+        chain=(1,),
+        messages=tuple(stored),
+        last_position=len(stored),
+        results=frozenset(m["tool_call_id"] for m in stored if m["role"] == "tool"),
+        calls=frozenset(c["id"] for m in stored for c in m.get("tool_calls") or ()),
+        failed=frozenset(),
+        chars=0,
+        paired=not validate_tool_pairs(stored),
+    )
+    history = stored + new
+    whole = restore_dropped_calls(merge_repeated_results(stored + new), history)
+    assert with_new_messages(context, list(stored), new, history) == (
+        whole,
+        validate_tool_pairs(whole),
+    )

@@ -143,6 +143,7 @@ def test_a_compacted_session_is_read_once_then_only_the_rows_each_request_append
     assert reads == [run.result_session_id]
     kept = CONTEXTS.get(live(), run)
     assert list(kept.messages) == openai_messages(live())
+    assert kept.paired is (validate_tool_pairs(openai_messages(live())) == [])
 
 
 def test_a_second_compaction_in_place_is_read_anew(agent, reads):
