@@ -343,15 +343,26 @@ def _title(messages: list[dict]) -> str:
     return "API conversation"
 
 
-def _tool_names(messages: list[dict]) -> dict[str, str]:
-    names = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            names[call.get("id")] = (call.get("function") or {}).get("name") or ""
-    return names
+class _ToolNames:
+    """Each tool call id's function name in ``messages`` (the last call with that id), found
+    when asked: a request stores results whose calls are among its last messages, so a
+    long history is not walked for them."""
+
+    def __init__(self, messages: list[dict]) -> None:
+        self.messages = messages
+        self.found: dict[str, str] = {}
+        self.read = len(messages)  # messages[read:] were looked through, newest first
+
+    def get(self, call_id: str, default: str = "") -> str:
+        while call_id not in self.found and self.read > 0:
+            self.read -= 1
+            for call in reversed(self.messages[self.read].get("tool_calls") or ()):
+                name = (call.get("function") or {}).get("name") or ""
+                self.found.setdefault(call.get("id"), name)
+        return self.found.get(call_id, default)
 
 
-def _item(message: dict, names: dict[str, str], extra: dict | None = None, **fields) -> dict:
+def _item(message: dict, names: _ToolNames, extra: dict | None = None, **fields) -> dict:
     """``message`` as the fields ``append_messages`` stores."""
     role = message["role"]
     call_id = message.get("tool_call_id") or ""
@@ -399,7 +410,7 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
     request = prepared.request
     answer = reply.message()
     prompt_tokens = reply.usage.get("prompt_tokens")
-    names = _tool_names([*request.messages, answer])
+    names = _ToolNames([*request.messages, answer])
     new_hash = extend_hash(prepared.hashes[-1], answer)
     with transaction.atomic():
         session = _continue(prepared)
@@ -476,7 +487,7 @@ def _reply_ids(request: ChatRequest) -> dict[str, str]:
     return {}
 
 
-def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bool:
+def _replaced_stub(session: Session, message: dict, names: _ToolNames) -> bool:
     """Write a tool result over the stub a compaction gave its call (see
     ``merge_repeated_results``); False when there is no such stub row."""
     stub = (

@@ -20,6 +20,7 @@ from hermes_web.openai_compat.contexts import StoredContext
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import RecentHistories, prefix_hashes
 from hermes_web.openai_compat.service import (
+    _ToolNames,
     merge_repeated_results,
     restore_dropped_calls,
     with_new_messages,
@@ -345,3 +346,26 @@ def test_the_stored_context_and_new_messages_are_what_the_whole_list_gives(store
         whole,
         validate_tool_pairs(whole),
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(call_ids, st.sampled_from(["read", "grep", ""])), max_size=3),
+        max_size=6,
+    ),
+    call_ids,
+)
+def test_a_results_tool_name_is_its_last_calls_as_a_walk_of_the_whole_history_gives(turns, asked):
+    messages = [
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": i, "function": {"name": name}} for i, name in calls],
+        }
+        for calls in turns
+    ]
+    walked = {}
+    for message in messages:
+        for call in message["tool_calls"]:
+            walked[call["id"]] = call["function"]["name"]
+    assert _ToolNames(messages).get(asked, "") == walked.get(asked, "")
