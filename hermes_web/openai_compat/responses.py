@@ -353,6 +353,7 @@ def parse_for(owner_id: int | None) -> Any:
         # What this conversation's previous request checked and translated (when its input
         # was items, in full, with store: false) is not done again.
         items = data.get("input")
+        items = items if isinstance(items, list) else []  # (a string input has no key)
         key = conversation_key(data, "input") if previous is None else None
         start, done = TRANSLATED.known(key, items) if key is not None else (0, [])
         if start and not extendable(items, start, done):
