@@ -307,17 +307,22 @@ def attach_reasoning(
 ) -> list[dict]:
     """``messages`` with each anchored reasoning item in its assistant message's
     ``reasoning_items`` (an item whose message is not found is dropped: nothing to keep it
-    with)."""
+    with). An item goes to the first assistant message that makes its call or says its
+    text, found in one index of them (Codex sends a reasoning item every turn: looking each
+    up from the start grew with the square of the history)."""
+    if not anchors:
+        return messages
+    first: dict[tuple[str, str], dict] = {}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            first.setdefault(("call", call.get("id")), message)
+        first.setdefault(("text", _text_of(message.get("content"))), message)
     for (kind, key), item in anchors:
-        for message in messages:
-            if message.get("role") != "assistant":
-                continue
-            calls = {call.get("id") for call in message.get("tool_calls") or ()}
-            if (kind == "call" and key in calls) or (
-                kind == "text" and key and _text_of(message.get("content")) == key
-            ):
-                message.setdefault("reasoning_items", []).append(item)
-                break
+        owner = first.get((kind, key)) if kind == "call" or key else None
+        if owner is not None:
+            owner.setdefault("reasoning_items", []).append(item)
     return messages
 
 

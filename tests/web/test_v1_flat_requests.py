@@ -369,3 +369,44 @@ def test_a_results_tool_name_is_its_last_calls_as_a_walk_of_the_whole_history_gi
         for call in message["tool_calls"]:
             walked[call["id"]] = call["function"]["name"]
     assert _ToolNames(messages).get(asked, "") == walked.get(asked, "")
+
+
+def attached_by_walking(messages: list[dict], anchors: list) -> list[dict]:
+    """Each reasoning item on the first assistant message that matches, looked up from the
+    start for each item (what ``attach_reasoning`` gives, the slow way)."""
+    for (kind, key), item in anchors:
+        for message in messages:
+            if message.get("role") != "assistant":
+                continue
+            calls = {call.get("id") for call in message.get("tool_calls") or ()}
+            if (kind == "call" and key in calls) or (
+                kind == "text" and key and responses_api._text_of(message.get("content")) == key
+            ):
+                message.setdefault("reasoning_items", []).append(item)
+                break
+    return messages
+
+
+reply_texts = st.sampled_from(["", "Done.", "Reading."])
+assistant_turns = st.builds(
+    lambda text, ids: {
+        "role": "assistant",
+        "content": text or None,
+        **({"tool_calls": [{"id": i, "type": "function"} for i in ids]} if ids else {}),
+    },
+    reply_texts,
+    st.lists(call_ids, max_size=2, unique=True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(assistant_turns, st.just({"role": "user", "content": "Done."}))),
+    st.lists(st.tuples(st.sampled_from(["call", "text"]), call_ids | reply_texts), max_size=5),
+)
+def test_reasoning_items_go_where_a_walk_from_the_start_puts_them(messages, anchors):
+    anchored = [
+        ((kind, key), {"type": "reasoning", "n": n}) for n, (kind, key) in enumerate(anchors)
+    ]
+    expected = attached_by_walking(copy.deepcopy(messages), anchored)
+    assert responses_api.attach_reasoning(copy.deepcopy(messages), anchored) == expected
