@@ -54,6 +54,8 @@ RESULT_BLOCK_TYPES = ("text", "image", "document")
 # (an OpenAI-compatible server may refuse the unknown fields).
 THINKING_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/")
 THINKING_FIELDS = frozenset(("thinking_blocks", "reasoning_content"))
+# How many of a request's newest messages are translated one at a time (see translate_body).
+ONE_BY_ONE = 4
 STOP_REASONS = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -179,12 +181,18 @@ def to_chat(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def translate_body(
-    data: dict[str, Any], start: int = 0, done: list[dict] | None = None
-) -> tuple[dict[str, Any], list[dict]]:
-    """``to_chat``, and the translation of the messages without the system prompt.
+    data: dict[str, Any],
+    start: int = 0,
+    done: list[dict] | None = None,
+    ends: list[int] | None = None,
+) -> tuple[dict[str, Any], list[dict], list[int]]:
+    """``to_chat``, the translation of the messages without the system prompt, and where
+    each message's translation ends in it (-1 inside a piece translated at once).
     ``done``: the translation of the first ``start`` messages, from the same conversation's
-    previous request (messages are translated one by one: the rest is translated alone and
-    appended)."""
+    previous request, ``ends`` theirs (messages are translated one by one: the rest is
+    translated alone and appended). The last ``ONE_BY_ONE`` messages are translated one at a
+    time, so that the next request may start over from any of them (Claude Code moves its
+    ``cache_control`` mark to the newest message every request)."""
     # Function tools only: Anthropic's server tools (web search, code execution…) have a
     # versioned type and no input_schema; a chat-completions model cannot run them.
     tools = [
@@ -207,11 +215,18 @@ def translate_body(
     # messages, without it.
     chat = _translate({**body, "messages": []})
     without_system = {key: value for key, value in body.items() if key != "system"}
-    added = _translate({**without_system, "messages": data["messages"][start:]})
-    messages = (done or []) + added["messages"]
+    messages, ends = list(done or []), list(ends or [0])
+    added = data["messages"][start:]
+    at_once, one_by_one = added[:-ONE_BY_ONE], added[-ONE_BY_ONE:]
+    if at_once:
+        messages += _translate({**without_system, "messages": at_once})["messages"]
+        ends += [-1] * (len(at_once) - 1) + [len(messages)]
+    for message in one_by_one:
+        messages += _translate({**without_system, "messages": [message]})["messages"]
+        ends.append(len(messages))
     chat["messages"] = chat["messages"] + messages
     chat["stream"] = bool(data.get("stream"))
-    return chat, messages
+    return chat, messages, ends
 
 
 def _translate(body: dict[str, Any]) -> dict[str, Any]:
@@ -236,11 +251,11 @@ def parse(body: bytes) -> ChatRequest:
     data = load_body(body)
     # What this conversation's previous request checked and translated is not done again.
     key = conversation_key(data, "messages")
-    start, done = TRANSLATED.known(key, data.get("messages") or [])
+    start, done, ends = TRANSLATED.known(key, data.get("messages") or [])
     check_body(data, start)
-    translated, kept = translate_body(data, start, done)
+    translated, kept, ends = translate_body(data, start, done, ends)
     chat = request_from(translated)
-    TRANSLATED.remember(key, data["messages"], kept, len(body))
+    TRANSLATED.remember(key, data["messages"], kept, len(body), ends)
     params, messages = chat.params, chat.messages
     if resolve_model(chat.model).startswith(THINKING_PROVIDERS):
         # Claude behind litellm takes the thinking blocks back (signed) and the setting.

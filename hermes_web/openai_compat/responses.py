@@ -360,7 +360,7 @@ def parse_for(owner_id: int | None) -> Any:
         items = data.get("input")
         items = items if isinstance(items, list) else []  # (a string input has no key)
         key = conversation_key(data, "input") if previous is None else None
-        start, done = TRANSLATED.known(key, items) if key is not None else (0, [])
+        start, done, _ = TRANSLATED.known(key, items)
         if start and not extendable(items, start, done):
             start, done = 0, []
         translated, messages = translate_body(data, history, start, done)

@@ -48,39 +48,62 @@ class Translations:
     def __init__(self, size: int = 64, max_chars: int = 32_000_000) -> None:
         self.size = size
         self.max_chars = max_chars
-        self._entries: OrderedDict[bytes, tuple[list[Any], list[dict], int]] = OrderedDict()
+        # raw history, its translation, and where each raw message's translation ends in it
+        # (ends[i]: len of the translation of raw[:i]; -1 where translated in one piece).
+        self._entries: OrderedDict[bytes, tuple[list[Any], list[dict], list[int], int]] = (
+            OrderedDict()
+        )
         self._chars = 0
         self._lock = threading.Lock()
 
-    def known(self, key: bytes | None, raw: list[Any]) -> tuple[int, list[dict]]:
-        """How many leading raw messages were checked and translated before (all of the
-        remembered history or none), and what they translated to."""
+    def known(self, key: bytes | None, raw: list[Any]) -> tuple[int, list[dict], list[int]]:
+        """How many leading raw messages were checked and translated before, what they
+        translated to, and where each one's translation ends in that: the longest prefix
+        equal to the remembered history's that ends where a raw message's translation is
+        known to end (all of it, or none, at least)."""
         with self._lock:
             entry = self._entries.get(key) if key is not None else None
         if entry is None:
-            return 0, []
-        remembered, translated, _ = entry
+            return 0, [], [0]
+        remembered, translated, ends, _ = entry
         count = len(remembered)
         try:
             if len(raw) < count or raw[:count] != remembered:
-                return 0, []
+                count = 0
+                for mine, theirs in zip(raw, remembered, strict=False):
+                    if mine != theirs:
+                        break
+                    count += 1
         except RecursionError:
-            return 0, []
-        return count, translated
+            return 0, [], [0]
+        while count and ends[count] < 0:
+            count -= 1
+        return count, translated[: ends[count]], ends[: count + 1]
 
-    def remember(self, key: bytes | None, raw: list[Any], translated: list[dict], chars: int):
-        """Keep ``raw`` (checked) and its ``translated`` messages; ``chars``: the body's size."""
+    def remember(
+        self,
+        key: bytes | None,
+        raw: list[Any],
+        translated: list[dict],
+        chars: int,
+        ends: list[int] | None = None,
+    ) -> None:
+        """Keep ``raw`` (checked), its ``translated`` messages and, when known, where each
+        raw message's translation ends (``ends``, as in ``known``); ``chars``: the body's
+        size."""
         if key is None:
             return
+        if ends is None:
+            ends = [0] + [-1] * (len(raw) - 1) + [len(translated)] if raw else [0]
         with self._lock:
             old = self._entries.pop(key, None)
-            self._chars -= old[2] if old else 0
+            self._chars -= old[3] if old else 0
             if chars > self.max_chars:
                 return
-            self._entries[key] = (list(raw), list(translated), chars)
+            self._entries[key] = (list(raw), list(translated), ends, chars)
             self._chars += chars
             while len(self._entries) > self.size or self._chars > self.max_chars:
-                self._chars -= self._entries.popitem(last=False)[1][2]
+                self._chars -= self._entries.popitem(last=False)[1][3]
 
 
 MESSAGES = Translations()

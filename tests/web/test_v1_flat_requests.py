@@ -115,8 +115,13 @@ def test_translating_what_a_conversation_added_equals_translating_it_whole(
     if system is not None:
         body["system"] = system
     split = data.draw(st.integers(0, len(conversation)))
-    _, done = messages_api.translate_body({**body, "messages": conversation[:split]})
-    assert messages_api.translate_body(body, split, done)[0] == messages_api.to_chat(body)
+    _, done, ends = messages_api.translate_body({**body, "messages": conversation[:split]})
+    assert messages_api.translate_body(body, split, done, ends)[0] == messages_api.to_chat(body)
+    # From any earlier message whose translation's end is known, too.
+    known = [at for at in range(split + 1) if ends[at] >= 0]
+    since = data.draw(st.sampled_from(known))
+    again = messages_api.translate_body(body, since, done[: ends[since]], ends[: since + 1])
+    assert again[0] == messages_api.to_chat(body)
 
 
 @pytest.fixture
@@ -162,11 +167,31 @@ def test_a_grown_claude_history_translates_only_what_it_added(recent, translated
     monkeypatch.setattr(messages_api, "_translate", counting)
     grown = claude_body(31)
     messages = parsed(grown)
-    assert sizes == [0, 2]  # the body without messages; the two messages added
+    assert sizes == [0, 1, 1]  # the body without messages; the two messages added
     fresh = Translations()
     monkeypatch.setattr(messages_api, "TRANSLATED", fresh)
     assert messages == parsed(grown)
-    assert sizes[-1] == len(grown["messages"])  # a fresh process translates it whole
+    assert sizes[3:] == [0, 59, 1, 1, 1, 1]  # a fresh process translates it all
+
+
+def test_claude_codes_moving_cache_mark_translates_from_the_message_it_left(
+    recent, translated, monkeypatch
+):
+    body = claude_body(20)
+    mark = {"type": "ephemeral"}
+    body["messages"][-1]["content"][0]["cache_control"] = mark
+    parsed(body)
+    sizes: list[int] = []
+    real = messages_api._translate
+    monkeypatch.setattr(
+        messages_api, "_translate", lambda body: sizes.append(len(body["messages"])) or real(body)
+    )
+    grown = claude_body(21)  # the mark moved to the newest message
+    grown["messages"][-1]["content"][0]["cache_control"] = mark
+    messages = parsed(grown)
+    assert sizes == [0, 1, 1, 1]  # the message that lost its mark, and the two added
+    monkeypatch.setattr(messages_api, "TRANSLATED", Translations())
+    assert parsed(grown) == messages
 
 
 def test_anything_else_that_changed_translates_the_history_whole(recent, translated, monkeypatch):
@@ -181,7 +206,8 @@ def test_anything_else_that_changed_translates_the_history_whole(recent, transla
     parsed(rewritten)
     other_system = claude_body(6, system="Another system prompt.")
     assert parsed(other_system)[0] == {"role": "system", "content": "Another system prompt."}
-    assert sizes == [0, 13, 0, 13]
+    # Message 3 was translated within the first request's piece: all is translated again.
+    assert sizes == [0, 9, 1, 1, 1, 1] * 2
 
 
 def test_a_bad_message_added_to_a_remembered_history_is_refused_and_named(recent, translated):
