@@ -186,11 +186,6 @@ class StoredContexts:
                 kept[1],
             )
 
-    def forget(self, session_pk: int) -> None:
-        with self._lock:
-            kept = self._entries.pop(session_pk, None)
-            self._chars -= kept[1] if kept else 0
-
     def _put(self, context: StoredContext) -> None:
         chars = context.chars
         with self._lock:
