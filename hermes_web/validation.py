@@ -41,12 +41,13 @@ def lone_surrogate_at(text: str) -> int | None:
     return None
 
 
-def check_text(value: Any, where: str) -> None:
-    """Every string inside ``value`` (nested lists/dicts too) must be valid Unicode text."""
+def check_text(value: Any, where: str, depth: int = 0) -> None:
+    """Every string inside ``value`` (nested lists/dicts too) must be valid Unicode text
+    (``depth``: how deep ``value`` itself is in what is checked, for the nesting limit)."""
     # Imports check millions of values: a clean value (nearly all) is walked once without
     # building any place names; only a bad one is walked again to say where.
-    if not _clean(value, 0):
-        _walk(value, where, 0)
+    if not _clean(value, depth):
+        _walk(value, where, depth)
 
 
 def _clean(value: Any, depth: int) -> bool:

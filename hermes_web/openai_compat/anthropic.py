@@ -27,6 +27,8 @@ from compaction import CompactionConfig, count_message_tokens
 from hermes_web import validation
 from hermes_web.openai_compat import service, views
 from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat.translations import MESSAGES as TRANSLATED
+from hermes_web.openai_compat.translations import conversation_key
 from hermes_web.openai_compat.upstream import (
     Reply,
     StreamGatherer,
@@ -51,6 +53,9 @@ RESULT_BLOCK_TYPES = ("text", "image", "document")
 # Providers whose models take Anthropic thinking blocks back; others get the turn without them
 # (an OpenAI-compatible server may refuse the unknown fields).
 THINKING_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/")
+THINKING_FIELDS = frozenset(("thinking_blocks", "reasoning_content"))
+# How many of a request's newest messages are translated one at a time (see translate_body).
+ONE_BY_ONE = 4
 STOP_REASONS = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -113,8 +118,9 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
             raise invalid(f"{here}.source must be an object.", code="invalid_value", param=here)
 
 
-def check_body(data: dict[str, Any]) -> None:
-    """ApiError 400 naming the first thing in a Messages body we cannot translate."""
+def check_body(data: dict[str, Any], start: int = 0) -> None:
+    """ApiError 400 naming the first thing in a Messages body we cannot translate (the
+    messages from ``start`` on: those before it were checked with the same body before)."""
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid("model: Field required", code="missing_required_parameter", param="model")
@@ -124,7 +130,8 @@ def check_body(data: dict[str, Any]) -> None:
     system = data.get("system")
     if system is not None:
         _check_blocks(system, "system", ("text",))
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         where = f"messages.{index}"
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise invalid(
@@ -151,7 +158,10 @@ def check_body(data: dict[str, Any]) -> None:
             param="stop_sequences",
         )
     try:
-        validation.check_text({"system": system, "messages": messages, "tools": tools}, "body")
+        validation.check_text(system, "body.system", 1)
+        for index in range(start, len(messages)):
+            validation.check_text(messages[index], f"body.messages[{index}]", 2)
+        validation.check_text(tools, "body.tools", 1)
     except validation.Invalid as error:
         raise invalid(str(error), code="invalid_value") from None
 
@@ -167,6 +177,22 @@ def without_cache_control(value: Any) -> Any:
 
 def to_chat(data: dict[str, Any]) -> dict[str, Any]:
     """A checked Messages body as a chat-completions body (litellm's translation)."""
+    return translate_body(data)[0]
+
+
+def translate_body(
+    data: dict[str, Any],
+    start: int = 0,
+    done: list[dict] | None = None,
+    ends: list[int] | None = None,
+) -> tuple[dict[str, Any], list[dict], list[int]]:
+    """``to_chat``, the translation of the messages without the system prompt, and where
+    each message's translation ends in it (-1 inside a piece translated at once).
+    ``done``: the translation of the first ``start`` messages, from the same conversation's
+    previous request, ``ends`` theirs (messages are translated one by one: the rest is
+    translated alone and appended). The last ``ONE_BY_ONE`` messages are translated one at a
+    time, so that the next request may start over from any of them (Claude Code moves its
+    ``cache_control`` mark to the newest message every request)."""
     # Function tools only: Anthropic's server tools (web search, code execution…) have a
     # versioned type and no input_schema; a chat-completions model cannot run them.
     tools = [
@@ -177,7 +203,7 @@ def to_chat(data: dict[str, Any]) -> dict[str, Any]:
     body = {
         key: value
         for key, value in data.items()
-        if key in ("model", "messages", "system", "tool_choice", "max_tokens", "metadata")
+        if key in ("model", "system", "tool_choice", "max_tokens", "metadata")
         or key in ("stop_sequences", "temperature", "top_p", "top_k")
     }
     if tools:
@@ -185,6 +211,25 @@ def to_chat(data: dict[str, Any]) -> dict[str, Any]:
     else:
         body.pop("tool_choice", None)
     body.setdefault("max_tokens", 4096)
+    # Everything but the messages, with the system prompt as its first message; then the
+    # messages, without it.
+    chat = _translate({**body, "messages": []})
+    without_system = {key: value for key, value in body.items() if key != "system"}
+    messages, ends = list(done or []), list(ends or [0])
+    added = data["messages"][start:]
+    at_once, one_by_one = added[:-ONE_BY_ONE], added[-ONE_BY_ONE:]
+    if at_once:
+        messages += _translate({**without_system, "messages": at_once})["messages"]
+        ends += [-1] * (len(at_once) - 1) + [len(messages)]
+    for message in one_by_one:
+        messages += _translate({**without_system, "messages": [message]})["messages"]
+        ends.append(len(messages))
+    chat["messages"] = chat["messages"] + messages
+    chat["stream"] = bool(data.get("stream"))
+    return chat, messages, ends
+
+
+def _translate(body: dict[str, Any]) -> dict[str, Any]:
     try:
         translated, _ = _adapter().translate_anthropic_to_openai(
             body, custom_llm_provider="openai", preserve_midturn_system=True
@@ -198,29 +243,37 @@ def to_chat(data: dict[str, Any]) -> dict[str, Any]:
         for name in ("thinking_blocks", "reasoning_content"):
             if message.get(name) is None:
                 message.pop(name, None)
-    chat["stream"] = bool(data.get("stream"))
     return chat
 
 
 def parse(body: bytes) -> ChatRequest:
     """The Messages request as the service's chat request (ApiError 400 when it is not one)."""
     data = load_body(body)
-    check_body(data)
-    chat = request_from(to_chat(data))
-    params = chat.params
+    # What this conversation's previous request checked and translated is not done again.
+    key = conversation_key(data, "messages")
+    start, done, ends = TRANSLATED.known(key, data.get("messages") or [])
+    check_body(data, start)
+    translated, kept, ends = translate_body(data, start, done, ends)
+    chat = request_from(translated)
+    TRANSLATED.remember(key, data["messages"], kept, len(body), ends)
+    params, messages = chat.params, chat.messages
     if resolve_model(chat.model).startswith(THINKING_PROVIDERS):
         # Claude behind litellm takes the thinking blocks back (signed) and the setting.
         if isinstance(data.get("thinking"), dict):
             params = {**params, "thinking": data["thinking"]}
-    else:
-        for message in chat.messages:
-            message.pop("thinking_blocks", None)
-            message.pop("reasoning_content", None)
+    else:  # copies without them: the translated messages are kept for the next request
+        messages = [
+            {k: v for k, v in m.items() if k not in THINKING_FIELDS}
+            if not THINKING_FIELDS.isdisjoint(m)
+            else m
+            for m in messages
+        ]
     return ChatRequest(
         model=chat.model,
-        messages=chat.messages,
+        messages=messages,
         stream=chat.stream,
         params=params,
+        known=chat.known,
         extra={"id": f"msg_{random.getrandbits(96):024x}"},
     )
 

@@ -15,7 +15,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hermes_web.models import ApiKey, Session
 from hermes_web.openai_compat.errors import ApiError
@@ -149,15 +149,15 @@ class RecentHistories:
         except (TypeError, ValueError, AttributeError, RecursionError):
             return None
 
-    def known(self, messages: list[dict]) -> tuple[int, list[str]]:
-        """How many leading messages equal the remembered history's, and the prefix hashes
-        of those already computed (possibly fewer)."""
+    def lookup(self, messages: list[dict]) -> Known:
+        """What is known of ``messages``: how many leading messages equal the remembered
+        history's, and the prefix hashes of those already computed (possibly fewer)."""
         key = self._key(messages) if messages else None
         with self._lock:
             entry = self._entries.get(key) if key is not None else None
         if entry is None:
-            return 0, []
-        remembered, hashes, _ = entry
+            return Known()
+        remembered, hashes, chars = entry
         count = len(remembered)
         try:
             if len(messages) < count or messages[:count] != remembered:
@@ -167,18 +167,31 @@ class RecentHistories:
                         break
                     count += 1
         except RecursionError:  # nested beyond the interpreter's limit: nothing is known
-            return 0, []
-        return count, hashes[:count]
+            return Known()
+        whole = count == len(remembered)
+        return Known(count, hashes[:count], whole, chars if whole else 0)
 
-    def remember(self, messages: list[dict], hashes: list[str] | None = None) -> None:
+    def known(self, messages: list[dict]) -> tuple[int, list[str]]:
+        """``lookup``'s count and hashes."""
+        known = self.lookup(messages)
+        return known.count, known.hashes
+
+    def remember(
+        self, messages: list[dict], hashes: list[str] | None = None, known: Known | None = None
+    ) -> None:
         """Keep ``messages`` (checked) and, when given, their prefix hashes; hashes already
-        known for the same leading messages are kept."""
+        known for the same leading messages are kept. ``known``, this history's ``lookup``,
+        spares comparing it again."""
         key = self._key(messages) if messages else None
         if key is None:
             return
+        known = known if known is not None else self.lookup(messages)
         if hashes is None:
-            hashes = self.known(messages)[1]
-        chars = sum(_size(message.get("content")) for message in messages)
+            hashes = known.hashes
+        if known.whole:  # the remembered history, grown: count only what it added
+            chars = known.chars + sum(_size(m.get("content")) for m in messages[known.count :])
+        else:
+            chars = sum(_size(message.get("content")) for message in messages)
         with self._lock:
             old = self._entries.pop(key, None)
             self._chars -= old[2] if old else 0
@@ -189,14 +202,28 @@ class RecentHistories:
             while len(self._entries) > self.size or self._chars > self.max_chars:
                 self._chars -= self._entries.popitem(last=False)[1][2]
 
-    def prefix_hashes(self, messages: list[dict]) -> list[str]:
-        """``prefix_hashes(messages)``, computing only what the remembered history lacks."""
-        _, hashes = self.known(messages)
-        hashes = list(hashes)
+    def prefix_hashes(self, messages: list[dict], known: Known | None = None) -> list[str]:
+        """``prefix_hashes(messages)``, computing only what the remembered history lacks
+        (``known``: this history's ``lookup``, when the caller made it)."""
+        known = known if known is not None else self.lookup(messages)
+        hashes = list(known.hashes)
         for message in messages[len(hashes) :]:
             hashes.append(extend_hash(hashes[-1] if hashes else "", message))
-        self.remember(messages, hashes)
+        self.remember(messages, hashes, known)
         return hashes
+
+
+@dataclass(frozen=True)
+class Known:
+    """What ``RecentHistories.lookup`` found of a history: ``count`` leading messages equal
+    the remembered history's, whose first prefix hashes are ``hashes``; ``whole`` when that
+    is all of the remembered history (then checked as a whole: its tool calls all have
+    their results), which held ``chars`` characters of content."""
+
+    count: int = 0
+    hashes: list[str] = field(default_factory=list)
+    whole: bool = False
+    chars: int = 0
 
 
 def _size(content: object) -> int:

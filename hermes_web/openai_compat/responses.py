@@ -38,6 +38,8 @@ from hermes_web import validation
 from hermes_web.models import Message
 from hermes_web.openai_compat import service, views
 from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat.translations import RESPONSES as TRANSLATED
+from hermes_web.openai_compat.translations import conversation_key
 from hermes_web.openai_compat.upstream import Reply, StreamGatherer, _import_litellm
 from hermes_web.openai_compat.validation import ChatRequest, load_body, request_from
 
@@ -59,14 +61,15 @@ def _translator() -> Any:
     return LiteLLMCompletionResponsesConfig
 
 
-def _check_input(items: Any) -> None:
+def _check_input(items: Any, start: int = 0) -> None:
     if isinstance(items, str):
         return
     if not isinstance(items, list):
         raise invalid(
             "input: must be a string or an array of items.", code="invalid_type", param="input"
         )
-    for index, item in enumerate(items):
+    for index in range(start, len(items)):
+        item = items[index]
         where = f"input[{index}]"
         if not isinstance(item, dict):
             raise invalid(f"{where}: must be an object.", code="invalid_type", param=where)
@@ -175,6 +178,15 @@ def _previous_history(previous: str, key_owner_id: int) -> list[dict]:
 
 def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
     """A checked Responses body as a chat-completions body."""
+    return translate_body(data, history)[0]
+
+
+def translate_body(
+    data: dict[str, Any], history: list[dict], start: int = 0, done: list[dict] | None = None
+) -> tuple[dict[str, Any], list[dict]]:
+    """``to_chat``, and the translation of ``input`` alone. ``done``: the translation of
+    the first ``start`` items, from the same conversation's previous request, when
+    ``extendable`` says the rest translates alone to what follows it."""
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid(
@@ -185,27 +197,34 @@ def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
         raise invalid(
             "Missing required parameter: 'input'.", code="missing_required_parameter", param="input"
         )
-    _check_input(items)
+    _check_input(items, start)
     instructions = data.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise invalid("instructions: must be a string.", code="invalid_type", param="instructions")
     try:
-        validation.check_text(items, "input")
+        if isinstance(items, list):
+            for index in range(start, len(items)):
+                validation.check_text(items[index], f"input[{index}]", 1)
+        else:
+            validation.check_text(items, "input")
     except validation.Invalid as error:
         raise invalid(str(error), code="invalid_value", param="input") from None
     anchors: list[tuple[tuple[str, str], dict]] = []
     if isinstance(items, list):
+        items = items[start:]
         anchors = reasoning_anchors(items)
         items = [item for item in items if item.get("type") != "reasoning"]
+    # The instructions are the first message: translated with the first item only.
+    request = {"instructions": instructions} if not history and not start else {}
     try:
         messages = _translator().transform_responses_api_input_to_messages(
-            items, responses_api_request={"instructions": instructions} if not history else {}
+            items, responses_api_request=request
         )
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise invalid(
             f"This Responses request could not be translated ({error}).", code="invalid_value"
         ) from None
-    messages = attach_reasoning([_plain(message) for message in messages], anchors)
+    messages = (done or []) + attach_reasoning([_plain(message) for message in messages], anchors)
     body: dict[str, Any] = {
         "model": model,
         "messages": history + messages,
@@ -222,7 +241,29 @@ def to_chat(data: dict[str, Any], history: list[dict]) -> dict[str, Any]:
             body["tool_choice"] = choice
     else:
         body.pop("parallel_tool_calls", None)
-    return body
+    return body, messages
+
+
+def extendable(items: list[Any], start: int, done: list[dict]) -> bool:
+    """Whether ``items[start:]`` translates alone to what follows ``done`` (the translation
+    of ``items[:start]``) in the translation of all of ``items``. litellm's translation
+    carries three things from item to item: a function call joins the assistant message
+    before it, an assistant reply may join the assistant turn before it, and a call's output
+    looks for its call among the calls seen so far; our reasoning items look for their
+    message on both sides. So: the remembered part ends with no assistant message, every
+    output added follows its call in the added items, and no item is a reasoning item."""
+    if not done or done[-1].get("role") == "assistant":
+        return False
+    calls: set[Any] = set()
+    for item in items[start:]:
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "reasoning" or (
+            kind == "function_call_output" and item.get("call_id") not in calls
+        ):
+            return False
+        if kind == "function_call":
+            calls.add(item.get("call_id"))
+    return not any(isinstance(item, dict) and item.get("type") == "reasoning" for item in items)
 
 
 def _anchor(item: dict) -> tuple[str, str] | None:
@@ -266,17 +307,22 @@ def attach_reasoning(
 ) -> list[dict]:
     """``messages`` with each anchored reasoning item in its assistant message's
     ``reasoning_items`` (an item whose message is not found is dropped: nothing to keep it
-    with)."""
+    with). An item goes to the first assistant message that makes its call or says its
+    text, found in one index of them (Codex sends a reasoning item every turn: looking each
+    up from the start grew with the square of the history)."""
+    if not anchors:
+        return messages
+    first: dict[tuple[str, str], dict] = {}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            first.setdefault(("call", call.get("id")), message)
+        first.setdefault(("text", _text_of(message.get("content"))), message)
     for (kind, key), item in anchors:
-        for message in messages:
-            if message.get("role") != "assistant":
-                continue
-            calls = {call.get("id") for call in message.get("tool_calls") or ()}
-            if (kind == "call" and key in calls) or (
-                kind == "text" and key and _text_of(message.get("content")) == key
-            ):
-                message.setdefault("reasoning_items", []).append(item)
-                break
+        owner = first.get((kind, key)) if kind == "call" or key else None
+        if owner is not None:
+            owner.setdefault("reasoning_items", []).append(item)
     return messages
 
 
@@ -309,7 +355,17 @@ def parse_for(owner_id: int | None) -> Any:
                     param="previous_response_id",
                 )
             history = _previous_history(previous, owner_id or 0)
-        chat = request_from(to_chat(data, history))
+        # What this conversation's previous request checked and translated (when its input
+        # was items, in full, with store: false) is not done again.
+        items = data.get("input")
+        items = items if isinstance(items, list) else []  # (a string input has no key)
+        key = conversation_key(data, "input") if previous is None else None
+        start, done, _ = TRANSLATED.known(key, items)
+        if start and not extendable(items, start, done):
+            start, done = 0, []
+        translated, messages = translate_body(data, history, start, done)
+        chat = request_from(translated)
+        TRANSLATED.remember(key, items, messages, len(body))
         store = data.get("store") is not False
         echoed = {
             "instructions": data.get("instructions"),
@@ -328,6 +384,7 @@ def parse_for(owner_id: int | None) -> Any:
             messages=chat.messages,
             stream=chat.stream,
             params=chat.params,
+            known=chat.known,
             extra={"response_id": response_id, "store": store, "echo": echoed},
         )
 

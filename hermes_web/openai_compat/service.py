@@ -11,9 +11,10 @@ append the new messages and the reply, remember the client's prefix, then let th
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
 from compaction.messages import content_text
@@ -21,6 +22,7 @@ from hermes_web.importers.base import clean_title
 from hermes_web.importers.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
+from hermes_web.openai_compat.contexts import CONTEXTS, StoredContext
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import (
     RECENT,
@@ -37,7 +39,6 @@ from hermes_web.services.sessions import (
     append_messages,
     create_session,
     normalize_mode,
-    openai_messages,
     resolve_tip,
     token_model,
 )
@@ -63,8 +64,10 @@ class Prepared:
     mode: str = ""
     # Of a compacted session's stored context: the tool call ids it holds, and the ids that
     # already have a result there (a stub when the call was pending at the snapshot).
-    stored_calls: set[str] = field(default_factory=set)
-    stored_results: set[str] = field(default_factory=set)
+    stored_calls: frozenset[str] = frozenset()
+    stored_results: frozenset[str] = frozenset()
+    # The stored context read for it (when compacted): store() records its own rows there.
+    context: StoredContext | None = None
 
     @property
     def new_messages(self) -> list[dict]:
@@ -107,7 +110,7 @@ def prepare(
                 f"X-Hermes-Compaction-Mode must be rotation or in-place, got {mode_header!r}.",
                 code="invalid_compaction_mode",
             ) from None
-    hashes = RECENT.prefix_hashes(request.messages)
+    hashes = RECENT.prefix_hashes(request.messages, request.known)
     match = find_session(key, hashes, named=session_header.strip())
     prepared = Prepared(
         key=key,
@@ -139,13 +142,14 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
     )
     if compaction is None:
         return
-    stored = with_tool_errors(session, openai_messages(session), prepared.request.messages)
-    prepared.stored_calls = call_ids(stored)
-    prepared.stored_results = {m.get("tool_call_id") or "" for m in stored if m["role"] == "tool"}
-    messages = restore_dropped_calls(
-        merge_repeated_results(stored + prepared.new_messages), prepared.request.messages
+    # The rows are read once per version of the session, not on every request (contexts).
+    context = CONTEXTS.get(session, compaction)
+    stored = with_tool_errors(context, prepared.request.messages)
+    prepared.stored_calls = context.calls
+    prepared.stored_results = context.results
+    messages, problems = with_new_messages(
+        context, stored, prepared.new_messages, prepared.request.messages
     )
-    problems = validate_tool_pairs(messages)
     if problems:
         # Never break the client's agent over our stored context: send its own history.
         log.warning(
@@ -156,29 +160,39 @@ def _use_compacted_context(prepared: Prepared, session: Session) -> None:
         return
     prepared.upstream_messages = messages
     prepared.compaction = compaction
+    prepared.context = context
 
 
-def with_tool_errors(session: Session, stored: list[dict], request: list[dict]) -> list[dict]:
+def with_new_messages(
+    context: StoredContext, stored: list[dict], new: list[dict], history: list[dict]
+) -> tuple[list[dict], list[str]]:
+    """``restore_dropped_calls(merge_repeated_results(stored + new), history)`` and its
+    tool-pair problems. When the stored context is paired (each result right after its call,
+    none twice) and no new message is a result it holds, that is ``stored`` followed by the
+    new messages merged among themselves, and their pairing is checked alone: nothing is
+    pending at the end of the stored part. Otherwise (a stub replaced, a stripped call),
+    the whole list is worked out."""
+    if context.paired and context.results.isdisjoint(
+        m.get("tool_call_id") or "" for m in new if m.get("role") == "tool"
+    ):
+        added = merge_repeated_results(new)
+        if not validate_tool_pairs(added):  # (then no result lacks its call either)
+            return stored + added, []
+    messages = restore_dropped_calls(merge_repeated_results(stored + new), history)
+    return messages, validate_tool_pairs(messages)
+
+
+def with_tool_errors(context: StoredContext, request: list[dict]) -> list[dict]:
     """The stored context with Anthropic's ``is_error`` back on the tool results that had it
     (kept in the rows' ``extra`` where the client's request stored them, an ancestor of a
     rotation's continuation included; the client's own copy of a result counts too)."""
     failed = {m.get("tool_call_id") for m in request if m.get("is_error") is True}
-    chain: list[int] = []
-    current: Session | None = session
-    while current is not None and current.pk not in chain:
-        chain.append(current.pk)
-        current = current.parent
-    results = {m.get("tool_call_id") for m in stored if m["role"] == "tool"}
-    failed |= set(
-        Message.objects.filter(
-            session_id__in=chain, role="tool", tool_call_id__in=results, extra__is_error=True
-        ).values_list("tool_call_id", flat=True)
-    )
+    failed = (failed | context.failed) & context.results
     if not failed:
-        return stored
+        return list(context.messages)
     return [
         {**m, "is_error": True} if m["role"] == "tool" and m.get("tool_call_id") in failed else m
-        for m in stored
+        for m in context.messages
     ]
 
 
@@ -329,15 +343,26 @@ def _title(messages: list[dict]) -> str:
     return "API conversation"
 
 
-def _tool_names(messages: list[dict]) -> dict[str, str]:
-    names = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            names[call.get("id")] = (call.get("function") or {}).get("name") or ""
-    return names
+class _ToolNames:
+    """Each tool call id's function name in ``messages`` (the last call with that id), found
+    when asked: a request stores results whose calls are among its last messages, so a
+    long history is not walked for them."""
+
+    def __init__(self, messages: list[dict]) -> None:
+        self.messages = messages
+        self.found: dict[str, str] = {}
+        self.read = len(messages)  # messages[read:] were looked through, newest first
+
+    def get(self, call_id: str, default: str = "") -> str:
+        while call_id not in self.found and self.read > 0:
+            self.read -= 1
+            for call in reversed(self.messages[self.read].get("tool_calls") or ()):
+                name = (call.get("function") or {}).get("name") or ""
+                self.found.setdefault(call.get("id"), name)
+        return self.found.get(call_id, default)
 
 
-def _item(message: dict, names: dict[str, str], extra: dict | None = None, **fields) -> dict:
+def _item(message: dict, names: _ToolNames, extra: dict | None = None, **fields) -> dict:
     """``message`` as the fields ``append_messages`` stores."""
     role = message["role"]
     call_id = message.get("tool_call_id") or ""
@@ -385,12 +410,21 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
     request = prepared.request
     answer = reply.message()
     prompt_tokens = reply.usage.get("prompt_tokens")
-    names = _tool_names([*request.messages, answer])
+    names = _ToolNames([*request.messages, answer])
     new_hash = extend_hash(prepared.hashes[-1], answer)
     with transaction.atomic():
         session = _continue(prepared)
         # Stubs and stripped calls are mended only against the stored context prepare saw.
         mend = session is not None and prepared.compaction is not None
+        # Whether only this request's rows will have changed the session since prepare read
+        # its stored context (checked under the lock _continue holds): then they extend it.
+        context = prepared.context
+        extends = (
+            context is not None
+            and session is not None
+            and session.pk == context.session_pk
+            and session.updated_at == context.version
+        )
         to_store = prepared.new_messages
         if session is None:  # a new conversation, or one that moved on meanwhile (a fork)
             session = _create(prepared)
@@ -401,13 +435,14 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
             call_id = message.get("tool_call_id") or ""
             if mend and message["role"] == "tool":
                 if call_id in prepared.stored_results and _replaced_stub(session, message, names):
+                    extends = False  # a stored row changed: the next request reads anew
                     continue
                 if call_id not in prepared.stored_calls:
                     owners = owners if owners is not None else _call_owners(request.messages)
                     if call_id in owners:
                         # The compaction stripped this pending call: store it again first.
                         items.append(_item(owners[call_id], names))
-                        prepared.stored_calls |= call_ids([owners[call_id]])
+                        prepared.stored_calls = prepared.stored_calls | call_ids([owners[call_id]])
             items.append(_item(message, names))
         items.append(
             _item(
@@ -434,7 +469,10 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         }
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
-        Session.objects.filter(pk=landed.pk).touch(**remembered)  # chain bookkeeping: a change
+        now = timezone.now()
+        Session.objects.filter(pk=landed.pk).touch(now, **remembered)  # chain bookkeeping
+    if extends and context is not None and landed.pk == context.session_pk:
+        CONTEXTS.appended(context, now)
     for name, value in remembered.items():
         setattr(landed, name, value)
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
@@ -449,7 +487,7 @@ def _reply_ids(request: ChatRequest) -> dict[str, str]:
     return {}
 
 
-def _replaced_stub(session: Session, message: dict, names: dict[str, str]) -> bool:
+def _replaced_stub(session: Session, message: dict, names: _ToolNames) -> bool:
     """Write a tool result over the stub a compaction gave its call (see
     ``merge_repeated_results``); False when there is no such stub row."""
     stub = (

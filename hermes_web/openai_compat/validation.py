@@ -9,7 +9,7 @@ from typing import Any
 from compaction import validate_tool_pairs
 from hermes_web import validation
 from hermes_web.openai_compat.errors import ApiError, invalid
-from hermes_web.openai_compat.matching import RECENT
+from hermes_web.openai_compat.matching import RECENT, Known
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 # The content part types of a chat-completions message: any other type (``video``…) is
@@ -48,6 +48,8 @@ class ChatRequest:
     params: dict[str, Any] = field(default_factory=dict)
     # What a protocol adapter keeps for its reply (the Responses API's echoed fields…).
     extra: dict[str, Any] = field(default_factory=dict)
+    # What this process already knew of the messages (RecentHistories.lookup).
+    known: Known | None = None
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -98,10 +100,14 @@ def request_from(data: dict[str, Any]) -> ChatRequest:
         )
     # What this process checked in the same conversation's previous request is not checked
     # again: only the messages the client added are (see RecentHistories).
-    checked, _ = RECENT.known(messages)
-    for index in range(checked, len(messages)):
+    known = RECENT.lookup(messages)
+    for index in range(known.count, len(messages)):
         check_message(index, messages[index])
-    problems = validate_tool_pairs(messages)
+    # The remembered history, whole, had every call answered: the pairing of what follows
+    # it is checked alone (the whole list again only to name a problem's place).
+    problems = validate_tool_pairs(messages[known.count :] if known.whole else messages)
+    if problems and known.whole:
+        problems = validate_tool_pairs(messages)
     if problems:
         raise invalid(
             "Broken tool calls in 'messages': "
@@ -111,7 +117,7 @@ def request_from(data: dict[str, Any]) -> ChatRequest:
             code="invalid_tool_pairs",
             param="messages",
         )
-    RECENT.remember(messages)
+    RECENT.remember(messages, known=known)
     if data.get("n") not in (None, 1):
         raise invalid("Only n=1 is supported.", code="unsupported_parameter", param="n")
     options = data.get("stream_options") or {}
@@ -124,6 +130,7 @@ def request_from(data: dict[str, Any]) -> ChatRequest:
         stream=bool(data.get("stream")),
         include_usage=bool(options.get("include_usage")),
         params=params,
+        known=known,
     )
 
 
