@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from hermes_web.models import ApiKey, Session
 from hermes_web.openai_compat.errors import ApiError
+from hermes_web.openai_compat.translations import shared_prefix
 from hermes_web.services.sessions import resolve_tip
 
 # How many of the newest prefixes the first lookup tries (see find_session).
@@ -158,14 +159,8 @@ class RecentHistories:
         if entry is None:
             return Known()
         remembered, hashes, chars = entry
-        count = len(remembered)
         try:
-            if len(messages) < count or messages[:count] != remembered:
-                count = 0
-                for mine, theirs in zip(messages, remembered, strict=False):
-                    if mine != theirs:
-                        break
-                    count += 1
+            count = shared_prefix(messages, remembered)
         except RecursionError:  # nested beyond the interpreter's limit: nothing is known
             return Known()
         whole = count == len(remembered)

@@ -41,6 +41,21 @@ def conversation_key(data: dict[str, Any], history: str) -> bytes | None:
         return None
 
 
+def shared_prefix(new: list[Any], remembered: list[Any]) -> int:
+    """How many leading items of ``new`` equal ``remembered``'s: all of ``remembered`` in one
+    C-level comparison when ``new`` continues it (a client's usual next request), else item
+    by item. Items nested beyond the interpreter's limit raise RecursionError."""
+    count = len(remembered)
+    if len(new) >= count and new[:count] == remembered:
+        return count
+    count = 0
+    for mine, theirs in zip(new, remembered, strict=False):
+        if mine != theirs:
+            break
+        count += 1
+    return count
+
+
 class Translations:
     """The newest conversations' raw history and its translation, at most ``size`` of them
     and ``max_chars`` characters of request body in all."""
@@ -66,14 +81,8 @@ class Translations:
         if entry is None:
             return 0, [], [0]
         remembered, translated, ends, _ = entry
-        count = len(remembered)
         try:
-            if len(raw) < count or raw[:count] != remembered:
-                count = 0
-                for mine, theirs in zip(raw, remembered, strict=False):
-                    if mine != theirs:
-                        break
-                    count += 1
+            count = shared_prefix(raw, remembered)
         except RecursionError:
             return 0, [], [0]
         while count and ends[count] < 0:
