@@ -257,3 +257,29 @@ def hermes_rotation_lines() -> list[str]:
         ],
     }
     return [json.dumps(parent), json.dumps(child)]
+
+
+def gemini_tool_turn(n: int, output: str, *, hour: str = "2026-03-02T10") -> list[dict]:
+    """Turn ``n`` of a Gemini CLI chat as the CLI records it: a user message and a gemini
+    reply whose ``read_file`` call carries its own ``functionResponse`` (``output``)."""
+    stamp = f"{hour}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+    call_id = f"read_file-{n}"
+    response = {"id": call_id, "name": "read_file", "response": {"output": output}}
+    return [
+        {"id": f"u-{n}", "timestamp": stamp, "type": "user", "content": f"Turn {n}: why?"},
+        {
+            "id": f"g-{n}",
+            "timestamp": stamp,
+            "type": "gemini",
+            "content": "Reading it.",
+            "toolCalls": [
+                {
+                    "id": call_id,
+                    "name": "read_file",
+                    "args": {"absolute_path": f"/src/module_{n}.py"},
+                    "result": [{"functionResponse": response}],
+                    "status": "success",
+                }
+            ],
+        },
+    ]

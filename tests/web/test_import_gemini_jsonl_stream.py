@@ -11,6 +11,7 @@ import pytest
 
 from hermes_web.importers import gemini_cli, import_path
 from hermes_web.models import Compaction, Message
+from tests.web.native_fixtures import gemini_tool_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -19,27 +20,7 @@ OUTPUT = "".join(f"row {i}: balance = sum(entries)\n" for i in range(40))
 
 
 def _turn(n: int) -> list[dict]:
-    stamp = f"2026-03-05T08:{n // 60 % 60:02d}:{n % 60:02d}Z"
-    call_id = f"read_file-{n}"
-    response = {"id": call_id, "name": "read_file", "response": {"output": OUTPUT}}
-    return [
-        {"id": f"u-{n}", "timestamp": stamp, "type": "user", "content": f"Turn {n}: why?"},
-        {
-            "id": f"g-{n}",
-            "timestamp": stamp,
-            "type": "gemini",
-            "content": "Reading it.",
-            "toolCalls": [
-                {
-                    "id": call_id,
-                    "name": "read_file",
-                    "args": {"absolute_path": f"/src/ledger_{n}.py"},
-                    "result": [{"functionResponse": response}],
-                    "status": "success",
-                }
-            ],
-        },
-    ]
+    return gemini_tool_turn(n, OUTPUT, hour="2026-03-05T08")
 
 
 def _log(path, turns: int):

@@ -9,6 +9,7 @@ import pytest
 
 from hermes_web.importers import gemini_cli, import_path
 from hermes_web.models import Compaction, Message
+from tests.web.native_fixtures import gemini_tool_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -17,27 +18,7 @@ OUTPUT = "".join(f"line {i}: total = round(sum(prices), 2)\n" for i in range(40)
 
 
 def _turn(n: int) -> list[dict]:
-    stamp = f"2026-03-02T10:{n // 60 % 60:02d}:{n % 60:02d}Z"
-    call_id = f"read_file-{n}"
-    response = {"id": call_id, "name": "read_file", "response": {"output": OUTPUT}}
-    turn = [
-        {"id": f"u-{n}", "timestamp": stamp, "type": "user", "content": f"Turn {n}: why?"},
-        {
-            "id": f"g-{n}",
-            "timestamp": stamp,
-            "type": "gemini",
-            "content": "Reading it.",
-            "toolCalls": [
-                {
-                    "id": call_id,
-                    "name": "read_file",
-                    "args": {"absolute_path": f"/src/total_{n}.py"},
-                    "result": [{"functionResponse": response}],
-                    "status": "success",
-                }
-            ],
-        },
-    ]
+    turn = gemini_tool_turn(n, OUTPUT)
     if n % 100 == 99:
         turn.append(
             {"id": f"i-{n}", "type": "info", "content": "Context compressed from 70% to 4%."}
