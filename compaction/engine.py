@@ -34,6 +34,7 @@ from compaction.markers import (
     wrap_summary,
 )
 from compaction.messages import Message, content_text
+from compaction.narrative import fit_sections
 from compaction.passes import Work, hermes_fold
 from compaction.prompt import build_prompt, summary_budget_tokens
 from compaction.redact import redact
@@ -478,11 +479,7 @@ def _fit_ledger(body: str, ledger: Ledger, budget: int) -> tuple[str, Ledger]:
     room = max(int(budget * _LEDGER_SHARE), budget - len(narrative) - 2)
     text, written = render(ledger, room)
     keep = max(_NARRATIVE_FLOOR, budget - len(text) - 2)
-    if len(narrative) > keep:
-        cut = narrative.rfind("\n", 0, keep - 20)
-        narrative = (
-            narrative[: cut if cut > keep // 2 else keep - 20].rstrip() + "\n...[truncated]..."
-        )
+    narrative = fit_sections(narrative, keep)
     return (f"{narrative}\n\n{text}" if narrative else text), written
 
 

@@ -57,6 +57,7 @@ from compaction.resume import (
     _sentences,
     _unwrap,
     is_wrapper,
+    without_ide_context,
 )
 
 __all__ = [
@@ -495,7 +496,7 @@ def extract(
             _result(got, pos, message, name, command)
         elif role == "user":
             raw = content_text(message.get("content"), images=False)
-            text = raw.strip()
+            text = without_ide_context(raw.strip())
             if is_wrapper(text):
                 continue
             request = text if len(text) <= _REQUEST_CHARS else text[: _REQUEST_CHARS - 1] + "…"

@@ -33,6 +33,7 @@ import re2
 
 from compaction.facts import SummaryFacts
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
+from compaction.narrative import CUT_MARK, fit_sections, is_cut
 from compaction.prompt import SECTIONS
 
 __all__ = ["is_wrapper", "message_date", "resume_summary"]
@@ -99,6 +100,22 @@ _WRAPPERS = (
     "Stop hook feedback:",
 )
 _SCAN = 20_000  # chars of one tool result scanned for error lines and test counts
+
+
+# Claude Code's IDE extensions put what the editor shows before the user's words, as blocks
+# of their own: "<ide_opened_file>The user opened the file e:\\x.md in the IDE. This may or
+# may not be related to the current task.</ide_opened_file>" then the request.
+_IDE_CONTEXT = re.compile(r"\A\s*<(ide_[a-z_]+)>.*?</\1>\s*", re.DOTALL)
+
+
+def without_ide_context(text: str) -> str:
+    """A user message's text without the IDE context blocks it starts with."""
+    while text.lstrip().startswith("<ide_"):
+        match = _IDE_CONTEXT.match(text)
+        if match is None:
+            break
+        text = text[match.end() :]
+    return text
 
 
 def is_wrapper(text: str) -> bool:
@@ -360,7 +377,7 @@ class _Scan:
             elif role == "user":
                 content = message.get("content")
                 raw = content if type(content) is str else content_text(content, images=False)
-                text = (_clean(raw) if "\x1b" in raw else raw).strip()
+                text = without_ide_context((_clean(raw) if "\x1b" in raw else raw).strip())
                 if is_wrapper(text):
                     continue
                 if self.first_user is None:
@@ -939,7 +956,7 @@ def resume_summary(facts: SummaryFacts) -> str:
             "Blocked": "\n".join(fitted["Blocked"]) or "None.",
         }
         text = "\n\n".join(f"## {name}\n{body[name]}" for name in SECTIONS)
-        return text if len(text) <= budget else text[: budget - 20] + "\n...[truncated]..."
+        return fit_sections(text, budget)
     body = {
         **fixed,
         "Constraints & Preferences": "\n".join(fitted["Constraints & Preferences"]) or "None.",
@@ -973,12 +990,20 @@ def _goal(facts: SummaryFacts, scan: _Scan, prev: Mapping[str, list[str]]) -> st
     change = next((text for _, text in reversed(scan.requests) if _GOAL_CHANGE.match(text)), None)
     if change is not None:
         return change[:1_000]
-    previous = "\n".join(prev.get("Goal", []))
-    if previous:
-        return previous
+    previous = "\n".join(prev.get("Goal", [])).strip()
     first = facts.first_user_text
+    if first is not None:
+        first = without_ide_context(first)
     if first is None or is_wrapper(first):
         first = scan.first_user
+    if previous and is_cut(previous):
+        # A goal cut short to fit an earlier summary is not carried cut: the request it
+        # was cut from is written again (it may be cut again, but from its start).
+        start = previous.rstrip().removesuffix("...[truncated]...").rstrip(CUT_MARK).strip()
+        if first and " ".join(first.split()).startswith(" ".join(start.split())):
+            previous = ""
+    if previous:
+        return previous
     return (first or "Unknown.").strip()[:1_000] or "Unknown."
 
 

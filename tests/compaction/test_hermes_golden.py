@@ -120,13 +120,13 @@ GOLDEN = {
     "capped_tail": "34b825c5ba6b0852",
     "long_words": "d604b13408b1cbf5",
     "secrets_failures": "d1f7d41a628d301e",
-    "secrets_failures_small": "a2db2657e054150b",
-    "synthetic_10000_cached": "58ea47bc46360f46",
-    "synthetic_2000": "52e5bbaaa6c577a2",
-    "synthetic_2000_cached": "b8da4a020014fbcd",
+    "secrets_failures_small": "1bd378674c2c8162",
+    "synthetic_10000_cached": "7c2fb23e19b66441",
+    "synthetic_2000": "35f7908c15b4aaf2",
+    "synthetic_2000_cached": "0d67b11dfe2cbf74",
     "synthetic_300": "b186a054a7c5854d",
-    "synthetic_8k_window": "a4565ee452478a77",
-    "synthetic_small_window": "b8fb4e6972c1a6c0",
+    "synthetic_8k_window": "2e03e4317f3315a1",
+    "synthetic_small_window": "48e49d01a677b281",
 }
 
 

@@ -1,0 +1,119 @@
+"""Fitting a summary's narrative into fewer chars without losing whole sections.
+
+When the fact ledger leaves the narrative little room, cutting the text at a char position
+keeps the first section whole and drops the rest: a real Claude Code session at a 32K window
+kept a 330-char Active Task and then "Goal ...[truncated]...", five rounds in a row, so the
+agent resumed without its goal. Here every "## " section keeps its heading and as much of its
+start as an equal share allows: short sections whole, long ones cut to the same length.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CUT_MARK", "fit_sections", "is_cut"]
+
+CUT_MARK = "…"
+_HEADING = re.compile(r"^## .*$", re.MULTILINE)
+_LEGACY_CUT = "...[truncated]..."
+_NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
+_NONE = "None."
+_PARTIAL_LINE = 30  # chars of room worth starting one more line for
+
+
+def is_cut(text: str) -> bool:
+    """Whether a section body was shortened by ``fit_sections`` (or the older char cut)."""
+    stripped = text.rstrip()
+    return stripped.endswith(CUT_MARK) or stripped.endswith(_LEGACY_CUT)
+
+
+def fit_sections(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` chars, every section that says more than "None." kept.
+
+    Each section's body (and any text before the first heading) is cut to at most the same
+    number of chars, the largest that fits, at a line end where one lies within it, else at
+    a word, and ends with ``CUT_MARK``; a numbered list keeps its last lines instead, after
+    ``CUT_MARK``. A text without headings, or whose headings alone do
+    not fit, is cut at a line (at a char when no line fits)."""
+    if len(text) <= limit:
+        return text
+    preamble, sections = _split(text)
+    if not sections:
+        return _cut(text, limit)
+    # A section that says "None." tells an agent nothing its absence does not; its room goes
+    # to the sections that say something.
+    sections = [(heading, body) for heading, body in sections if body != _NONE] or sections
+    longest = max([len(preamble), *(len(body) for _, body in sections)])
+    low, high, best = 0, longest, None
+    while low <= high:  # the largest share whose text fits
+        share = (low + high) // 2
+        candidate = _render(preamble, sections, share)
+        if len(candidate) <= limit:
+            best, low = candidate, share + 1
+        else:
+            high = share - 1
+    return best if best is not None else _cut(text, limit)
+
+
+def _split(text: str) -> tuple[str, list[tuple[str, str]]]:
+    headings = list(_HEADING.finditer(text))
+    if not headings:
+        return text, []
+    preamble = text[: headings[0].start()].strip()
+    sections = []
+    for at, heading in enumerate(headings):
+        end = headings[at + 1].start() if at + 1 < len(headings) else len(text)
+        sections.append((heading.group(0), text[heading.end() : end].strip()))
+    return preamble, sections
+
+
+def _render(preamble: str, sections: list[tuple[str, str]], share: int) -> str:
+    parts = [_shortened(preamble, share)] if preamble else []
+    for heading, body in sections:
+        kept = _shortened(body, share)
+        parts.append(f"{heading}\n{kept}" if kept else heading)
+    return "\n\n".join(parts)
+
+
+def _shortened(body: str, share: int) -> str:
+    if len(body) <= share:
+        return body
+    room = share - len(CUT_MARK)
+    if room <= 0:
+        return CUT_MARK
+    if len(_NUMBERED.findall(body)) >= 2:
+        # A numbered list (Completed Actions) is in time order: its newest lines are the
+        # ones an agent resumes from, so it keeps its end.
+        start = body.find("\n", len(body) - room + 1)
+        if start != -1:
+            return f"{CUT_MARK}\n{body[start + 1 :]}"
+        return f"{CUT_MARK}\n{_word_cut(body.rsplit(chr(10), 1)[-1], room - 2 - len(CUT_MARK))}"
+    # Whole lines while they fit, then the start of the next one when enough room is left
+    # for a few words of it.
+    whole = body.rfind("\n", 0, room + 1)
+    kept = body[:whole].rstrip() if whole > 0 else ""
+    left = room - len(kept) - (1 if kept else 0)
+    if left < _PARTIAL_LINE and kept:
+        return f"{kept} {CUT_MARK}"
+    start = whole + 1 if whole > 0 else 0
+    head = _word_cut(body[start:], left)
+    return f"{kept}\n{head}" if kept else head
+
+
+def _word_cut(line: str, room: int) -> str:
+    """The start of ``line`` in ``room`` chars (at a word when one ends past half of it)
+    followed by ``CUT_MARK``."""
+    head = line[: max(0, room)]
+    space = head.rfind(" ")
+    if space > room // 2:
+        head = head[:space]
+    return head.rstrip() + CUT_MARK
+
+
+def _cut(text: str, limit: int) -> str:
+    room = limit - len(CUT_MARK) - 1
+    if room <= 0:
+        return text[: max(0, limit)]
+    line_end = text.rfind("\n", 0, room)
+    head = text[: line_end if line_end > room // 2 else room]
+    return head.rstrip() + "\n" + CUT_MARK
