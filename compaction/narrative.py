@@ -43,11 +43,12 @@ def fit_sections(text: str, limit: int) -> str:
     # A section that says "None." tells an agent nothing its absence does not; its room goes
     # to the sections that say something.
     sections = [(heading, body) for heading, body in sections if body != _NONE] or sections
+    lists = [len(_NUMBERED.findall(body, 0, 4_000)) >= 2 for _, body in sections]
     longest = max([len(preamble), *(len(body) for _, body in sections)])
-    low, high, best = 0, longest, None
+    low, high, best = 0, min(longest, limit), None
     while low <= high:  # the largest share whose text fits
         share = (low + high) // 2
-        candidate = _render(preamble, sections, share)
+        candidate = _render(preamble, sections, lists, share)
         if len(candidate) <= limit:
             best, low = candidate, share + 1
         else:
@@ -67,21 +68,21 @@ def _split(text: str) -> tuple[str, list[tuple[str, str]]]:
     return preamble, sections
 
 
-def _render(preamble: str, sections: list[tuple[str, str]], share: int) -> str:
-    parts = [_shortened(preamble, share)] if preamble else []
-    for heading, body in sections:
-        kept = _shortened(body, share)
+def _render(preamble: str, sections: list[tuple[str, str]], lists: list[bool], share: int) -> str:
+    parts = [_shortened(preamble, share, False)] if preamble else []
+    for (heading, body), numbered in zip(sections, lists, strict=True):
+        kept = _shortened(body, share, numbered)
         parts.append(f"{heading}\n{kept}" if kept else heading)
     return "\n\n".join(parts)
 
 
-def _shortened(body: str, share: int) -> str:
+def _shortened(body: str, share: int, numbered: bool) -> str:
     if len(body) <= share:
         return body
     room = share - len(CUT_MARK)
     if room <= 0:
         return CUT_MARK
-    if len(_NUMBERED.findall(body)) >= 2:
+    if numbered:
         # A numbered list (Completed Actions) is in time order: its newest lines are the
         # ones an agent resumes from, so it keeps its end.
         start = body.find("\n", len(body) - room + 1)
