@@ -22,7 +22,7 @@ earlier summaries left out) this script extracts:
 
 - paths: path arguments of tool calls, patch headers (``*** Add/Update/Delete File: x``,
   ``+++ b/x``), and the file operands of reading shell commands (cat, sed, head, tail, nl,
-  wc, rg, grep, ls, python, pytest …);
+  wc, rg, grep, ls, python, pytest …), Windows drive paths (``E:/x``, ``C:\\x``) among them;
 - commands: the first line (≤ 200 chars) of every shell command;
 - exceptions: ``FooError`` / ``FooException`` words in tool results;
 - error lines: lines of failed shell results (a non-zero exit code) that start like an error
@@ -68,6 +68,7 @@ WINDOWS = (32_000, 200_000)
 SIZE_CAP = {32_000: 1_600, 200_000: 8_000}
 DAY = date(2026, 12, 4)
 SHELLS = {"terminal", "bash", "shell", "exec_command", "run_shell_command", "local_shell"}
+DRIVE = re.compile(r"(?<![\w:/])[A-Za-z]:[\\/]")  # a Windows drive path: C:\\x, E:/y
 PATH_KEY = re.compile(r"path$|^file$|^filename$", re.IGNORECASE)
 PATCH_HEADER = re.compile(r"^\*\*\* ?(?:Add|Update|Delete) File: ?(\S+)|^\+\+\+ b/(\S+)", re.M)
 EXCEPTION = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
@@ -131,10 +132,15 @@ def _shell_command(args: dict) -> str | None:
 def _command_files(command: str) -> set[str]:
     found = {a or b for a, b in PATCH_HEADER.findall(command)}
     for segment in re.split(r"&&|\|\||[;|\n]", command.split("<<")[0]):
+        windows = DRIVE.search(segment) is not None  # POSIX shlex would eat its backslashes
         try:
-            words = shlex.split(segment)
+            words = shlex.split(segment, posix=not windows)
         except ValueError:
             words = segment.split()
+        if windows:
+            words = [
+                w[1:-1] if len(w) > 1 and w[0] == w[-1] and w[0] in "\"'" else w for w in words
+            ]
         if not words or words[0] not in READING:
             continue
         operands = [w for w in words[1:] if not w.startswith("-")]
@@ -142,7 +148,8 @@ def _command_files(command: str) -> set[str]:
             operands = operands[1:]
         for word in operands:
             pathlike = "/" in word or re.search(r"\.\w{1,5}$", word)
-            plain = re.fullmatch(r"[\w./@+~-]+", word) and not word.replace(".", "").isdigit()
+            plain = re.fullmatch(r"(?:[A-Za-z]:[\\/])?[\w./@+~\\-]+", word)
+            plain = plain and not word.replace(".", "").isdigit()
             if "://" not in word and pathlike and plain:
                 found.add(word.split("::")[0])
     return found

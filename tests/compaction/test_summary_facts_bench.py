@@ -99,3 +99,24 @@ def test_a_session_is_compacted_between_tool_calls_not_only_at_user_turns(bench)
         messages.append(result(f"c{n}", json.dumps({"output": "x = 1\n" * 900, "exit_code": 0})))
     found = bench.rounds(messages, "hermes", 32_000, None, most=2)
     assert found, "no compaction although the window filled between tool calls"
+
+
+def test_windows_drive_paths_of_shell_commands_are_facts(bench):
+    # Claude Code under Git Bash on Windows: the real sessions' reads name E:/… and C:\… paths.
+    middle = [
+        assistant(
+            None,
+            call("w1", "Bash", command='ls -la "E:/AI/Codex/TestProject/reports" 2>&1 | head -20'),
+            call("w2", "Bash", command='cat "C:\\Users\\Admin\\.claude\\settings.json"'),
+            call("w3", "Bash", command="wc -l E:/CC-test/guide.md && head -50 src/a.py"),
+        ),
+        result("w1", "ok"),
+        result("w2", "{}"),
+        result("w3", "12"),
+    ]
+    assert bench.extract(middle)["paths"] == {
+        "E:/AI/Codex/TestProject/reports",
+        "C:\\Users\\Admin\\.claude\\settings.json",
+        "E:/CC-test/guide.md",
+        "src/a.py",
+    }
