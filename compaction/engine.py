@@ -511,10 +511,11 @@ def _assemble_output(
     body: str,
     work_tokens: Sequence[int],
     actions: list[SlimAction],
-) -> tuple[list[Message], int, dict[int, int]]:
+) -> tuple[list[Message], int, dict[int, int], bool]:
     """Phase "assemble": head + summary + tail with historical images stripped (each strip
-    appended to ``actions``). Returns the list, the summary's position in it, and the known
-    token count of every row that is an unchanged input row (by ``id``)."""
+    appended to ``actions``). Returns the list, the summary's position in it, the known
+    token count of every row that is an unchanged input row (by ``id``), and whether the
+    summary was merged into a kept row."""
     h, t = bounds
     n = len(msgs)
     assembly = assemble(msgs[:h], range(h), f"{SUMMARY_PREFIX}\n{body}", msgs[t:], range(t, n))
@@ -537,7 +538,7 @@ def _assemble_output(
         source = assembly.sources[pos]
         if source is not None and pos not in changed and pos != assembly.summary_index:
             counts_by_id[id(message)] = work_tokens[source]
-    return stripped, assembly.summary_index, counts_by_id
+    return stripped, assembly.summary_index, counts_by_id, assembly.merged
 
 
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
@@ -866,7 +867,9 @@ def compact(
         redactions += found
         clock.lap("redact", add=True)
 
-    stripped, summary_at, counts_by_id = _assemble_output(msgs, (h, t), body, work_tokens, actions)
+    stripped, summary_at, counts_by_id, summary_merged = _assemble_output(
+        msgs, (h, t), body, work_tokens, actions
+    )
     clock.lap("assemble")
 
     final, repairs = sanitize_tool_pairs(stripped, cfg.sanitize_mode)
@@ -890,6 +893,11 @@ def compact(
         "saved": before - after,
         "ratio": round(after / before, 4) if before else None,
     }
+    if summary_merged:
+        # The summary's row also holds a kept message (role alternation): "summary" is the
+        # row as sent; this is the kept message's share of it, so a page can tell them apart.
+        alone = {"role": summary_message.get("role"), "content": wrap_summary(body)}
+        info["summary_merged"] = max(0, summary_tokens - count_message_tokens(alone, cfg, counter))
     details: dict[str, Any] = {
         "slimming": tuple(actions),
         "slimming_totals": _totals(actions, cfg.profile),

@@ -335,6 +335,11 @@ def inspector_context(
         "saved_percent": round(100 * (1 - tokens["after"] / tokens["before"]), 1)
         if tokens.get("before") and tokens.get("after") is not None
         else None,
+        # The summary's row also holds a kept message when the roles had to alternate: the
+        # summary's own share of "Summary tokens".
+        "summary_alone": tokens["summary"] - tokens["summary_merged"]
+        if tokens.get("summary_merged") and tokens.get("summary") is not None
+        else None,
         "config_rows": sorted((report.get("config") or compaction.config or {}).items()),
     }
 

@@ -129,13 +129,13 @@ CASES = {
 }
 
 GOLDEN = {
-    "synthetic_300": "895bd5541b6e61fa",
-    "synthetic_2000": "cf1573094567a8ad",
-    "synthetic_small_window": "8a22e070f02e0c0e",
-    "long_words": "d537b9a40d7cd3da",
+    "synthetic_300": "6dc15ac3d182aba4",
+    "synthetic_2000": "adf7d5dc223f1a38",
+    "synthetic_small_window": "ba970f54e35f1edc",
+    "long_words": "2787102146697de1",
     "images_truncation": "a0a76c44da019887",
     "capped_tail": "68a2fad9dbf51726",
-    "strip_mode_focus": "23afd9f5e8a47477",
+    "strip_mode_focus": "8bddca84e7f2076f",
 }
 
 

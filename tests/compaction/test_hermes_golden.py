@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "34b825c5ba6b0852",
-    "long_words": "d604b13408b1cbf5",
-    "secrets_failures": "d1f7d41a628d301e",
+    "capped_tail": "651c928e72246f54",
+    "long_words": "c2fc7f9dfb12b755",
+    "secrets_failures": "1766653b9eb3b1b5",
     "secrets_failures_small": "1bd378674c2c8162",
-    "synthetic_10000_cached": "7c2fb23e19b66441",
-    "synthetic_2000": "35f7908c15b4aaf2",
-    "synthetic_2000_cached": "0d67b11dfe2cbf74",
-    "synthetic_300": "b186a054a7c5854d",
-    "synthetic_8k_window": "2e03e4317f3315a1",
-    "synthetic_small_window": "48e49d01a677b281",
+    "synthetic_10000_cached": "2f95d5c0159d2b10",
+    "synthetic_2000": "c10ae5d1673e4c9a",
+    "synthetic_2000_cached": "8394263b9adc3d4e",
+    "synthetic_300": "b93dbf5aaf8cff9f",
+    "synthetic_8k_window": "e71e2ca60dcae5ae",
+    "synthetic_small_window": "0205ff908a79e4c3",
 }
 
 

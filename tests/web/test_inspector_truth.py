@@ -16,7 +16,9 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction import generate_conversation
+from compaction import CompactionConfig, generate_conversation
+from compaction.markers import wrap_summary
+from compaction.tokens import count_message_tokens
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.compare import message_fates
 from hermes_web.presenters.inspector import structure_of
@@ -93,6 +95,23 @@ def check_run(client, run: Compaction) -> int:
         ("Threshold", "threshold"),
     ):
         assert f"<dt>{label}</dt><dd>{_figure(tokens[key])}</dd>" in html, label
+    # The summary's row: its tokens, and when a kept message was merged into it, the
+    # summary's own share and the message's, which add up to the row.
+    summary_dd = re.search(r"<dt>Summary tokens</dt><dd>(.*?)</dd>", html, re.S)
+    assert summary_dd, "Summary tokens"
+    shown_summary = html_lib.unescape(re.sub(r"<[^>]+>", "", summary_dd[1]))
+    assert shown_summary.startswith(_figure(tokens["summary"])), shown_summary
+    if tokens.get("summary_merged"):
+        alone, merged = tokens["summary"] - tokens["summary_merged"], tokens["summary_merged"]
+        assert f"(the summary {_figure(alone)}, a kept message merged into its row" in (
+            shown_summary
+        ), shown_summary
+        assert shown_summary.endswith(f"{_figure(merged)})"), shown_summary
+        body_row = {"role": report["summary_role"], "content": wrap_summary(report["summary_body"])}
+        config = CompactionConfig(**report["config"])
+        assert alone == count_message_tokens(body_row, config), report["summary_body"][:200]
+    else:
+        assert shown_summary == _figure(tokens["summary"]), shown_summary
 
     # Warnings: the banners are the one list, and each is the engine's (as exported) or a
     # check the engine makes too; the tail one judges the tail as sent.
