@@ -17,6 +17,9 @@ CUT_MARK = "…"
 _HEADING = re.compile(r"^## .*$", re.MULTILINE)
 _LEGACY_CUT = "...[truncated]..."
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
+# Sections that log what was done, oldest first (a Goal may be a numbered list too, and its
+# start is what matters).
+_LOG = re.compile(r"completed|actions|progress|done|history", re.IGNORECASE)
 _NONE = "None."
 _PARTIAL_LINE = 30  # chars of room worth starting one more line for
 
@@ -32,8 +35,8 @@ def fit_sections(text: str, limit: int) -> str:
 
     Each section's body (and any text before the first heading) is cut to at most the same
     number of chars, the largest that fits, at a line end where one lies within it, else at
-    a word, and ends with ``CUT_MARK``; a numbered list keeps its last lines instead, after
-    ``CUT_MARK``. A text without headings, or whose headings alone do
+    a word, and ends with ``CUT_MARK``; a numbered log of what was done (Completed Actions)
+    keeps its last lines instead, after ``CUT_MARK``. A text without headings, or whose headings alone do
     not fit, is cut at a line (at a char when no line fits)."""
     if len(text) <= limit:
         return text
@@ -43,7 +46,10 @@ def fit_sections(text: str, limit: int) -> str:
     # A section that says "None." tells an agent nothing its absence does not; its room goes
     # to the sections that say something.
     sections = [(heading, body) for heading, body in sections if body != _NONE] or sections
-    lists = [len(_NUMBERED.findall(body, 0, 4_000)) >= 2 for _, body in sections]
+    lists = [
+        _LOG.search(heading) is not None and _NUMBERED.search(body, 0, 4_000) is not None
+        for heading, body in sections
+    ]
     longest = max([len(preamble), *(len(body) for _, body in sections)])
     low, high, best = 0, min(longest, limit), None
     while low <= high:  # the largest share whose text fits

@@ -125,7 +125,7 @@ GOLDEN = {
     "synthetic_2000": "c10ae5d1673e4c9a",
     "synthetic_2000_cached": "8394263b9adc3d4e",
     "synthetic_300": "b93dbf5aaf8cff9f",
-    "synthetic_8k_window": "e71e2ca60dcae5ae",
+    "synthetic_8k_window": "d89b4add0533bd39",
     "synthetic_small_window": "0205ff908a79e4c3",
 }
 

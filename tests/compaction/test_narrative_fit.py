@@ -111,7 +111,7 @@ def test_the_ide_block_is_not_the_users_request():
     assert _section(body, "Active Task").startswith("问题")
 
 
-def test_a_numbered_list_keeps_its_newest_lines():
+def test_a_numbered_log_keeps_its_newest_lines_and_a_numbered_goal_its_first():
     actions = "\n".join(f"{n}. RAN `make test {n}` — passed (on 2026-12-04)" for n in range(1, 30))
     text = f"## Goal\nShip it.\n\n## Completed Actions\n{actions}\n\n## Remaining Work\nRelease."
     out = fit_sections(text, 260)
@@ -121,6 +121,17 @@ def test_a_numbered_list_keeps_its_newest_lines():
     assert "1. RAN `make test 1` " not in kept
     assert _section(out, "Goal") == "Ship it."
     assert _section(out, "Remaining Work") == "Release."
+    # A goal written as a numbered list (a real Claude Code request: "1. … 2. …") keeps its
+    # start: it is what the user asked first, not a log.
+    goal = "\n".join(
+        f"{n}. Fix the weekly report's step {n} for the KPI dashboard" for n in range(1, 9)
+    )
+    text = f"## Goal\n{goal}\n\n## Completed Actions\n{actions}"
+    out = fit_sections(text, 400)
+    assert _section(out, "Goal").startswith("1. Fix the weekly report's step 1")
+    assert _section(out, "Completed Actions").endswith(
+        "29. RAN `make test 29` — passed (on 2026-12-04)"
+    )
 
 
 _BODY = st.one_of(
