@@ -50,6 +50,8 @@ from compaction.messages import (
     tool_call_name,
 )
 from compaction.resume import (
+    _UPPER,
+    _WORD_CHARS,
     SHELL_TOOLS,
     _error_lines,
     _exit_code,
@@ -379,8 +381,7 @@ _STRONG_ERROR = re.compile(
 )
 
 
-_ASCII_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
-_ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ASCII_WORD = frozenset(_WORD_CHARS)
 
 
 def exception_words(text: str) -> list[str]:
@@ -396,18 +397,17 @@ def exception_words(text: str) -> list[str]:
     error, exception = text.find("Error"), text.find("Exception")
     while error != -1 or exception != -1:
         if exception == -1 or (error != -1 and error < exception):
-            end = error + 5
+            suffix, end = error, error + 5
             error = text.find("Error", end)
         else:
-            end = exception + 9
+            suffix, end = exception, exception + 9
             exception = text.find("Exception", end)
         if end < size and (text[end] == "_" or text[end].isalnum()):
             continue  # the run goes on: this suffix is not at its end
-        suffix = end - (5 if text.startswith("Error", end - 5) else 9)
         start = suffix
         while start > 0 and text[start - 1] in _ASCII_WORD:
             start -= 1
-        if start == suffix or text[start] not in _ASCII_UPPER:
+        if start == suffix or text[start] not in _UPPER:
             continue  # a name is a capital and more before its suffix ("Error" alone is none)
         if start > 0 and (text[start - 1] == "_" or text[start - 1].isalnum()):
             continue  # a non-ASCII word character before the run: no boundary

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CUT_MARK", "fit_sections", "is_cut"]
+__all__ = ["CUT_MARK", "cut_start", "fit_sections"]
 
 CUT_MARK = "…"
 _HEADING = re.compile(r"^## .*$", re.MULTILINE)
@@ -24,10 +24,14 @@ _NONE = "None."
 _PARTIAL_LINE = 30  # chars of room worth starting one more line for
 
 
-def is_cut(text: str) -> bool:
-    """Whether a section body was shortened by ``fit_sections`` (or the older char cut)."""
+def cut_start(text: str) -> str | None:
+    """What is left of a section body ``fit_sections`` (or the older char cut) shortened,
+    without its cut mark; None when ``text`` was not cut."""
     stripped = text.rstrip()
-    return stripped.endswith(CUT_MARK) or stripped.endswith(_LEGACY_CUT)
+    for mark in (CUT_MARK, _LEGACY_CUT):
+        if stripped.endswith(mark):
+            return stripped.removesuffix(mark).strip()
+    return None
 
 
 def fit_sections(text: str, limit: int) -> str:

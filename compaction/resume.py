@@ -33,7 +33,7 @@ import re2
 
 from compaction.facts import SummaryFacts
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
-from compaction.narrative import CUT_MARK, fit_sections, is_cut
+from compaction.narrative import cut_start, fit_sections
 from compaction.prompt import SECTIONS
 
 __all__ = ["is_wrapper", "message_date", "resume_summary"]
@@ -110,10 +110,7 @@ _IDE_CONTEXT = re.compile(r"\A\s*<(ide_[a-z_]+)>.*?</\1>\s*", re.DOTALL)
 
 def without_ide_context(text: str) -> str:
     """A user message's text without the IDE context blocks it starts with."""
-    while text.lstrip().startswith("<ide_"):
-        match = _IDE_CONTEXT.match(text)
-        if match is None:
-            break
+    while (match := _IDE_CONTEXT.match(text)) is not None:
         text = text[match.end() :]
     return text
 
@@ -996,12 +993,11 @@ def _goal(facts: SummaryFacts, scan: _Scan, prev: Mapping[str, list[str]]) -> st
         first = without_ide_context(first)
     if first is None or is_wrapper(first):
         first = scan.first_user
-    if previous and is_cut(previous):
+    start = cut_start(previous)
+    if start is not None and first and " ".join(first.split()).startswith(" ".join(start.split())):
         # A goal cut short to fit an earlier summary is not carried cut: the request it
         # was cut from is written again (it may be cut again, but from its start).
-        start = previous.rstrip().removesuffix("...[truncated]...").rstrip(CUT_MARK).strip()
-        if first and " ".join(first.split()).startswith(" ".join(start.split())):
-            previous = ""
+        previous = ""
     if previous:
         return previous
     return (first or "Unknown.").strip()[:1_000] or "Unknown."
