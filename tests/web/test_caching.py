@@ -9,7 +9,6 @@ the next request build it again.
 import re
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -19,17 +18,7 @@ from hermes_web.caching import LazyPanels
 from hermes_web.services.sessions import append_message
 from tests.web.inspector_seed import compact_now, seed_conversation
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def empty_cache(monkeypatch):
-    # The "no worker" banner's few seconds could run out between two views on a loaded machine
-    # and add queries that have nothing to do with what these tests count.
-    monkeypatch.setattr(caching, "WORKER_STATUS_SECONDS", 3600)
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
 
 
 def _get(client, url):

@@ -17,16 +17,7 @@ from hermes_web.views import compactions
 from hermes_web.views.conversations import CHUNK
 from tests.web.inspector_seed import PAYLOAD, compact_now, seed_conversation
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def empty_cache(monkeypatch):
-    # The "no worker" banner's few seconds could run out between two views on a loaded machine.
-    monkeypatch.setattr(caching, "WORKER_STATUS_SECONDS", 3600)
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
 
 
 def message_queries(queries) -> list[str]:

@@ -2,27 +2,16 @@
 undo box's refusals (asked on every inspector view) still said, from one round trip."""
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from hermes_web import caching
 from hermes_web.models import AgentTurn, Compaction, Session
 from hermes_web.services.sessions import resolve_tip
 from hermes_web.services.undo import UndoRefused, undo_compaction, undo_state
 from tests.web.test_chat_undo import compacted
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def empty_cache(monkeypatch):
-    # The "no worker" banner's few seconds could run out between two views on a loaded machine.
-    monkeypatch.setattr(caching, "WORKER_STATUS_SECONDS", 3600)
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
 
 
 def test_a_warm_inspector_view_of_a_committed_run_reads_two_queries(alice, alice_client):

@@ -17,7 +17,7 @@ from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from hermes_web.services.compactions import run_compaction
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
-from tests.web.v1_helpers import issue_key, start_upstream
+from tests.web.v1_helpers import issue_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,13 +27,6 @@ def run_shell(command: str) -> str:
     """Run a shell command in the workspace and return its output."""
     marker = MIDDLE_MARKER if command == "cat src/2.txt" else ""
     return file_text(command, marker)
-
-
-@pytest.fixture
-def upstream(settings):
-    server = start_upstream(settings)
-    yield server
-    server.stop()
 
 
 def model_arguments(number: int) -> str:

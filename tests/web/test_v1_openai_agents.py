@@ -22,7 +22,7 @@ from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from hermes_web.services.compactions import run_compaction
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
-from tests.web.v1_helpers import issue_key, start_upstream
+from tests.web.v1_helpers import issue_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,13 +45,6 @@ def run():
             loop.run_until_complete, Runner.run(agent, items, run_config=config)
         ).result()
     loop.close()
-
-
-@pytest.fixture
-def upstream(settings):
-    server = start_upstream(settings)
-    yield server
-    server.stop()
 
 
 def build_agent(live_server, key: str, api: str) -> tuple[Agent, RunConfig]:

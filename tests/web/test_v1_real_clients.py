@@ -17,7 +17,7 @@ import pytest
 from compaction import PREFIX_OPENING
 from hermes_web.models import Compaction, Session
 from hermes_web.services.compactions import run_compaction
-from tests.web.v1_helpers import issue_key, start_upstream
+from tests.web.v1_helpers import issue_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.agent_clients]
 
@@ -84,13 +84,6 @@ def installed(binary: str) -> Path:
         if done.returncode != 0 or not path.exists():
             pytest.skip(f"npm could not install the clients: {done.stderr[-500:]}")
     return path
-
-
-@pytest.fixture
-def upstream(settings):
-    server = start_upstream(settings)
-    yield server
-    server.stop()
 
 
 def run(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

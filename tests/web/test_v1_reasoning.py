@@ -16,7 +16,7 @@ from hermes_web.openai_compat.matching import canonical, prefix_hashes
 from hermes_web.openai_compat.upstream import Reply
 from hermes_web.openai_compat.validation import ChatRequest
 from tests.web.test_v1_translation import chat_facts, ids, responses_facts, responses_inputs, texts
-from tests.web.v1_helpers import issue_key, start_upstream
+from tests.web.v1_helpers import issue_key
 
 
 def codex_reasoning(draw_id: str, text: str) -> dict:
@@ -92,13 +92,6 @@ def test_a_reply_with_reasoning_is_echoed_and_comes_back_with_its_message(though
     answer = responses_api.to_chat({"model": "m", "input": items}, [])["messages"][1]
     assert answer["reasoning_items"] == [output[0]]
     assert canonical(answer) == canonical(reply.message())
-
-
-@pytest.fixture
-def upstream(settings):
-    server = start_upstream(settings)
-    yield server
-    server.stop()
 
 
 @pytest.mark.django_db(transaction=True)

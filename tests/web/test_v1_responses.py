@@ -11,7 +11,7 @@ from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from hermes_web.services.compactions import run_compaction
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
-from tests.web.v1_helpers import issue_key, start_upstream
+from tests.web.v1_helpers import issue_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,13 +38,6 @@ TOOLS = [
         ],
     },
 ]
-
-
-@pytest.fixture
-def upstream(settings):
-    server = start_upstream(settings)
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -21,16 +21,9 @@ from hermes_web.services.compactions import request_compaction
 from hermes_web.services.sessions import openai_messages, resolve_tip
 from hermes_web.services.undo import undo_compaction
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, TOOLS, call, file_text, without_nulls
-from tests.web.v1_helpers import issue_key, start_upstream
+from tests.web.v1_helpers import issue_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def upstream(settings):
-    server = start_upstream(settings)
-    yield server
-    server.stop()
 
 
 @pytest.fixture
