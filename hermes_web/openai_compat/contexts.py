@@ -21,13 +21,12 @@ way is read anew, whole.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from compaction import validate_tool_pairs
 from hermes_web.models import Compaction, Message, Session
+from hermes_web.openai_compat.bounded import BoundedCache
 
 COLUMNS = (*Message.ENGINE_COLUMNS, "position")
 
@@ -148,18 +147,12 @@ class StoredContexts:
     characters of content in all."""
 
     def __init__(self, size: int = 64, max_chars: int = 32_000_000) -> None:
-        self.size = size
-        self.max_chars = max_chars
-        self._entries: OrderedDict[int, tuple[StoredContext, int]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._entries: BoundedCache[int, StoredContext] = BoundedCache(size, max_chars)
 
     def get(self, session: Session, compaction: Compaction) -> StoredContext:
         """``session``'s stored context: the one kept when the session still has its version
         (and the rows this process appended since, read), else read anew."""
-        with self._lock:
-            kept = self._entries.get(session.pk)
-        context = kept[0] if kept else None
+        context = self._entries.get(session.pk)
         if (
             context is None
             or context.compaction_pk != compaction.pk
@@ -170,33 +163,20 @@ class StoredContexts:
             context = _read_appended(context, session)
         else:
             return context
-        self._put(context)
+        self._entries.put(session.pk, context, context.chars)
         return context
 
     def appended(self, context: StoredContext, version: datetime) -> None:
         """``service.store`` appended rows to ``context``'s session (and wrote nothing else),
         having checked under the session's lock that it still had ``context.version``; the
         session's version is now ``version``."""
-        with self._lock:
-            kept = self._entries.get(context.session_pk)
-            if kept is None or kept[0].version != context.version:
-                return  # replaced or dropped meanwhile: the next request reads anew
-            self._entries[context.session_pk] = (
-                replace(kept[0], version=version, unread=True),
-                kept[1],
-            )
 
-    def _put(self, context: StoredContext) -> None:
-        chars = context.chars
-        with self._lock:
-            old = self._entries.pop(context.session_pk, None)
-            self._chars -= old[1] if old else 0
-            if chars > self.max_chars:
-                return
-            self._entries[context.session_pk] = (context, chars)
-            self._chars += chars
-            while len(self._entries) > self.size or self._chars > self.max_chars:
-                self._chars -= self._entries.popitem(last=False)[1][1]
+        def advanced(kept: StoredContext) -> StoredContext | None:
+            if kept.version != context.version:
+                return None  # replaced meanwhile: the next request reads anew
+            return replace(kept, version=version, unread=True)
+
+        self._entries.update(context.session_pk, advanced)
 
 
 CONTEXTS = StoredContexts()

@@ -13,11 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from hermes_web.models import ApiKey, Session
+from hermes_web.openai_compat.bounded import BoundedCache
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.translations import shared_prefix
 from hermes_web.services.sessions import resolve_tip
@@ -136,11 +135,10 @@ class RecentHistories:
     """
 
     def __init__(self, size: int = 64, max_chars: int = 32_000_000) -> None:
-        self.size = size
-        self.max_chars = max_chars
-        self._entries: OrderedDict[bytes, tuple[list[dict], list[str], int]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        # remembered history, its prefix hashes, its characters of content
+        self._entries: BoundedCache[bytes, tuple[list[dict], list[str], int]] = BoundedCache(
+            size, max_chars
+        )
 
     @staticmethod
     def _key(messages: list[dict]) -> bytes | None:
@@ -154,8 +152,7 @@ class RecentHistories:
         """What is known of ``messages``: how many leading messages equal the remembered
         history's, and the prefix hashes of those already computed (possibly fewer)."""
         key = self._key(messages) if messages else None
-        with self._lock:
-            entry = self._entries.get(key) if key is not None else None
+        entry = self._entries.get(key) if key is not None else None
         if entry is None:
             return Known()
         remembered, hashes, chars = entry
@@ -187,15 +184,7 @@ class RecentHistories:
             chars = known.chars + sum(_size(m.get("content")) for m in messages[known.count :])
         else:
             chars = sum(_size(message.get("content")) for message in messages)
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._chars -= old[2] if old else 0
-            if chars > self.max_chars:
-                return
-            self._entries[key] = (list(messages), hashes, chars)
-            self._chars += chars
-            while len(self._entries) > self.size or self._chars > self.max_chars:
-                self._chars -= self._entries.popitem(last=False)[1][2]
+        self._entries.put(key, (list(messages), hashes, chars), chars)
 
     def prefix_hashes(self, messages: list[dict], known: Known | None = None) -> list[str]:
         """``prefix_hashes(messages)``, computing only what the remembered history lacks

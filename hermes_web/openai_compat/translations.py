@@ -17,11 +17,11 @@ its later messages is translated whole. Only the reuse of work is cached, never 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import orjson
+
+from hermes_web.openai_compat.bounded import BoundedCache
 
 
 def conversation_key(data: dict[str, Any], history: str) -> bytes | None:
@@ -61,26 +61,21 @@ class Translations:
     and ``max_chars`` characters of request body in all."""
 
     def __init__(self, size: int = 64, max_chars: int = 32_000_000) -> None:
-        self.size = size
-        self.max_chars = max_chars
         # raw history, its translation, and where each raw message's translation ends in it
         # (ends[i]: len of the translation of raw[:i]; -1 where translated in one piece).
-        self._entries: OrderedDict[bytes, tuple[list[Any], list[dict], list[int], int]] = (
-            OrderedDict()
+        self._entries: BoundedCache[bytes, tuple[list[Any], list[dict], list[int]]] = BoundedCache(
+            size, max_chars
         )
-        self._chars = 0
-        self._lock = threading.Lock()
 
     def known(self, key: bytes | None, raw: list[Any]) -> tuple[int, list[dict], list[int]]:
         """How many leading raw messages were checked and translated before, what they
         translated to, and where each one's translation ends in that: the longest prefix
         equal to the remembered history's that ends where a raw message's translation is
         known to end (all of it, or none, at least)."""
-        with self._lock:
-            entry = self._entries.get(key) if key is not None else None
+        entry = self._entries.get(key) if key is not None else None
         if entry is None:
             return 0, [], [0]
-        remembered, translated, ends, _ = entry
+        remembered, translated, ends = entry
         try:
             count = shared_prefix(raw, remembered)
         except RecursionError:
@@ -104,15 +99,7 @@ class Translations:
             return
         if ends is None:
             ends = [0] + [-1] * (len(raw) - 1) + [len(translated)] if raw else [0]
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._chars -= old[3] if old else 0
-            if chars > self.max_chars:
-                return
-            self._entries[key] = (list(raw), list(translated), ends, chars)
-            self._chars += chars
-            while len(self._entries) > self.size or self._chars > self.max_chars:
-                self._chars -= self._entries.popitem(last=False)[1][3]
+        self._entries.put(key, (list(raw), list(translated), ends), chars)
 
 
 MESSAGES = Translations()

@@ -92,7 +92,7 @@ def test_the_characters_kept_grow_by_what_each_request_added(recent):
     recent.prefix_hashes(first)
     grown = copy.deepcopy(history(21))
     recent.prefix_hashes(grown, recent.lookup(grown))
-    assert recent._chars == sum(matching._size(m.get("content")) for m in grown)
+    assert recent._entries.chars == sum(matching._size(m.get("content")) for m in grown)
 
 
 # -- Anthropic Messages: a conversation's translation is extended, not redone ---------------
