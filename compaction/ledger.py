@@ -358,12 +358,13 @@ _TEST_COUNT = re.compile(
     r"|\bRan \d+ tests?\b|\btest result: \w+\.|^Tests?: +\d+",
     re.IGNORECASE | re.MULTILINE,
 )
-# Every error report, exception name and test result the scan below finds holds one of these.
-_HINTS = re.compile(
-    r"rror|xception|FAIL|Traceback|fatal|panic|not found|No such|passed|failed|Ran |Tests?:"
-    r"|test result|✕|✗|×|^E ",
-    re.MULTILINE,
-)
+# Every error report, exception name and test result the scan below finds holds one of these
+# (or starts a line with "E "). Plain substring tests: one pass of ``str.__contains__`` each is
+# an order of magnitude faster than one alternation regex over a 40,000-char result.
+_HINTS = (
+    "rror", "xception", "FAIL", "Traceback", "fatal", "panic", "not found", "No such",
+    "passed", "failed", "Ran ", "Test:", "Tests:", "test result", "✕", "✗", "×", "\nE ",
+)  # fmt: skip
 _TEST_HINTS = ("passed", "failed", "FAIL", "Ran ", "Tests:", "test result", "✕", "✗")
 _EXITED = re.compile(
     r"exited with (?:code|status) (-?\d+)|\bexit (?:code|status)[: ]+(-?\d+)", re.I
@@ -373,6 +374,13 @@ _ERROR_START = re.compile(
     r"^\s*(?:<tool_use_error>|Error\b|ERROR\b|error(?:\[\w+\])?:|fatal:|Traceback \(most"
     r"|[A-Z][\w.]*(?:Error|Exception)\b[:(]|E {2,}\S|FAILED\b|panic)",
 )
+# Literals of which every ``_STRONG_ERROR`` match holds one: a result with none of them
+# (most results) is not searched with the regex at all.
+_STRONG_ANCHORS = (
+    "Traceback (most recent call last)", "Error: ", "Exception: ", "FAILED ", "E  ",
+    "--- FAIL:", "panicked at", ": command not found", "No such file or directory",
+    "error", "fatal",
+)  # fmt: skip
 _STRONG_ERROR = re.compile(
     r"^Traceback \(most recent call last\)|^[A-Z][\w.]*(?:Error|Exception): |^FAILED |"
     r"^E {2,}\S|^--- FAIL:|panicked at|: command not found|No such file or directory"
@@ -631,7 +639,20 @@ def _error_output(text: str, code: str | None, listing: bool) -> bool:
         return code != "0"
     if _ERROR_START.match(text):
         return True
-    return not listing and _STRONG_ERROR.search(text) is not None
+    return not listing and _has_strong_error(text)
+
+
+def _has_strong_error(text: str) -> bool:
+    """``_STRONG_ERROR.search(text)``, the regex run only on a text holding one of its anchors."""
+    if not any(anchor in text for anchor in _STRONG_ANCHORS):
+        return False
+    return _STRONG_ERROR.search(text) is not None
+
+
+def _may_hold_facts(text: str) -> bool:
+    """Whether ``text`` holds one of ``_HINTS`` or a line starting with "E " (a result without
+    any holds no error report, exception name or test result)."""
+    return text.startswith("E ") or any(hint in text for hint in _HINTS)
 
 
 def _exit_of(text: str) -> str | None:
@@ -649,8 +670,13 @@ def _is_listing(name: str, command: str | None) -> bool:
     lowered = name.lower()
     if _FILE_VERBS.get(lowered) in ("r", "s"):
         return True
-    if command is None:
-        return False
+    return command is not None and _lists(command)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lists(command: str) -> bool:
+    """Whether a shell command's first program shows files or search hits (sessions run the
+    same commands again and again: each is read once)."""
     first = _words(_SEGMENTS.split(command.split("<<", 1)[0], 1)[0])
     while first and (first[0] in _WRAPPING or "=" in first[0]):
         first = first[1:]
@@ -699,7 +725,7 @@ def extract(
                             add("files", path or moved or diff, pos, kind)
                 if command is not None and (lowered in SHELL_TOOLS or lowered == "apply_patch"):
                     add("commands", command_line(command), pos, "?")
-                    for path, kind in command_paths(command):
+                    for path, kind in _paths_of(command):  # cached: render reads them again
                         add("files", path, pos, kind)
                 pending[cid] = (name, command)
         elif role == "tool":
@@ -732,7 +758,7 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
     if command is not None and code is not None:
         got.detail("commands", command_line(command), code)
     failed = code is not None and code != "0"
-    if not failed and message.get("is_error") is not True and _HINTS.search(text) is None:
+    if not failed and message.get("is_error") is not True and not _may_hold_facts(text):
         return  # no error, exception name or test result can be in it: most results
     body = _unwrap(text)
     listing = _is_listing(name, command)
