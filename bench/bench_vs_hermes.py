@@ -17,6 +17,12 @@ importer, 10 to 20,000 messages; and the engine's generated conversations at 1k�
 compaction at a 200K window. Each side is timed best-of-N in this process, then its peak
 Python memory is measured in one more run under tracemalloc.
 
+Real inputs (issue 39): ``--real DIR`` (or ``HERMES_BENCH_REAL``) adds every Claude Code,
+Codex, Hermes and Pi transcript found under DIR (``*.jsonl``, read by our importers as a user's
+upload is, the agent's own compactions undone so the rows are those it lived), alone and
+concatenated ×5 and ×20, each at a 64K and a 200K window. Real transcripts are public files
+kept outside the repository (never committed); without them the table says so.
+
 Targets per row (issue 26, item 4): ours (default ``hermes`` profile) at most Hermes's time
 and at most its peak memory; ``classic`` at most 2× ours in time and in memory.
 """
@@ -129,7 +135,28 @@ def repeats_for(size: int) -> int:
     return 9 if size <= 100 else 5 if size <= 1_000 else 2 if size <= 5_000 else 1
 
 
-def main(quick: bool) -> int:
+def real_inputs(folder: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(label, messages)`` of each readable transcript under ``folder``, then ×5 and ×20
+    concatenations of each (the sessions an agent that runs for hours would hold)."""
+    if not folder:
+        return []
+    from summary_facts import load
+
+    found = []
+    for path in sorted(Path(folder).rglob("*.jsonl")):
+        try:
+            agent, messages = load(str(path))
+        except ValueError:
+            continue
+        found.append((f"{agent}:{len(messages)}", messages))
+    grown = []
+    for label, messages in found:
+        for times in (5, 20):
+            grown.append((f"{label}×{times}", [dict(m) for _ in range(times) for m in messages]))
+    return found + grown
+
+
+def main(quick: bool, real: str | None) -> int:
     path, origin = hermes_path()
     hermes = load_hermes(path) if path else None
     sys.path.insert(1, str(ROOT))
@@ -139,14 +166,12 @@ def main(quick: bool) -> int:
     from compaction import CompactionConfig, compact, generate_conversation
 
     compact(generate_conversation(300, seed=1))  # tiktoken loaded, as in a running worker
-    ours_config = CompactionConfig(context_length=200_000)
-    classic_config = CompactionConfig(context_length=200_000, profile="classic")
     print(f"Hermes's compressor: {origin if hermes else 'NOT AVAILABLE — ' + origin}")
     if not hermes:
         print(f"  to compare with it, {HOW_TO_PROVIDE}")
     print("targets: ours ≤ Hermes in time and peak memory; classic ≤ 2× ours in both")
     header = (
-        f"{'input':<12} {'msgs':>6} | {'ours ms':>8} {'classic':>8} {'hermes':>8} | "
+        f"{'input':<20} {'window':>5} {'msgs':>6} | {'ours ms':>8} {'classic':>8} {'hermes':>8} | "
         f"{'ours MB':>8} {'classic':>8} {'hermes':>8} | verdict"
     )
     print(header)
@@ -156,13 +181,27 @@ def main(quick: bool) -> int:
     ]
     if quick:
         sizes = [(kind, n) for kind, n in sizes if n <= 1_000]
-    misses = 0
+    rows: list[tuple[str, int, Callable[[], list[dict[str, Any]]]]] = []
     for kind, size in sizes:
         if kind == "claude-code":
-            messages = claude_code_session(size, seed=size)
+            rows.append((kind, 200_000, lambda size=size: claude_code_session(size, seed=size)))
         else:
-            messages = generate_conversation(size, seed=42)
+            rows.append((kind, 200_000, lambda size=size: generate_conversation(size, seed=42)))
+    real_rows = real_inputs(real)
+    if real and not real_rows:
+        print(f"no readable transcript under {real}")
+    elif not real:
+        print("real inputs: none (pass --real DIR or set HERMES_BENCH_REAL to add them)")
+    for label, real_messages in real_rows:
+        for window in (64_000, 200_000):
+            rows.append((label, window, lambda m=real_messages: m))
+    misses = 0
+    for kind, window, build in rows:
+        messages = build()
+        size = len(messages)
         repeats = repeats_for(size)
+        ours_config = CompactionConfig(context_length=window)
+        classic_config = CompactionConfig(context_length=window, profile="classic")
 
         def ours(messages: list[dict[str, Any]] = messages) -> object:
             return compact([dict(m) for m in messages], config=ours_config, force=True)
@@ -181,7 +220,7 @@ def main(quick: bool) -> int:
 
             def theirs(messages: list[dict[str, Any]] = messages) -> object:
                 compressor = hermes.ContextCompressor(
-                    model="gpt-4o-mini", config_context_length=200_000, quiet_mode=True
+                    model="gpt-4o-mini", config_context_length=window, quiet_mode=True
                 )
                 return compressor.compress([dict(m) for m in messages], force=True)
 
@@ -196,7 +235,7 @@ def main(quick: bool) -> int:
         verdict = "PASS" if not misses_here else "MISS (" + ", ".join(misses_here) + ")"
         misses += bool(misses_here)
         print(
-            f"{kind:<12} {len(messages):>6,} | {o_ms:>8.1f} {c_ms:>8.1f} {hermes_cols[0]} | "
+            f"{kind[:20]:<20} {window // 1000:>4}K {len(messages):>6,} | {o_ms:>8.1f} {c_ms:>8.1f} {hermes_cols[0]} | "
             f"{o_mb:>8.1f} {c_mb:>8.1f} {hermes_cols[1]} | {verdict}",
             flush=True,
         )
@@ -205,4 +244,6 @@ def main(quick: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main("--quick" in sys.argv[1:]))
+    args = sys.argv[1:]
+    folder = args[args.index("--real") + 1] if "--real" in args[:-1] else None
+    sys.exit(main("--quick" in args, folder or os.environ.get("HERMES_BENCH_REAL")))

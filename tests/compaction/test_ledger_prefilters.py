@@ -1,0 +1,42 @@
+"""The ledger's substring prefilters must decide exactly as the regexes they stand in front
+of: each reference below is the replaced regex, kept verbatim."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.ledger import _STRONG_ERROR, _has_strong_error, _may_hold_facts
+
+# The hint regex the substring tests replaced (run over every tool result before).
+_HINTS_REGEX = re.compile(
+    r"rror|xception|FAIL|Traceback|fatal|panic|not found|No such|passed|failed|Ran |Tests?:"
+    r"|test result|✕|✗|×|^E ",
+    re.MULTILINE,
+)
+
+# Pieces around which the patterns decide: each hint, each anchor, their near misses, line
+# starts and the characters that end a word.
+_PIECES = (
+    "Error", "rror", "xception", "FAIL", "FAILED ", "FAILED", "Traceback", "fatal", "fatal: ",
+    "panic", "panicked at", "not found", "No such", "No such file or directory", "passed",
+    "failed", "Ran ", "Ran", "Test:", "Tests:", "Tests", "test result", "✕", "✗", "×", "E ",
+    "E  x", "E", "\n", "\r\n", " ", "ValueError: bad", "Exception: x", "error: x", "error[E0425]: ",
+    "--- FAIL:", ": command not found", "Traceback (most recent call last)", "ok", "x", "é",
+)  # fmt: skip
+
+_texts = st.lists(st.sampled_from(_PIECES) | st.text(max_size=6), max_size=12).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_texts)
+def test_the_hint_prefilter_is_the_hint_regex(text: str) -> None:
+    assert _may_hold_facts(text) == (_HINTS_REGEX.search(text) is not None)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_texts)
+def test_the_strong_error_prefilter_never_hides_a_match(text: str) -> None:
+    assert _has_strong_error(text) == (_STRONG_ERROR.search(text) is not None)
