@@ -187,7 +187,8 @@ def test_the_first_appearance_and_bad_queries(alice, alice_client, bob):
     assert alice_client.get(url, {"q": "x" * 501}).status_code == 400
     assert alice_client.get(url).status_code == 200  # the form alone
     api = alice_client.get(f"/api/conversations/{session.public_id}/follow", {"q": text})
-    assert api.status_code == 200 and api.json()["first"]["role"] == "user"
+    assert api.status_code == 200
+    assert api.json()["first"]["role"] == "user"
     assert (
         alice_client.get(f"/api/conversations/{session.public_id}/follow", {"q": " "}).status_code
         == 422
