@@ -101,15 +101,11 @@ def follow_fact(request: HttpRequest, session_id: str, q: str = "") -> dict:
     "/compactions/{compaction_id}/recall-test",
     response={202: RecallTestOut, 422: ErrorOut, **ERRORS},
 )
-def recall_test(
-    request: HttpRequest, compaction_id: str, data: RecallTestIn | None = None
-) -> Status:
+def recall_test(request: HttpRequest, compaction_id: str, data: RecallTestIn) -> Status:
     """Queue a recall test of the compaction; poll GET for its progress and results."""
     compaction = get_compaction(request, compaction_id)
     try:
-        test = start_recall_test(
-            compaction, requested_by=request.user, questions=data.questions if data else 15
-        )
+        test = start_recall_test(compaction, requested_by=request.user, questions=data.questions)
     except ValueError as error:
         raise Unprocessable(str(error)) from error
     test.compaction = compaction

@@ -249,11 +249,16 @@ def budget_replay(native: Compaction, *, requested_by=None) -> Compaction | None
     if target is None or not native.input_rows().exists():
         return None
     window = agent_window(native) or native.session.context_length
+    # Half the budget for the summary (4 chars a token; the engine's floor is 1,000 chars),
+    # half for the verbatim tail, which the attempts then adjust.
+    summary_chars = max(1_000, target * 2)
     tail = max(200, target // 2)
     best: Compaction | None = None
     for _ in range(_BUDGET_ATTEMPTS):
         overrides = {
             "profile": "hermes",
+            "summary_max_chars": summary_chars,
+            "resume_summary_max_chars": summary_chars,
             "tail_token_budget": tail,
             # The hermes tail is capped at a fifth of the window: a window big enough that
             # the budget asked for is the budget used.
