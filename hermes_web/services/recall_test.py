@@ -34,7 +34,6 @@ from hermes_web.jobs import enqueue_on_commit
 from hermes_web.llm_models import chat_model, is_llm_model, litellm_module
 from hermes_web.models import Compaction, RecallTest
 from hermes_web.services.fate import context_after, input_messages
-from hermes_web.services.native import agent_window, latest_replays
 from hermes_web.services.recall import search_history
 
 log = logging.getLogger(__name__)
@@ -239,30 +238,34 @@ def _counted_after(run: Compaction) -> int | None:
 
 
 def budget_replay(native: Compaction, *, requested_by=None) -> Compaction | None:
-    """Our engine (hermes profile, deterministic) on the rows ``native`` replaced, its tail
-    budget tuned so its tokens after come within ``BUDGET_TOLERANCE`` of the agent's retained
-    tokens (our count of them). The closest attempt is kept, the others deleted. None when
+    """Our engine (hermes profile, deterministic) on the rows ``native`` replaced, at the
+    agent's retained tokens (our count of them): the threshold at that budget and the tail
+    tuned until the tokens after come within ``BUDGET_TOLERANCE`` of it. The closest attempt is kept, the others deleted. None when
     the native kept no count or replaced no row."""
     from hermes_web.services.compactions import request_compaction
 
     target = _counted_after(native)
     if target is None or not native.input_rows().exists():
         return None
-    window = agent_window(native) or native.session.context_length
-    # Half the budget for the summary (4 chars a token; the engine's floor is 1,000 chars),
-    # half for the verbatim tail, which the attempts then adjust.
+    # The engine's own threshold is put at the agent's retained tokens (hermes: 75 % of a
+    # window under 512K, no floor), so its make-room passes (tail folds, head down to the
+    # system prompt, the cut moved forward) work to end under it; half of it goes to the
+    # summary (4 chars a token; the engine's floor is 1,000 chars) and half to the verbatim
+    # tail, which the attempts then adjust.
+    window = int(target / 0.75) + 1
     summary_chars = max(1_000, target * 2)
-    tail = max(200, target // 2)
+    tail = max(50, target // 2)
     best: Compaction | None = None
     for _ in range(_BUDGET_ATTEMPTS):
         overrides = {
             "profile": "hermes",
+            "context_length": window,
+            "min_threshold_tokens": 0,
             "summary_max_chars": summary_chars,
             "resume_summary_max_chars": summary_chars,
+            "summary_window_fraction": min(1.0, max(0.001, summary_chars / 4 / window)),
             "tail_token_budget": tail,
-            # The hermes tail is capped at a fifth of the window: a window big enough that
-            # the budget asked for is the budget used.
-            "context_length": max(window, 5 * tail + 1),
+            "tail_max_fraction": min(1.0, max(0.01, tail / window)),
         }
         run = request_compaction(
             session=native.session,
@@ -287,8 +290,11 @@ def budget_replay(native: Compaction, *, requested_by=None) -> Compaction | None
             run.delete()
         if abs(after - target) <= BUDGET_TOLERANCE * target:
             break
-        # The summary is the fixed part; the tail moves the rest.
-        tail = max(50, tail + (target - after))
+        # Both parts move by half the miss: a tail of big tool rows is folded whatever its
+        # budget, and then only the summary's room changes the result.
+        miss = target - after
+        tail = max(50, tail + miss // 2)
+        summary_chars = max(1_000, summary_chars + 2 * miss)
     return best
 
 
@@ -301,12 +307,12 @@ def _contexts(compaction: Compaction, requested_by) -> list[tuple[str, Compactio
         replay = budget_replay(compaction, requested_by=requested_by)
         if replay is not None:
             contexts.append(("our replay at its retained budget", replay))
-        for run in latest_replays(compaction):
-            if replay is not None and run.pk == replay.pk:
-                continue
-            profile = (run.config or {}).get("profile") or "engine"
-            if run.status == Compaction.Status.DRY_RUN:
-                contexts.append((f"our replay, {profile} profile", run))
+        newest: dict[str, Compaction] = {}
+        others = compaction.replays.exclude(pk=replay.pk if replay else None)
+        for run in others.filter(status=Compaction.Status.DRY_RUN).order_by("-queued_at", "-pk"):
+            newest.setdefault(str((run.config or {}).get("profile") or "engine"), run)
+        for profile in sorted(newest, key=lambda p: (p != "hermes", p)):
+            contexts.append((f"our replay, {profile} profile", newest[profile]))
     return contexts
 
 
