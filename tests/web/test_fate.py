@@ -158,6 +158,14 @@ def test_fates_over_imported_native_compactions_and_our_replays(alice, alice_cli
     top = next(e for e in journey["compactions"] if e["compaction"] == native.public_id)
     assert top["kind"] == "native"
     assert {r["compaction"] for r in top["replays"]} == {r.public_id for r in replays}
+    api = alice_client.get(
+        f"/api/conversations/{session.public_id}/follow", {"q": _samples(native)[0]}
+    ).json()
+    shown = next(e for e in api["compactions"] if e["compaction"] == native.public_id)
+    assert shown["fate"] == {k: v for k, v in top["fate"].items() if k != "rows"}
+    assert [r["fate"]["kind"] for r in shown["replays"]] == [
+        r["fate"]["kind"] for r in top["replays"]
+    ]
     assert _check_chain(session, alice_client) > 10
 
 
