@@ -112,11 +112,12 @@ class ModelError(Exception):
     """A model call failed (its message is shown on the arm)."""
 
 
-def _call(messages: list[dict[str, Any]], spent: dict[str, float]) -> str:
-    """One chat call to the configured model; tokens and cost added to ``spent``."""
+def _call(messages: list[dict[str, Any]], spent: dict[str, float], model: str = "") -> str:
+    """One chat call to ``model`` (the configured chat model by default); tokens and cost
+    added to ``spent``."""
     from hermes_web.agent.provider import chat_provider_kwargs
 
-    model = chat_model()
+    model = model or chat_model()
     litellm = litellm_module()
     try:
         response = litellm.completion(
@@ -152,10 +153,42 @@ def _lines(reply: str, count: int) -> list[str]:
     return answers
 
 
-def _graded(bank: Sequence[Probe], answers: Sequence[str]) -> list[bool]:
-    return [
+JUDGE_SYSTEM = (
+    "You grade answers. For every numbered item you get a gold answer and a given answer; "
+    "write one line '<number>. yes' when the given answer states the gold answer exactly "
+    "(same path, command, error, id or rule), else '<number>. no'."
+)
+
+
+def _graded(
+    bank: Sequence[Probe], answers: Sequence[str], spent: dict[str, float] | None = None
+) -> list[bool]:
+    """Normalized match (the gold answer inside the reply's line); with a judge model
+    configured (``HERMES_RECALL_JUDGE_MODEL``) the answers it did not accept go to the judge
+    in one call. A judge failure leaves the normalized grades."""
+    hits = [
         bool(a) and normalize(p.answer) in normalize(a) for p, a in zip(bank, answers, strict=True)
     ]
+    judge = settings.HERMES_RECALL_JUDGE_MODEL
+    doubtful = [i for i, hit in enumerate(hits) if not hit and answers[i].strip()]
+    if not judge or spent is None or not doubtful:
+        return hits
+    items = "\n".join(
+        f"{n}. gold: {bank[i].answer}\n   given: {answers[i]}" for n, i in enumerate(doubtful, 1)
+    )
+    try:
+        reply = _call(
+            [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": items}],
+            spent,
+            judge,
+        )
+    except ModelError as error:
+        log.warning("recall judge failed: %s", error)
+        return hits
+    for n, verdict in enumerate(_lines(reply, len(doubtful))):
+        if verdict.strip().lower().startswith("yes"):
+            hits[doubtful[n]] = True
+    return hits
 
 
 def _ask(bank: Sequence[Probe], context: str, spent: dict[str, float]) -> list[str]:
@@ -198,13 +231,17 @@ def _recover(bank: Sequence[Probe], context: str, session, spent: dict[str, floa
 
 
 def _arm(
-    name: str, bank: Sequence[Probe], run: Callable[[], list[str]], tokens: int | None
+    name: str,
+    bank: Sequence[Probe],
+    run: Callable[[], list[str]],
+    tokens: int | None,
+    spent: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     try:
         answers = run()
     except ModelError as error:
         return {"arm": name, "status": "failed", "error": str(error), "tokens": tokens}
-    hits = _graded(bank, answers)
+    hits = _graded(bank, answers, spent)
     return {
         "arm": name,
         "status": "done",
@@ -365,15 +402,10 @@ def _run(test: RecallTest) -> None:
         tokens = _counted_after(run)
         arms = [_needle(bank, text, tokens)]
         if with_model and bank:
-            arms.append(_arm("model", bank, functools.partial(_ask, bank, text, spent), tokens))
-            arms.append(
-                _arm(
-                    "recovery",
-                    bank,
-                    functools.partial(_recover, bank, text, session, spent),
-                    tokens,
-                )
-            )
+            ask = functools.partial(_ask, bank, text, spent)
+            arms.append(_arm("model", bank, ask, tokens, spent))
+            recover = functools.partial(_recover, bank, text, session, spent)
+            arms.append(_arm("recovery", bank, recover, tokens, spent))
         else:
             reason = "no chat model configured" if not with_model else "no questions"
             arms += [
@@ -395,7 +427,8 @@ def _run(test: RecallTest) -> None:
     control_text = "\n\n".join(context_after_uncompacted(inputs))
     before = (compaction.report or {}).get("tokens", {}).get("before") or compaction.tokens_before
     if with_model and bank:
-        control = _arm("control", bank, functools.partial(_ask, bank, control_text, spent), before)
+        ask = functools.partial(_ask, bank, control_text, spent)
+        control = _arm("control", bank, ask, before, spent)
         advance()
     else:
         control = {
@@ -410,6 +443,7 @@ def _run(test: RecallTest) -> None:
         finished_at=timezone.now(),
         results={
             "model": chat_model() if with_model else "",
+            "judge": settings.HERMES_RECALL_JUDGE_MODEL if with_model else "",
             "questions": len(bank),
             "contexts": results,
             "control": control,

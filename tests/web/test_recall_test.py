@@ -197,3 +197,32 @@ def test_the_command_prints_recall_at_retained_tokens(alice):
     assert "this compaction @" in text
     assert "needle" in text
     assert RecallTest.objects.get(compaction=run).status == "done"
+
+
+@pytest.mark.django_db
+def test_a_configured_judge_grades_what_a_normalized_match_did_not_accept(alice, llm, settings):
+    settings.HERMES_RECALL_JUDGE_MODEL = "openai/fake-judge"
+    session = seed_conversation(alice, n=120, seed=14)
+    run = compact_now(session, alice, mode="rotation")
+    llm.enqueue({"content": "1. the file it opened first"})  # model: a paraphrase
+    llm.enqueue({"content": "1. yes"})  # the judge accepts it
+    llm.enqueue({"content": ""})  # recovery: no searches
+    llm.enqueue({"content": ""})  # recovery: no answers (nothing for the judge)
+    llm.enqueue({"content": "1. not in the context"})  # control
+    llm.enqueue({"content": "1. no"})  # the judge refuses it
+    test = run_recall_test(start_recall_test(run, enqueue=False).pk)
+    assert test.status == "done", test.error
+    arms = {a["arm"]: a for a in test.results["contexts"][0]["arms"]}
+    assert arms["model"]["hits"][0] is True
+    assert sum(arms["model"]["hits"]) == 1
+    assert arms["recovery"]["recall"] == 0.0
+    assert test.results["control"]["recall"] == 0.0
+    assert [r["model"] for r in llm.requests] == [
+        "fake-chat",
+        "fake-judge",
+        "fake-chat",
+        "fake-chat",
+        "fake-chat",
+        "fake-judge",
+    ]
+    assert test.results["judge"] == "openai/fake-judge"
