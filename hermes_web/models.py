@@ -565,3 +565,53 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.name}"
+
+
+class RecallTestQuerySet(models.QuerySet):
+    def for_user(self, user) -> "RecallTestQuerySet":
+        return self.filter(compaction__session__owner=user)
+
+
+class RecallTest(models.Model):
+    """A recall test of one compaction (``services.recall_test``): a bank of questions drawn
+    from the region it removed and, per arm and per context, how many the context answers.
+
+    ``bank`` is the list of ``compaction.probes.Probe`` dicts; ``results`` holds the arms per
+    context (``{"contexts": [...], "tokens": ..., "cost": ...}``). Two runs on one compaction
+    draw the same bank, so their results compare.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    public_id = models.CharField(max_length=64, unique=True, default=new_public_id, editable=False)
+    compaction = models.ForeignKey(
+        Compaction, on_delete=models.CASCADE, related_name="recall_tests"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    questions = models.PositiveIntegerField(default=15)
+    progress = models.PositiveIntegerField(default=0)  # percent
+    bank = models.JSONField(default=list, blank=True)
+    results = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RecallTestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"recall test {self.public_id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)

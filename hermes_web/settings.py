@@ -329,6 +329,9 @@ HERMES_SUMMARY_MODEL = env_str("HERMES_SUMMARY_MODEL")  # empty: chat model, the
 HERMES_SUMMARY_API_BASE = env_str("HERMES_SUMMARY_API_BASE")
 HERMES_SUMMARY_API_KEY = env_secret("HERMES_SUMMARY_API_KEY")
 HERMES_LLM_TIMEOUT = env_int("HERMES_LLM_TIMEOUT", 120)
+# Recall tests: a litellm model that judges the answers a normalized match did not accept
+# (empty: normalized match only). Called with HERMES_CHAT_API_BASE / HERMES_CHAT_API_KEY.
+HERMES_RECALL_JUDGE_MODEL = env_str("HERMES_RECALL_JUDGE_MODEL")
 # Retries of a failed chat model call inside one turn (0 in tests: failures show at once).
 HERMES_LLM_MAX_RETRIES = env_int("HERMES_LLM_MAX_RETRIES", 1)
 HERMES_CONTEXT_LENGTH = env_int("HERMES_CONTEXT_LENGTH", 0)  # 0: from litellm's model map

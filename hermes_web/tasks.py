@@ -78,6 +78,28 @@ def compact_session(self, compaction_id: int) -> str | None:
     return run.status
 
 
+@shared_task(
+    name="hermes_web.tasks.run_recall_test",
+    acks_late=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def run_recall_test(test_id: int) -> str | None:
+    """Run one queued recall test (services.recall_test); a re-delivery is a no-op."""
+    from hermes_web.models import RecallTest
+    from hermes_web.services.recall_test import run_recall_test as run
+
+    try:
+        return run(test_id).status
+    except RecallTest.DoesNotExist:
+        return None  # the compaction was deleted meanwhile
+    except SoftTimeLimitExceeded:
+        RecallTest.objects.filter(pk=test_id, status=RecallTest.Status.RUNNING).update(
+            status=RecallTest.Status.FAILED, error="timed out (soft time limit)"
+        )
+        return "failed"
+
+
 @shared_task(bind=True, name="hermes_web.tasks.run_agent_turn", acks_late=True, max_retries=None)
 def run_agent_turn(self, turn_id: int) -> None:
     """Run one chat turn (see agent.loop.run_turn); it comes back later while a compaction runs."""

@@ -6,7 +6,7 @@ from django.http import Http404
 from django.urls import include, path, re_path
 
 from hermes_web.api import api
-from hermes_web.views import accounts, chat, conversations, imports, inspector, native
+from hermes_web.views import accounts, chat, conversations, fate, imports, inspector, native
 from hermes_web.views import api_keys as api_key_views
 
 
@@ -38,6 +38,17 @@ urlpatterns = [
         "conversations/<str:public_id>/messages/<int:position>/",
         conversations.message_detail,
         name="message_detail",
+    ),
+    path("conversations/<str:public_id>/follow/", fate.follow_fact, name="follow_fact"),
+    path(
+        "compactions/<str:public_id>/recall-test/",
+        fate.recall_test_panel,
+        name="recall_test_panel",
+    ),
+    path(
+        "compactions/<str:public_id>/recall-test/start/",
+        fate.recall_test_start,
+        name="recall_test_start",
     ),
     path("conversations/<str:public_id>/what-if/", inspector.what_if, name="what_if"),
     path(

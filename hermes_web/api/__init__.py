@@ -14,7 +14,7 @@ from ninja.operation import Operation
 from ninja.parser import Parser
 from ninja.security import django_auth
 
-from hermes_web.api import compactions, import_export, messages, sessions
+from hermes_web.api import compactions, fate, import_export, messages, sessions
 from hermes_web.api.auth import ApiKeyAuth
 from hermes_web.api.errors import install as install_error_handlers
 from hermes_web.schemas import ErrorOut
@@ -56,7 +56,7 @@ api = HermesAPI(
     docs=Swagger(settings={"deepLinking": False}),
 )
 install_error_handlers(api)
-for module in (sessions, messages, compactions, import_export):
+for module in (sessions, messages, compactions, import_export, fate):
     api.add_router("/", module.router)
 
 

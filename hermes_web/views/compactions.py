@@ -286,7 +286,15 @@ def compaction_audit(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
 def compaction_report_json(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compaction = _compaction_for(request, public_id)
     # As stored; a lone surrogate quoted from a row (SQLite keeps them) becomes U+FFFD.
-    text = json.dumps(compaction.report or {}, ensure_ascii=False, indent=2)
+    document = dict(compaction.report or {})
+    tests = list(
+        compaction.recall_tests.order_by("created_at").values(
+            "public_id", "status", "questions", "bank", "results", "error", "created_at"
+        )
+    )
+    if tests:  # the recall tests run on it (bank and results), so two runs compare
+        document["recall_tests"] = [{**t, "created_at": t["created_at"].isoformat()} for t in tests]
+    text = json.dumps(document, ensure_ascii=False, indent=2)
     response = HttpResponse(scrub_surrogates(text), content_type="application/json")
     response["Content-Disposition"] = (
         f'attachment; filename="compaction-{compaction.public_id}.json"'

@@ -40,3 +40,19 @@
     cells[to].focus();
   });
 })();
+
+// "Follow this": the text selected on the page fills an empty Follow field when the form is
+// used (pointer or keyboard); without JavaScript the field is typed in.
+(function () {
+  var selected = "";
+  document.addEventListener("selectionchange", function () {
+    var text = String(window.getSelection ? window.getSelection() : "").trim();
+    if (text && text.length <= 500) selected = text;
+  });
+  document.addEventListener("focusin", function (event) {
+    var form = event.target.closest && event.target.closest("[data-follow-form]");
+    if (!form) return;
+    var input = form.querySelector("input[name=q]");
+    if (input && !input.value && selected) input.value = selected;
+  });
+})();
