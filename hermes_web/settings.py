@@ -376,6 +376,10 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "hermes_web.views.accounts.client_ip"
 AXES_VERBOSE = False
+# And failed log-ins from one address across every username (hermes_web/limits.py): someone
+# trying many usernames never reaches one pair's limit. Several people behind one address
+# share it, hence a higher count than the pair's.
+HERMES_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("HERMES_LOGIN_ADDRESS_FAILURE_LIMIT", 30)
 # Sign-ups: at most this many attempts per address and hour, counted in the "limits" cache
 # (shared by every process: see CACHES).
 HERMES_SIGNUP_PER_HOUR = env_int("HERMES_SIGNUP_PER_HOUR", 20)
