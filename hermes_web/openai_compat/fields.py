@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from hermes_web import validation
 from hermes_web.openai_compat.errors import invalid
@@ -26,7 +26,7 @@ MAX_TOOLS = 512
 MAX_STOPS = 16
 
 
-def _fail(where: str, what: str, code: str = "invalid_type") -> None:
+def _fail(where: str, what: str, code: str = "invalid_type") -> NoReturn:
     raise invalid(f"{where}: {what}", code=code, param=where)
 
 
@@ -59,9 +59,10 @@ def _name(value: Any, where: str) -> None:
         _fail(where, "must be a non-empty string")
 
 
-def _object(value: Any, where: str) -> None:
+def _object(value: Any, where: str) -> dict:
     if not isinstance(value, dict):
         _fail(where, "must be an object")
+    return value
 
 
 def _stop(value: Any, where: str) -> None:
@@ -114,8 +115,7 @@ def _items(value: Any, where: str, each: Callable[[Any, str], None], dotted: boo
 def _chat_tool(tool: dict, where: str) -> None:
     if tool.get("type", "function") != "function":
         _fail(f"{where}.type", "must be 'function'", "invalid_value")
-    function = tool.get("function")
-    _object(function, f"{where}.function")
+    function = _object(tool.get("function"), f"{where}.function")
     _name(function.get("name"), f"{where}.function.name")
     if function.get("description") is not None:
         _string(function["description"], f"{where}.function.description")
