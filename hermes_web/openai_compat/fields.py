@@ -137,7 +137,7 @@ def _chat_tool_choice(value: Any, where: str) -> None:
     _name(value["function"].get("name"), f"{where}.function.name")
 
 
-CHAT_FIELDS: dict[str, Callable[[Any, str], None]] = {
+CHAT_FIELDS: dict[str, Callable[[Any, str], object]] = {
     "tools": lambda value, where: _items(value, where, _chat_tool, dotted=False),
     "tool_choice": _chat_tool_choice,
     "parallel_tool_calls": _boolean,
@@ -190,7 +190,7 @@ def _responses_tool_choice(value: Any, where: str) -> None:
         _name(value.get("name"), f"{where}.name")
 
 
-RESPONSES_FIELDS: dict[str, Callable[[Any, str], None]] = {
+RESPONSES_FIELDS: dict[str, Callable[[Any, str], object]] = {
     "tools": lambda value, where: _items(value, where, _responses_tool, dotted=False),
     "tool_choice": _responses_tool_choice,
     "parallel_tool_calls": _boolean,
@@ -238,7 +238,7 @@ def _thinking(value: Any, where: str) -> None:
         _number(0, MAX_TOKENS, integer=True)(value["budget_tokens"], f"{where}.budget_tokens")
 
 
-MESSAGES_FIELDS: dict[str, Callable[[Any, str], None]] = {
+MESSAGES_FIELDS: dict[str, Callable[[Any, str], object]] = {
     "tools": lambda value, where: _items(value, where, _messages_tool, dotted=True),
     "tool_choice": _messages_tool_choice,
     "max_tokens": _number(1, MAX_TOKENS, integer=True),
@@ -252,7 +252,7 @@ MESSAGES_FIELDS: dict[str, Callable[[Any, str], None]] = {
 }
 
 
-def check(data: dict[str, Any], table: dict[str, Callable[[Any, str], None]]) -> None:
+def check(data: dict[str, Any], table: dict[str, Callable[[Any, str], object]]) -> None:
     """ApiError 400 naming the first forwarded field of ``data`` that ``table`` refuses
     (absent and null fields are not sent on, so they pass); its strings are then checked as
     message text is (no NUL, no lone surrogate, nesting bounded)."""
