@@ -10,6 +10,7 @@ Another address is not affected: a user's own log-in from elsewhere still works.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from django.conf import settings
@@ -68,6 +69,24 @@ def count_login_failure(
     """Count a failed log-in against its address (connected to ``user_login_failed``)."""
     if request is None:
         return  # a management command or a test's authenticate(): no address
-    from hermes_web.views.accounts import client_ip
-
     bump(login_failures_key(client_ip(request) or "unknown"), login_window())
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The caller's address: REMOTE_ADDR, or the address the one trusted proxy saw
+    (HERMES_BEHIND_PROXY) — the last X-Forwarded-For hop, the only one a client cannot forge."""
+    if settings.HERMES_BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+        if hops and _is_ip(hops[-1]):
+            return hops[-1]
+    # None when unknown (axes stores it in an IP column: PostgreSQL refuses any other text).
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

@@ -383,7 +383,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-AXES_CLIENT_IP_CALLABLE = "hermes_web.views.accounts.client_ip"
+AXES_CLIENT_IP_CALLABLE = "hermes_web.limits.client_ip"
 AXES_VERBOSE = False
 # And failed log-ins from one address across every username (hermes_web/limits.py): someone
 # trying many usernames never reaches one pair's limit. Several people behind one address

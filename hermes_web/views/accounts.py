@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from django.conf import settings
@@ -13,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from hermes_web import limits
 from hermes_web.health import check_broker, check_database, check_workers
+from hermes_web.limits import client_ip
 
 
 @require_safe
@@ -63,26 +63,6 @@ class HermesLoginView(LoginView):
                 status=429,
             )
         return super().post(request, *args, **kwargs)
-
-
-def client_ip(request: HttpRequest) -> str | None:
-    """The caller's address: REMOTE_ADDR, or the address the one trusted proxy saw
-    (HERMES_BEHIND_PROXY) — the last X-Forwarded-For hop, the only one a client cannot forge."""
-    if settings.HERMES_BEHIND_PROXY:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
-        if hops and _is_ip(hops[-1]):
-            return hops[-1]
-    # None when unknown (axes stores it in an IP column: PostgreSQL refuses any other text).
-    return request.META.get("REMOTE_ADDR") or None
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 @require_http_methods(["GET", "POST"])
