@@ -100,6 +100,34 @@ def _response_format(value: Any, where: str) -> None:
             _object(schema["schema"], f"{where}.json_schema.schema")
 
 
+def _schema(value: Any, where: str) -> None:
+    """A tool's JSON Schema, as far as providers check it before a call (and the demo model
+    reads it): an object whose ``type`` is a string or strings, whose ``properties`` are
+    objects with the same rule and an ``enum`` array, whose ``required`` lists strings."""
+    _object(value, where)
+    kind = value.get("type")
+    if kind is not None and not (
+        isinstance(kind, str) or (isinstance(kind, list) and all(isinstance(k, str) for k in kind))
+    ):
+        _fail(f"{where}.type", "must be a string or an array of strings")
+    properties = value.get("properties")
+    if properties is not None:
+        _object(properties, f"{where}.properties")
+        for name, spec in properties.items():
+            here = f"{where}.properties.{name}"
+            _object(spec, here)
+            if spec.get("type") is not None and not isinstance(spec["type"], str | list):
+                _fail(f"{here}.type", "must be a string or an array of strings")
+            if spec.get("enum") is not None and not isinstance(spec["enum"], list):
+                _fail(f"{here}.enum", "must be an array")
+    required = value.get("required")
+    if required is not None:
+        if not isinstance(required, list):
+            _fail(f"{where}.required", "must be an array of strings")
+        for index, name in enumerate(required):
+            _string(name, f"{where}.required[{index}]")
+
+
 def _items(value: Any, where: str, each: Callable[[Any, str], None], dotted: bool) -> None:
     if not isinstance(value, list) or len(value) > MAX_TOOLS:
         _fail(where, f"must be an array of at most {MAX_TOOLS} items")
@@ -120,7 +148,7 @@ def _chat_tool(tool: dict, where: str) -> None:
     if function.get("description") is not None:
         _string(function["description"], f"{where}.function.description")
     if function.get("parameters") is not None:
-        _object(function["parameters"], f"{where}.function.parameters")
+        _schema(function["parameters"], f"{where}.function.parameters")
     if function.get("strict") is not None:
         _boolean(function["strict"], f"{where}.function.strict")
 
@@ -171,7 +199,7 @@ def _responses_tool(tool: dict, where: str) -> None:
         if tool.get("description") is not None:
             _string(tool["description"], f"{where}.description")
         if tool.get("parameters") is not None:
-            _object(tool["parameters"], f"{where}.parameters")
+            _schema(tool["parameters"], f"{where}.parameters")
         if tool.get("strict") is not None:
             _boolean(tool["strict"], f"{where}.strict")
     elif kind == "namespace":
@@ -214,7 +242,7 @@ def _messages_tool(tool: dict, where: str) -> None:
     if "input_schema" not in tool and isinstance(tool.get("type"), str):
         return  # a server tool (web_search_20250305…): not sent on
     _name(tool.get("name"), f"{where}.name")
-    _object(tool.get("input_schema"), f"{where}.input_schema")
+    _schema(tool.get("input_schema"), f"{where}.input_schema")
     if tool.get("description") is not None:
         _string(tool["description"], f"{where}.description")
 

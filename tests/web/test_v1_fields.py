@@ -69,6 +69,22 @@ CASES = [
         "tools[0].function.name: must be a non-empty string",
     ),
     ("/v1/chat/completions", CHAT, {"tools": "x"}, "tools: must be an array"),
+    (
+        "/v1/chat/completions",
+        CHAT,
+        {
+            "tools": [
+                {"type": "function", "function": {"name": "x", "parameters": {"required": [[]]}}}
+            ]
+        },
+        "tools[0].function.parameters.required[0]: must be a string",
+    ),
+    (
+        "/v1/responses",
+        RESPONSES,
+        {"tools": [{"type": "function", "name": "x", "parameters": {"properties": {"a": 1}}}]},
+        "tools[0].parameters.properties.a: must be an object",
+    ),
     ("/v1/chat/completions", CHAT, {"tool_choice": "sometimes"}, "tool_choice: must be none"),
     (
         "/v1/chat/completions",
