@@ -71,6 +71,10 @@ migrate: $(RUNTIME_STAMP)
 # tools/supervise.py runs the Procfile: it restarts a process that dies, takes every process
 # with it when it is killed, and refuses to start beside a running copy (a lock in the data
 # folder, and the port). The check runs first, before migrate touches anything.
+# gunicorn (Procfile) lets request lines up to 8190 bytes (its ceiling) and header fields up to
+# 64 KiB through, so that /v1 answers a long path or a large header in JSON (a 431 past 8,190
+# characters, hermes_web/middleware.py); past those ceilings, or past 100 header fields,
+# gunicorn itself answers with its HTML 414/431 (at most 100 x 64 KiB = 6.4 MiB of headers).
 RUN_LOCK = $${HERMES_DATA_DIR:-var}/run.lock
 
 .PHONY: run-check

@@ -115,6 +115,8 @@ def _schema(value: Any, where: str) -> None:
         _object(properties, f"{where}.properties")
         for name, spec in properties.items():
             here = f"{where}.properties.{name}"
+            if isinstance(spec, bool):
+                continue  # JSON Schema's true (anything) and false (nothing)
             _object(spec, here)
             if spec.get("type") is not None and not isinstance(spec["type"], str | list):
                 _fail(f"{here}.type", "must be a string or an array of strings")

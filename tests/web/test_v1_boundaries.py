@@ -84,9 +84,9 @@ def test_the_urlconf_uses_these_handlers():
 # -- behind gunicorn, as `make run` starts it ---------------------------------------------------
 
 
-def raw_request(port: int, header_bytes: int) -> tuple[int, str, bytes]:
+def raw_request(port: int, header_bytes: int, path: str = "/v1/models") -> tuple[int, str, bytes]:
     request = (
-        f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Probe: {'x' * header_bytes}\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Probe: {'x' * header_bytes}\r\n"
         "Connection: close\r\n\r\n"
     ).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
@@ -141,6 +141,9 @@ def test_gunicorn_as_make_run_starts_it_lets_a_60_kb_header_reach_the_json_431(t
         status, kind, _ = raw_request(port, 70_000)
         assert status in (400, 431)
         assert "json" not in kind
+        # A request line up to gunicorn's ceiling (8190) reaches Django: a JSON 404 here.
+        status, kind, _ = raw_request(port, 10, "/v1/" + "a" * 6000)
+        assert (status, kind) == (404, "application/json")
     finally:
         os.killpg(web.pid, 15)
         web.wait(30)
