@@ -151,9 +151,11 @@ class Guardian:
 
     @staticmethod
     def _guard(read_end: int) -> None:
-        # Ctrl-C reaches the whole foreground group: the supervisor handles it, not this.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # A session of its own: a signal to the supervisor's whole group (Ctrl-C, a closed
+        # terminal's SIGHUP, kill -9 -<group>) does not take the guardian with it.
+        os.setsid()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
         groups: set[int] = set()
         data = b""
         while chunk := os.read(read_end, 4096):

@@ -93,11 +93,14 @@ class Run:
         return pids
 
     def close(self, left: set[int] = frozenset()) -> None:
+        below = left | descendants(self.proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        for pid in left | descendants(self.proc.pid):
+        for pid in below:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait(10)
         self._log.close()
 
@@ -152,6 +155,18 @@ def test_a_sigkill_of_the_supervisor_leaves_no_orphans(sleepers):
     below = descendants(run.proc.pid)
     assert {pids["one"], pids["two"]} < below
     os.kill(run.proc.pid, signal.SIGKILL)
+    run.proc.wait(10)
+    try:
+        wait_for(lambda: not any(alive(pid) for pid in below), 30, "every child to exit")
+    finally:
+        run.close(below)
+
+
+def test_a_sigkill_of_the_supervisors_whole_group_leaves_no_orphans(sleepers):
+    run, pids = sleepers
+    wait_for(lambda: descendants(pids["two"]), 30, "the grandchild")
+    below = descendants(run.proc.pid)
+    os.killpg(run.proc.pid, signal.SIGKILL)  # the supervisor's group: not the guardian's
     run.proc.wait(10)
     try:
         wait_for(lambda: not any(alive(pid) for pid in below), 30, "every child to exit")
