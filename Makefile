@@ -68,13 +68,26 @@ system-deps: ## Install Debian packages the tests need (chromium, postgresql, re
 migrate: $(RUNTIME_STAMP)
 	$(BIN)/python manage.py migrate --noinput -v 0
 
+# tools/supervise.py runs the Procfile: it restarts a process that dies, takes every process
+# with it when it is killed, and refuses to start beside a running copy (a lock in the data
+# folder, and the port). The check runs first, before migrate touches anything.
+# gunicorn (Procfile) lets request lines up to 8190 bytes (its ceiling) and header fields up to
+# 64 KiB through, so that /v1 answers a long path or a large header in JSON (a 431 past 8,190
+# characters, hermes_web/middleware.py); past those ceilings, or past 100 header fields,
+# gunicorn itself answers with its HTML 414/431 (at most 100 x 64 KiB = 6.4 MiB of headers).
+RUN_LOCK = $${HERMES_DATA_DIR:-var}/run.lock
+
+.PHONY: run-check
+run-check: $(RUNTIME_STAMP)
+	@$(BIN)/python -m tools.supervise --check --lock "$(RUN_LOCK)" --port $(HERMES_PORT)
+
 .PHONY: run
-run: migrate ## Start gunicorn and a Celery worker on embedded defaults (SQLite + SQLite broker)
+run: run-check migrate ## Start gunicorn, a Celery worker and beat on embedded defaults (SQLite + SQLite broker)
 	@$(BIN)/python manage.py load_demo
 	@echo ""
 	@echo "  hermes-web is starting at http://127.0.0.1:$(HERMES_PORT)/  (Ctrl-C stops the server and the worker)"
 	@echo ""
-	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile --lock "$(RUN_LOCK)" --port $(HERMES_PORT)
 
 .PHONY: test
 test: $(STAMP) system-deps ## Lint (ruff check + format check), type check (mypy), then every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
@@ -102,7 +115,7 @@ export HERMES_WEB_THREADS ?= 1
 SERVICES_DIR := var/services
 
 .PHONY: run-scaled
-run-scaled: $(RUNTIME_STAMP) ## PostgreSQL + Redis on 127.0.0.1 (data in var/services), gunicorn and HERMES_WORKERS workers per queue
+run-scaled: run-check ## PostgreSQL + Redis on 127.0.0.1 (data in var/services), gunicorn and HERMES_WORKERS workers per queue
 	@eval "$$($(BIN)/python -m tools.localservices start --data $(SERVICES_DIR))"; \
 	export DATABASE_URL CELERY_BROKER_URL; \
 	export SECRET_KEY_FILE=$${SECRET_KEY_FILE:-$(CURDIR)/var/secret_key}; \
@@ -110,7 +123,7 @@ run-scaled: $(RUNTIME_STAMP) ## PostgreSQL + Redis on 127.0.0.1 (data in var/ser
 	trap '$(BIN)/python -m tools.localservices stop --data $(SERVICES_DIR)' EXIT; \
 	$(BIN)/python manage.py migrate --noinput -v 0 && $(BIN)/python manage.py load_demo && \
 	echo "" && echo "  hermes-web (scaled) at http://127.0.0.1:$(HERMES_PORT)/  on $$DATABASE_URL + $$CELERY_BROKER_URL" && echo "" && \
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start -f Procfile.scaled
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile.scaled --lock "$(RUN_LOCK)" --port $(HERMES_PORT)
 
 .PHONY: bench
 bench: $(STAMP) ## Run the benchmarks and print their figures

@@ -5,11 +5,13 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.signals import user_login_failed
 from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from hermes_web.caching import API_KEY_SECONDS, USER_SECONDS, api_key_key, user_key
+from hermes_web.limits import count_login_failure
 from hermes_web.models import ApiKey
 
 # "Last used" is shown to the minute: writing it on every request would make every call of
@@ -79,3 +81,4 @@ def connect_signals() -> None:
     post_delete.connect(forget_user, sender=user_model, dispatch_uid="hermes-forget-user-delete")
     post_save.connect(forget_api_key, sender=ApiKey, dispatch_uid="hermes-forget-key-save")
     post_delete.connect(forget_api_key, sender=ApiKey, dispatch_uid="hermes-forget-key-delete")
+    user_login_failed.connect(count_login_failure, dispatch_uid="hermes-login-failures")

@@ -27,6 +27,10 @@ def _tune_embedded_broker(sender: Celery, **kwargs: object) -> None:
 
 @signals.worker_init.connect
 def _warm_worker(sender: object = None, **kwargs: object) -> None:
+    from hermes_web.tempdirs import start_process
+
+    # Imports run here too: their temporary folders in one a sweep can clear after a kill.
+    start_process()
     # Before the pool starts (forked children inherit it): the first chat turn then costs
     # what later ones do instead of paying litellm's import and the tokenizer load.
     if os.environ.get("HERMES_WORKER_WARMUP", "1") == "0":  # measuring the cold first turn

@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from hermes_web.importers.limits import import_paths
 
+# The longest header value a request may carry: gunicorn's own default field limit (8190
+# bytes with the name), kept by this middleware now that gunicorn lets up to 64 KiB through.
+MAX_HEADER_CHARS = 8190
 # Multipart framing (boundaries, part headers, the CSRF field) on top of the file itself.
 ENVELOPE_BYTES = 64 * 1024
 FORM = "application/x-www-form-urlencoded"
@@ -36,6 +39,18 @@ class RequestSizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        for name, value in request.META.items():
+            # gunicorn lets headers up to 64 KiB through (Procfile) so that this answers in
+            # the route's shape (JSON on /v1 and /api) instead of gunicorn's HTML 431.
+            if name.startswith("HTTP_") and len(value) > MAX_HEADER_CHARS:
+                header = name[5:].replace("_", "-").title()
+                return refusal(
+                    request,
+                    f"the {header} header is {len(value):,} characters long; at most "
+                    f"{MAX_HEADER_CHARS:,} are accepted",
+                    431,
+                    code="request_header_fields_too_large",
+                )
         if request.path in import_paths():
             # The import routes answer in their own words (the page as an htmx partial, the
             # API as JSON) from the same Content-Length check, in ImportUploadLimitMiddleware.
@@ -44,11 +59,11 @@ class RequestSizeLimitMiddleware:
         try:
             length = int(raw)
         except ValueError:
-            return self._refuse(request, f"invalid Content-Length {raw[:40]!r}", 400)
+            return refusal(request, f"invalid Content-Length {raw[:40]!r}", 400)
         limit = max_request_bytes()
         if length > limit:
             mb = settings.HERMES_MAX_UPLOAD_BYTES // 2**20
-            return self._refuse(
+            return refusal(
                 request,
                 f"request body of {length:,} bytes is larger than the {mb} MB upload limit "
                 "(HERMES_MAX_UPLOAD_BYTES)",
@@ -57,7 +72,7 @@ class RequestSizeLimitMiddleware:
         in_memory = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         multipart = request.META.get("CONTENT_TYPE", "").startswith("multipart/")
         if in_memory is not None and length > in_memory and not multipart:
-            return self._refuse(
+            return refusal(
                 request,
                 f"request body of {length:,} bytes is larger than the "
                 f"{in_memory // 2**20} MB a JSON or form body may have",
@@ -65,15 +80,21 @@ class RequestSizeLimitMiddleware:
             )
         return self.get_response(request)
 
-    @staticmethod
-    def _refuse(request: HttpRequest, detail: str, status: int) -> HttpResponse:
-        if request.path.startswith("/v1/"):  # the OpenAI-compatible endpoint's own shape
-            from hermes_web.openai_compat.errors import ApiError
 
-            return ApiError(status, detail, code="request_too_large").response()
-        if request.path.startswith("/api/") or "json" in request.META.get("HTTP_ACCEPT", ""):
-            return JsonResponse({"detail": detail}, status=status)
-        return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
+def refusal(
+    request: HttpRequest, detail: str, status: int, code: str = "request_too_large"
+) -> HttpResponse:
+    """A refusal in the shape of the route asked for: the protocol's JSON error on /v1 (an
+    Anthropic one under /v1/messages), ``{"detail"}`` on /api or to a JSON client, else text."""
+    if request.path.startswith("/v1/") or request.path == "/v1":
+        from hermes_web.openai_compat.errors import ApiError
+
+        shape = "anthropic" if request.path.startswith("/v1/messages") else "openai"
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        return ApiError(status, detail, type=kind, code=code).response(shape)
+    if request.path.startswith("/api/") or "json" in request.META.get("HTTP_ACCEPT", ""):
+        return JsonResponse({"detail": detail}, status=status)
+    return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
 
 
 class RefuseNulMiddleware:
@@ -90,9 +111,11 @@ class RefuseNulMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         where = self._nul_in(request)
         if where:
-            return HttpResponseBadRequest(
+            return refusal(
+                request,
                 f"The request's {where} contains a NUL character (U+0000); nothing was done.",
-                content_type="text/plain",
+                400,
+                code="invalid_request",
             )
         return self.get_response(request)
 

@@ -315,8 +315,17 @@ CELERY_TASK_ROUTES = {
     "hermes_web.tasks.run_agent_turn": {"queue": "chat"},
 }
 # Every minute, re-send compactions whose task was lost (killed worker, broker outage).
+# Temporary upload and import folders of killed processes are removed (hermes_web/tempdirs.py)
+# at start and every HERMES_TEMP_SWEEP_SECONDS; a live process's entries once older than
+# HERMES_TEMP_MAX_AGE_SECONDS (past every import deadline: 120 s per request, 600 s a folder).
+HERMES_TEMP_SWEEP_SECONDS = env_int("HERMES_TEMP_SWEEP_SECONDS", 600)
+HERMES_TEMP_MAX_AGE_SECONDS = env_int("HERMES_TEMP_MAX_AGE_SECONDS", 3600)
 CELERY_BEAT_SCHEDULE = {
     "recover-stranded-runs": {"task": "hermes_web.tasks.recover_stranded_runs", "schedule": 60.0},
+    "sweep-temp-dirs": {
+        "task": "hermes_web.tasks.sweep_temp_dirs",
+        "schedule": float(HERMES_TEMP_SWEEP_SECONDS),
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 HERMES_BROKER_POLL_SECONDS = float(env_str("HERMES_BROKER_POLL_SECONDS", "0.1"))
@@ -377,8 +386,12 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-AXES_CLIENT_IP_CALLABLE = "hermes_web.views.accounts.client_ip"
+AXES_CLIENT_IP_CALLABLE = "hermes_web.limits.client_ip"
 AXES_VERBOSE = False
+# And failed log-ins from one address across every username (hermes_web/limits.py): someone
+# trying many usernames never reaches one pair's limit. Several people behind one address
+# share it, hence a higher count than the pair's.
+HERMES_LOGIN_ADDRESS_FAILURE_LIMIT = env_int("HERMES_LOGIN_ADDRESS_FAILURE_LIMIT", 30)
 # Sign-ups: at most this many attempts per address and hour, counted in the "limits" cache
 # (shared by every process: see CACHES).
 HERMES_SIGNUP_PER_HOUR = env_int("HERMES_SIGNUP_PER_HOUR", 20)

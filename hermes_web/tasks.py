@@ -133,6 +133,15 @@ def recover_stranded_runs() -> int:
 
 STRANDED_TURN_AGE = timedelta(minutes=2)
 
+
+@shared_task(name="hermes_web.tasks.sweep_temp_dirs")
+def sweep_temp_dirs() -> int:
+    """Remove the temporary upload and import folders killed processes left (tempdirs.sweep)."""
+    from hermes_web.tempdirs import sweep
+
+    return sweep()
+
+
 # Run id -> when this process last re-sent it: the sweep runs every few seconds in every
 # worker, and a re-sent run needs a moment to be picked up and to show a live lease again.
 _recently_sent: dict[int, float] = {}

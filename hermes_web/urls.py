@@ -133,3 +133,8 @@ urlpatterns = [
     re_path(r"^static/(?P<path>.*)$", static_files),
     path("favicon.ico", lambda request: static_files(request, "hermes_web/favicon.ico")),
 ]
+
+# On /v1 Django's own error pages are the protocol's JSON errors too (views/errors.py).
+handler400 = "hermes_web.views.errors.bad_request"
+handler403 = "hermes_web.views.errors.permission_denied"
+handler500 = "hermes_web.views.errors.server_error"

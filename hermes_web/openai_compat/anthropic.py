@@ -25,8 +25,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from compaction import CompactionConfig, count_message_tokens
 from hermes_web import validation
-from hermes_web.openai_compat import service, views
-from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat import fields, service, views
+from hermes_web.openai_compat.errors import ApiError, invalid, scrub
 from hermes_web.openai_compat.translations import MESSAGES as TRANSLATED
 from hermes_web.openai_compat.translations import conversation_key
 from hermes_web.openai_compat.upstream import (
@@ -127,6 +127,7 @@ def check_body(data: dict[str, Any], start: int = 0) -> None:
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages: must be a non-empty array.", code="invalid_type", param="messages")
+    fields.check(data, fields.MESSAGES_FIELDS)
     system = data.get("system")
     if system is not None:
         _check_blocks(system, "system", ("text",))
@@ -140,28 +141,10 @@ def check_body(data: dict[str, Any], start: int = 0) -> None:
                 param=f"{where}.role",
             )
         _check_blocks(message.get("content"), f"{where}.content", BLOCK_TYPES)
-    tools = data.get("tools")
-    if tools is not None and (
-        not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools)
-    ):
-        raise invalid("tools: must be an array of objects.", code="invalid_type", param="tools")
-    for name in ("tool_choice", "metadata"):
-        if data.get(name) is not None and not isinstance(data[name], dict):
-            raise invalid(f"{name}: must be an object.", code="invalid_type", param=name)
-    if data.get("stop_sequences") is not None and not (
-        isinstance(data["stop_sequences"], list)
-        and all(isinstance(stop, str) for stop in data["stop_sequences"])
-    ):
-        raise invalid(
-            "stop_sequences: must be an array of strings.",
-            code="invalid_type",
-            param="stop_sequences",
-        )
     try:
         validation.check_text(system, "body.system", 1)
         for index in range(start, len(messages)):
             validation.check_text(messages[index], f"body.messages[{index}]", 2)
-        validation.check_text(tools, "body.tools", 1)
     except validation.Invalid as error:
         raise invalid(str(error), code="invalid_value") from None
 
@@ -236,7 +219,8 @@ def _translate(body: dict[str, Any]) -> dict[str, Any]:
         )
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise invalid(
-            f"This Messages request could not be translated ({error}).", code="invalid_value"
+            f"This Messages request could not be translated ({scrub(str(error))}).",
+            code="invalid_value",
         ) from None
     chat = without_cache_control(dict(translated))
     for message in chat.get("messages") or ():

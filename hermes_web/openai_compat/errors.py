@@ -7,6 +7,8 @@ error types, which follow the status.
 
 from __future__ import annotations
 
+import re
+
 from django.http import JsonResponse
 
 
@@ -69,3 +71,23 @@ ANTHROPIC_TYPES = {
 def invalid(message: str, *, code: str, param: str | None = None) -> ApiError:
     """A 400 about the request body."""
     return ApiError(400, message, code=code, param=param)
+
+
+# What an exception's text may carry that a client must never see: Python's traceback (and
+# everything after its header: frames, source lines, carets), a frame line, and file-system
+# paths (POSIX ones that start a word, not a URL's path; Windows drive paths).
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\).*", re.DOTALL)
+_FRAME = re.compile(r'File "[^"]*", line \d+(?:, in \S+)?')
+_POSIX_PATH = re.compile(r"(?<![\w:/.~-])/(?:[\w.@+~-]+/)+[\w.@+~-]*")
+_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s\\\"']+\\)*[^\s\\\"']*")
+MAX_UPSTREAM_TEXT = 400
+
+
+def scrub(text: str) -> str:
+    """``text`` (an upstream or litellm exception's message) as a client may see it: no
+    traceback, no frame, no server path, whitespace collapsed, at most 400 characters."""
+    text = _TRACEBACK.sub(" ", text)
+    text = _FRAME.sub("…", text)
+    text = _POSIX_PATH.sub("…", text)
+    text = _WINDOWS_PATH.sub("…", text)
+    return " ".join(text.split())[:MAX_UPSTREAM_TEXT]

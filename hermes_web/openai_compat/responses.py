@@ -36,8 +36,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from hermes_web import validation
 from hermes_web.models import Message
-from hermes_web.openai_compat import service, views
-from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat import fields, service, views
+from hermes_web.openai_compat.errors import ApiError, invalid, scrub
 from hermes_web.openai_compat.translations import RESPONSES as TRANSLATED
 from hermes_web.openai_compat.translations import conversation_key
 from hermes_web.openai_compat.upstream import Reply, StreamGatherer, _import_litellm
@@ -222,7 +222,8 @@ def translate_body(
         )
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise invalid(
-            f"This Responses request could not be translated ({error}).", code="invalid_value"
+            f"This Responses request could not be translated ({scrub(str(error))}).",
+            code="invalid_value",
         ) from None
     messages = (done or []) + attach_reasoning([_plain(message) for message in messages], anchors)
     body: dict[str, Any] = {
@@ -345,6 +346,7 @@ def _plain(message: Any) -> dict:
 def parse_for(owner_id: int | None) -> Any:
     def parse(body: bytes) -> ChatRequest:
         data = load_body(body)
+        fields.check(data, fields.RESPONSES_FIELDS)
         previous = data.get("previous_response_id")
         history: list[dict] = []
         if previous is not None:

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from hermes_web.agent.provider import chat_provider_kwargs
 from hermes_web.llm_models import DEMO_MODEL, chat_model, is_demo_model, litellm_module
-from hermes_web.openai_compat.errors import ApiError
+from hermes_web.openai_compat.errors import ApiError, scrub
 
 
 def allowed_models() -> list[str]:
@@ -303,7 +303,7 @@ def upstream_error(error: Exception, model: str) -> ApiError:
     is passed on (401, 403, 429, 400…), a timeout is 504 and an unreachable provider 502.
     Anything that is not a provider error is re-raised (our own bug: a 500)."""
     litellm = _import_litellm()
-    text = " ".join(str(getattr(error, "message", None) or error).split())[:400]
+    text = scrub(str(getattr(error, "message", None) or error))
     status = getattr(error, "status_code", None)
     if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
         return ApiError(

@@ -8,6 +8,7 @@ from typing import Any
 
 from compaction import validate_tool_pairs
 from hermes_web import validation
+from hermes_web.openai_compat import fields
 from hermes_web.openai_compat.errors import ApiError, invalid
 from hermes_web.openai_compat.matching import RECENT, Known
 
@@ -57,9 +58,12 @@ def parse_request(body: bytes) -> ChatRequest:
 
     Messages must be OpenAI chat messages with a known role; tool results must follow the
     assistant message that called them and every call must have its result (what providers
-    require too): a broken pair is refused here rather than stored.
+    require too): a broken pair is refused here rather than stored. Every other field
+    sent on to the model is checked too (``fields.CHAT_FIELDS``).
     """
-    return request_from(load_body(body))
+    data = load_body(body)
+    fields.check(data, fields.CHAT_FIELDS)
+    return request_from(data)
 
 
 def load_body(body: bytes) -> dict[str, Any]:

@@ -1,21 +1,18 @@
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.views import LoginView
-from django.core.cache import caches
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_safe
 
-from hermes_web.caching import SIGNUP_WINDOW_SECONDS, signup_key
+from hermes_web import limits
 from hermes_web.health import check_broker, check_database, check_workers
+from hermes_web.limits import client_ip
 
 
 @require_safe
@@ -53,50 +50,26 @@ class HermesLoginView(LoginView):
             return redirect("signup")
         return super().get(request, *args, **kwargs)
 
-
-def client_ip(request: HttpRequest) -> str | None:
-    """The caller's address: REMOTE_ADDR, or the address the one trusted proxy saw
-    (HERMES_BEHIND_PROXY) — the last X-Forwarded-For hop, the only one a client cannot forge."""
-    if settings.HERMES_BEHIND_PROXY:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
-        if hops and _is_ip(hops[-1]):
-            return hops[-1]
-    # None when unknown (axes stores it in an IP column: PostgreSQL refuses any other text).
-    return request.META.get("REMOTE_ADDR") or None
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def signup_throttled(request: HttpRequest) -> bool:
-    """Count this sign-up attempt; True once the address has used up its hourly allowance."""
-    # The "limits" cache is shared by every process (Redis or the database), so N web
-    # processes do not each allow the hourly count.
-    limits = caches["limits"]
-    key = signup_key(client_ip(request) or "unknown", timezone.now())
-    # The database cache's incr is a read then a write: one transaction (SQLite takes its write
-    # lock at BEGIN) keeps two processes from both reading the same count.
-    with transaction.atomic():
-        limits.add(key, 0, SIGNUP_WINDOW_SECONDS)
-        try:
-            attempts = limits.incr(key)
-        except ValueError:  # evicted between add and incr
-            limits.set(key, 1, SIGNUP_WINDOW_SECONDS)
-            attempts = 1
-    return attempts > settings.HERMES_SIGNUP_PER_HOUR
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        # Every username from one address counts here (axes counts per username and address).
+        if limits.address_locked(client_ip(request) or "unknown"):
+            return render(
+                request,
+                "registration/locked_out.html",
+                {
+                    "message": "Too many failed log-ins from your address.",
+                    "cooloff_minutes": limits.login_window() // 60,
+                },
+                status=429,
+            )
+        return super().post(request, *args, **kwargs)
 
 
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("conversation_list")
-    if request.method == "POST" and signup_throttled(request):
+    if request.method == "POST" and limits.signup_throttled(client_ip(request) or "unknown"):
         return render(
             request,
             "registration/locked_out.html",
