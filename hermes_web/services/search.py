@@ -247,7 +247,7 @@ def _where(user, query: SearchQuery) -> tuple[list[str], list[Any], bool]:
 
 
 def _bound(day: dt.date) -> Any:
-    moment = timezone.make_aware(dt.datetime.combine(day, dt.time()), dt.timezone.utc)
+    moment = timezone.make_aware(dt.datetime.combine(day, dt.time()), dt.UTC)
     return connection.ops.adapt_datetimefield_value(moment)
 
 
@@ -345,7 +345,7 @@ def _datetime(value: Any) -> dt.datetime | None:
     if value is None or isinstance(value, dt.datetime):
         return value
     parsed = dt.datetime.fromisoformat(str(value))
-    return timezone.make_aware(parsed, dt.timezone.utc) if timezone.is_naive(parsed) else parsed
+    return timezone.make_aware(parsed, dt.UTC) if timezone.is_naive(parsed) else parsed
 
 
 def snippet(body: str, pattern: re.Pattern[str]) -> tuple[str, str]:
