@@ -7,7 +7,8 @@ index every prefix already matches, so the star is accepted and dropped). Matchi
 substring and ignores case, so identifiers are found as typed (``src/app/parser.py``,
 ``--no-verify``, ``0x7f3a``, ``feat/login-v2``, CJK, emoji).
 
-``search`` runs it on the index of ``search_index`` (FTS5 trigram on SQLite, pg_trgm on
+``search`` first indexes the rows written since the last indexing (bounded), then runs it
+on the index of ``search_index`` (FTS5 trigram on SQLite, pg_trgm on
 PostgreSQL), only over the entries of the given owner, newest first. A term shorter than a
 trigram cannot use the index: with a longer term beside it, it filters that term's matches;
 alone, it scans only the newest ``SHORT_SCAN_MESSAGES`` messages (and every compaction) and
@@ -28,7 +29,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.search_index import COMPACTION_BASE, TABLE, id_column
+from hermes_web.services.search_index import COMPACTION_BASE, TABLE, id_column, pending_count, sync
 
 KINDS = ("message", "tool_call", "tool_result", "summary", "ledger", "native_summary")
 ROLES = tuple(Message.Role.values)
@@ -37,6 +38,9 @@ MAX_QUERY_CHARS = 500
 MAX_TERMS = 12
 TRIGRAM = 3
 SHORT_SCAN_MESSAGES = 50_000
+# Rows written since the last indexing that a search indexes before it runs (about a second
+# of work at most); more are left to the worker's index_search task, and the result says so.
+SYNC_ON_SEARCH = 10_000
 # A count past this many hits is reported as "at least": counting every hit of a common word
 # over a million rows costs more than the page itself.
 COUNT_CAP = 1000
@@ -258,6 +262,10 @@ def search(user, query: SearchQuery, *, offset: int = 0, limit: int = 20) -> Sea
     every message's (``COMPACTION_BASE``).
     """
     where, params, bounded = _where(user, query)
+    # The rows written since the last indexing (chat replies, /v1 turns, commits) are indexed
+    # now, so a search sees everything already stored; a huge import is left to the worker.
+    sync(limit=SYNC_ON_SEARCH)
+    behind = pending_count()
     rowid = id_column()
     condition = " AND ".join(where)
     with connection.cursor() as cursor:
@@ -280,8 +288,13 @@ def search(user, query: SearchQuery, *, offset: int = 0, limit: int = 20) -> Sea
         count_exact=count <= COUNT_CAP,
         offset=offset,
         limit=limit,
-        partial=bounded,
+        partial=bounded or behind > 0,
     )
+    if behind:
+        result.notes.append(
+            f"{behind:,} rows written moments ago are still being indexed; search again "
+            "shortly to include them."
+        )
     if bounded:
         result.notes.append(
             f"Every term is shorter than {TRIGRAM} characters, so only the newest "

@@ -14,11 +14,14 @@ What is indexed (each a *kind*):
   fact texts of its report's ledger (``report["ledger"]["facts"][kind][i]["text"]``) and an
   agent's own summary as its transcript wrote it.
 
-Why triggers: rows are written by ``bulk_create`` (chat, compaction commit, undo/redo), by
-plain ``executemany`` INSERTs (the import store), by ``.update()`` and by cascaded deletes
-(a session or a user deleted); none of those sends a signal. A trigger on each of the two
-tables sees every one of them, in the writer's own transaction, so the index can never
-disagree with the rows, and no write path has to remember it.
+How it stays current: rows are written by ``bulk_create`` (chat, compaction commit,
+undo/redo), by plain ``executemany`` INSERTs (the import store), by ``.update()`` and by
+cascaded deletes (a session or a user deleted); none of those sends a signal. So a trigger on
+each of the two tables marks every written, changed or deleted row in ``hermes_search_pending``
+(in the writer's own transaction, one small insert per row), and ``sync`` replaces the marked
+rows' entries in batches: a search runs it first (bounded), and the store step of an import
+queues the worker task ``index_search`` for its thousands of rows. No write path has to
+remember the index, and none can leave it behind for good.
 
 Entry ids: a message's text is ``id * 2``, its tool calls ``id * 2 + 1``; a compaction's
 texts are ``COMPACTION_BASE + id * 4 + (0 summary, 1 ledger, 2 native summary)``. A writer
@@ -39,6 +42,8 @@ from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 TABLE = "hermes_search"
+# Entry ids written since they were last indexed (by the triggers); ``sync`` indexes them.
+PENDING = "hermes_search_pending"
 COMPACTION_BASE = 1 << 48
 # Columns of an entry, in insert order (``id`` is FTS5's rowid on SQLite).
 COLUMNS = (
@@ -164,54 +169,43 @@ def _sqlite_compaction_insert(c: str, source: str) -> str:
     )
 
 
-_SQLITE_NEW_MESSAGE = "FROM hermes_web_session s WHERE s.id = new.session_id"
-_SQLITE_NEW_COMPACTION = "FROM hermes_web_session s WHERE s.id = new.session_id"
-_SQLITE_DELETE_MESSAGE = f"DELETE FROM {TABLE} WHERE rowid IN (old.id * 2, old.id * 2 + 1);"
-_SQLITE_DELETE_COMPACTION = (
-    f"DELETE FROM {TABLE} WHERE rowid BETWEEN {COMPACTION_BASE} + old.id * 4"
-    f" AND {COMPACTION_BASE} + old.id * 4 + 3;"
-)
 # The columns whose change changes an entry (archiving flips ``active``/``archived`` only,
 # which the index does not hold: archived rows stay searchable).
 _MESSAGE_COLUMNS = "content, tool_calls, role, is_summary, position, session_id, created_at"
 _COMPACTION_COLUMNS = "report, native_summary, session_id, queued_at, finished_at"
+_MESSAGE_ENTRY = "{row}.id * 2"
+_COMPACTION_ENTRY = f"{COMPACTION_BASE} + {{row}}.id * 4"
+
+
+def _sqlite_triggers() -> list[str]:
+    statements = []
+    for table, short, entry, columns in (
+        ("hermes_web_message", "message", _MESSAGE_ENTRY, _MESSAGE_COLUMNS),
+        ("hermes_web_compaction", "compaction", _COMPACTION_ENTRY, _COMPACTION_COLUMNS),
+    ):
+        for event, row in (("INSERT", "new"), (f"UPDATE OF {columns}", "new"), ("DELETE", "old")):
+            name = f"hermes_search_{short}_{event.split()[0].lower()}"
+            statements.append(
+                f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN"
+                f" INSERT OR IGNORE INTO {PENDING} (entry) VALUES ({entry.format(row=row)}); END"
+            )
+    return statements
+
 
 SQLITE_CREATE = [
     f"CREATE VIRTUAL TABLE {TABLE} USING fts5(body, kind UNINDEXED, owner_id UNINDEXED,"
     " session_id UNINDEXED, message_id UNINDEXED, compaction_id UNINDEXED, role UNINDEXED,"
     " position UNINDEXED, created_at UNINDEXED, tokenize = 'trigram')",
-    "CREATE TRIGGER hermes_search_message_insert AFTER INSERT ON hermes_web_message BEGIN\n"
-    + _sqlite_message_insert("new", _SQLITE_NEW_MESSAGE)
-    + "\nEND",
-    f"CREATE TRIGGER hermes_search_message_update AFTER UPDATE OF {_MESSAGE_COLUMNS}"
-    " ON hermes_web_message BEGIN\n"
-    + _SQLITE_DELETE_MESSAGE
-    + "\n"
-    + _sqlite_message_insert("new", _SQLITE_NEW_MESSAGE)
-    + "\nEND",
-    "CREATE TRIGGER hermes_search_message_delete AFTER DELETE ON hermes_web_message BEGIN\n"
-    + _SQLITE_DELETE_MESSAGE
-    + "\nEND",
-    "CREATE TRIGGER hermes_search_compaction_insert AFTER INSERT ON hermes_web_compaction BEGIN\n"
-    + _sqlite_compaction_insert("new", _SQLITE_NEW_COMPACTION)
-    + "\nEND",
-    f"CREATE TRIGGER hermes_search_compaction_update AFTER UPDATE OF {_COMPACTION_COLUMNS}"
-    " ON hermes_web_compaction BEGIN\n"
-    + _SQLITE_DELETE_COMPACTION
-    + "\n"
-    + _sqlite_compaction_insert("new", _SQLITE_NEW_COMPACTION)
-    + "\nEND",
-    "CREATE TRIGGER hermes_search_compaction_delete AFTER DELETE ON hermes_web_compaction BEGIN\n"
-    + _SQLITE_DELETE_COMPACTION
-    + "\nEND",
+    f"CREATE TABLE {PENDING} (entry INTEGER PRIMARY KEY)",
+    *_sqlite_triggers(),
 ]
 SQLITE_DROP = [
-    "DROP TRIGGER IF EXISTS hermes_search_message_insert",
-    "DROP TRIGGER IF EXISTS hermes_search_message_update",
-    "DROP TRIGGER IF EXISTS hermes_search_message_delete",
-    "DROP TRIGGER IF EXISTS hermes_search_compaction_insert",
-    "DROP TRIGGER IF EXISTS hermes_search_compaction_update",
-    "DROP TRIGGER IF EXISTS hermes_search_compaction_delete",
+    *(
+        f"DROP TRIGGER IF EXISTS hermes_search_{short}_{event}"
+        for short in ("message", "compaction")
+        for event in ("insert", "update", "delete")
+    ),
+    f"DROP TABLE IF EXISTS {PENDING}",
     f"DROP TABLE IF EXISTS {TABLE}",
 ]
 
@@ -261,8 +255,6 @@ def _pg_compaction_insert(c: str, source: str) -> str:
     ).replace(" WHERE body IS NOT", " e WHERE body IS NOT")
 
 
-_PG_NEW = "FROM hermes_web_session s WHERE s.id = NEW.session_id"
-
 POSTGRES_CREATE = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, body text NOT NULL,"
@@ -271,6 +263,7 @@ POSTGRES_CREATE = [
     " position integer, created_at timestamptz)",
     f"CREATE INDEX hermes_search_body_trgm ON {TABLE} USING gin (body gin_trgm_ops)",
     f"CREATE INDEX hermes_search_owner_id ON {TABLE} (owner_id, id)",
+    f"CREATE TABLE {PENDING} (entry bigint PRIMARY KEY)",
     # A call's arguments as their string and number values (the text itself when it is not
     # JSON: PostgreSQL 15 has no json_valid, so the cast's error is caught).
     "CREATE FUNCTION hermes_search_json_text(t text) RETURNS text LANGUAGE plpgsql"
@@ -280,37 +273,30 @@ POSTGRES_CREATE = [
     "          WHERE jsonb_typeof(v) IN ('string', 'number'));\n"
     "EXCEPTION WHEN others THEN RETURN t;\n"
     "END $$",
-    "CREATE FUNCTION hermes_search_message_sync() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "CREATE FUNCTION hermes_search_mark() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+    "DECLARE r record;\n"
     "BEGIN\n"
-    "  IF TG_OP <> 'INSERT' THEN\n"
-    f"    DELETE FROM {TABLE} WHERE id IN (OLD.id * 2, OLD.id * 2 + 1);\n"
-    "  END IF;\n"
-    "  IF TG_OP <> 'DELETE' THEN\n"
-    + _pg_message_insert("NEW", _PG_NEW)
-    + "\n  END IF;\n  RETURN NULL;\nEND $$",
-    "CREATE FUNCTION hermes_search_compaction_sync() RETURNS trigger LANGUAGE plpgsql AS $$\n"
-    "BEGIN\n"
-    "  IF TG_OP <> 'INSERT' THEN\n"
-    f"    DELETE FROM {TABLE} WHERE id BETWEEN {COMPACTION_BASE} + OLD.id * 4"
-    f" AND {COMPACTION_BASE} + OLD.id * 4 + 3;\n"
-    "  END IF;\n"
-    "  IF TG_OP <> 'DELETE' THEN\n"
-    + _pg_compaction_insert("NEW", _PG_NEW)
-    + "\n  END IF;\n  RETURN NULL;\nEND $$",
-    # TRUNCATE fires no row trigger (Django's flush between tests truncates): clear the
+    "  IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;\n"
+    f"  INSERT INTO {PENDING} (entry) VALUES (CASE TG_TABLE_NAME WHEN 'hermes_web_message'"
+    f" THEN r.id * 2 ELSE {COMPACTION_BASE} + r.id * 4 END) ON CONFLICT DO NOTHING;\n"
+    "  RETURN NULL;\n"
+    "END $$",
+    # TRUNCATE fires no row trigger (Django's flush between tests truncates): drop the
     # entries of the truncated table with it.
     "CREATE FUNCTION hermes_search_truncate() RETURNS trigger LANGUAGE plpgsql AS $$\n"
     "BEGIN\n"
     "  IF TG_TABLE_NAME = 'hermes_web_message' THEN\n"
     f"    DELETE FROM {TABLE} WHERE id < {COMPACTION_BASE};\n"
+    f"    DELETE FROM {PENDING} WHERE entry < {COMPACTION_BASE};\n"
     "  ELSE\n"
     f"    DELETE FROM {TABLE} WHERE id >= {COMPACTION_BASE};\n"
+    f"    DELETE FROM {PENDING} WHERE entry >= {COMPACTION_BASE};\n"
     "  END IF;\n  RETURN NULL;\nEND $$",
     f"CREATE TRIGGER hermes_search_message AFTER INSERT OR DELETE OR UPDATE OF {_MESSAGE_COLUMNS}"
-    " ON hermes_web_message FOR EACH ROW EXECUTE FUNCTION hermes_search_message_sync()",
+    " ON hermes_web_message FOR EACH ROW EXECUTE FUNCTION hermes_search_mark()",
     f"CREATE TRIGGER hermes_search_compaction AFTER INSERT OR DELETE OR UPDATE OF"
     f" {_COMPACTION_COLUMNS} ON hermes_web_compaction FOR EACH ROW"
-    " EXECUTE FUNCTION hermes_search_compaction_sync()",
+    " EXECUTE FUNCTION hermes_search_mark()",
     "CREATE TRIGGER hermes_search_message_truncate AFTER TRUNCATE ON hermes_web_message"
     " FOR EACH STATEMENT EXECUTE FUNCTION hermes_search_truncate()",
     "CREATE TRIGGER hermes_search_compaction_truncate AFTER TRUNCATE ON hermes_web_compaction"
@@ -321,10 +307,10 @@ POSTGRES_DROP = [
     "DROP TRIGGER IF EXISTS hermes_search_compaction ON hermes_web_compaction",
     "DROP TRIGGER IF EXISTS hermes_search_message_truncate ON hermes_web_message",
     "DROP TRIGGER IF EXISTS hermes_search_compaction_truncate ON hermes_web_compaction",
-    "DROP FUNCTION IF EXISTS hermes_search_message_sync()",
-    "DROP FUNCTION IF EXISTS hermes_search_compaction_sync()",
+    "DROP FUNCTION IF EXISTS hermes_search_mark()",
     "DROP FUNCTION IF EXISTS hermes_search_truncate()",
     "DROP FUNCTION IF EXISTS hermes_search_json_text(text)",
+    f"DROP TABLE IF EXISTS {PENDING}",
     f"DROP TABLE IF EXISTS {TABLE}",
 ]
 
@@ -338,25 +324,94 @@ def drop_statements(vendor: str) -> list[str]:
     return POSTGRES_DROP if vendor == "postgresql" else SQLITE_DROP
 
 
-def _backfill_messages(vendor: str) -> str:
-    """Index the messages with ``%s < id <= %s`` (the same expressions as the triggers)."""
-    source = (
-        "FROM hermes_web_message m JOIN hermes_web_session s ON s.id = m.session_id"
-        " WHERE m.id > %s AND m.id <= %s"
-    )
-    if vendor == "postgresql":
-        return _pg_message_insert("m", source)
-    return _sqlite_message_insert("m", source)
+def _index_sql(vendor: str, table: str, where: str) -> list[str]:
+    """The INSERT … SELECT statements that index the rows of ``table`` matching ``where``
+    (``m``/``c`` is the row, ``s`` its session)."""
+    if table == "message":
+        source = f"FROM hermes_web_message m JOIN hermes_web_session s ON s.id = m.session_id WHERE {where}"
+        sql = (_pg_message_insert if vendor == "postgresql" else _sqlite_message_insert)(
+            "m", source
+        )
+    else:
+        source = f"FROM hermes_web_compaction c JOIN hermes_web_session s ON s.id = c.session_id WHERE {where}"
+        sql = (_pg_compaction_insert if vendor == "postgresql" else _sqlite_compaction_insert)(
+            "c", source
+        )
+    return [part.strip().rstrip(";") for part in sql.split(";\n") if part.strip()]
 
 
-def _backfill_compactions(vendor: str) -> str:
-    source = (
-        "FROM hermes_web_compaction c JOIN hermes_web_session s ON s.id = c.session_id"
-        " WHERE c.id > %s AND c.id <= %s"
-    )
-    if vendor == "postgresql":
-        return _pg_compaction_insert("c", source)
-    return _sqlite_compaction_insert("c", source)
+def _placeholders(n: int) -> str:
+    return ", ".join(["%s"] * n)
+
+
+def _index_entries(cursor, vendor: str, entries: list[int]) -> None:
+    """Replace the index entries of these entry ids by their rows' current texts (a row gone
+    leaves none)."""
+    rowid = "rowid" if vendor == "sqlite" else "id"
+    messages = [e // 2 for e in entries if e < COMPACTION_BASE]
+    compactions = [(e - COMPACTION_BASE) // 4 for e in entries if e >= COMPACTION_BASE]
+    if messages:
+        ids = [m * 2 for m in messages] + [m * 2 + 1 for m in messages]
+        cursor.execute(f"DELETE FROM {TABLE} WHERE {rowid} IN ({_placeholders(len(ids))})", ids)
+        for statement in _index_sql(vendor, "message", f"m.id IN ({_placeholders(len(messages))})"):
+            cursor.execute(statement, messages)
+    if compactions:
+        ids = [COMPACTION_BASE + c * 4 + k for c in compactions for k in range(3)]
+        cursor.execute(f"DELETE FROM {TABLE} WHERE {rowid} IN ({_placeholders(len(ids))})", ids)
+        where = f"c.id IN ({_placeholders(len(compactions))})"
+        for statement in _index_sql(vendor, "compaction", where):
+            cursor.execute(statement, compactions)
+
+
+SYNC_BATCH = 2000
+
+
+def pending_count(connection: BaseDatabaseWrapper = default_connection) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {PENDING}")
+        return cursor.fetchone()[0]
+
+
+def sync(connection: BaseDatabaseWrapper = default_connection, *, limit: int | None = None) -> int:
+    """Index the rows written since they were last indexed, at most ``limit`` of them (all
+    when None), ``SYNC_BATCH`` per transaction; returns how many entries were indexed.
+
+    The triggers only mark a written row (an insert into ``hermes_search_pending``): FTS5
+    flushes its pending terms at every statement savepoint, so indexing from inside a row
+    trigger made a bulk insert ~6× slower than indexing the same rows in batches here.
+    Each batch is claimed by deleting its marks first: a row written again meanwhile is
+    marked again and indexed by a later batch, and two workers never index the same batch
+    (PostgreSQL: SKIP LOCKED; SQLite serializes writers).
+    """
+    from django.db import transaction
+
+    vendor = connection.vendor
+    done = 0
+    while limit is None or done < limit:
+        size = SYNC_BATCH if limit is None else min(SYNC_BATCH, limit - done)
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            if vendor == "postgresql":
+                cursor.execute(
+                    f"DELETE FROM {PENDING} WHERE entry IN (SELECT entry FROM {PENDING}"
+                    " ORDER BY entry LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING entry",
+                    [size],
+                )
+                entries = [row[0] for row in cursor.fetchall()]
+            else:
+                cursor.execute(f"SELECT entry FROM {PENDING} ORDER BY entry LIMIT %s", [size])
+                entries = [row[0] for row in cursor.fetchall()]
+                if entries:
+                    cursor.execute(
+                        f"DELETE FROM {PENDING} WHERE entry IN ({_placeholders(len(entries))})",
+                        entries,
+                    )
+            if not entries:
+                break
+            _index_entries(cursor, vendor, entries)
+        done += len(entries)
+        if len(entries) < size:
+            break
+    return done
 
 
 def rebuild(
@@ -368,27 +423,28 @@ def rebuild(
     """Empty the index and index every message and compaction again, ``batch`` ids at a time.
 
     ``progress(table, done, total)`` is called after each batch. Returns the entry count and
-    the rows read per table. Each batch is its own statement group: a rebuild of a large
-    database does not hold one huge transaction (searches meanwhile see a partial index).
+    the rows read per table. Each batch commits on its own: a rebuild of a large database
+    does not hold one huge transaction (searches meanwhile see a partial index).
     """
     vendor = connection.vendor
+    counts = {}
     with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {PENDING}")
         cursor.execute(f"DELETE FROM {TABLE}")
-        counts = {}
-        for table, sql in (
-            ("hermes_web_message", _backfill_messages(vendor)),
-            ("hermes_web_compaction", _backfill_compactions(vendor)),
+        for kind, table in (
+            ("message", "hermes_web_message"),
+            ("compaction", "hermes_web_compaction"),
         ):
             cursor.execute(f"SELECT count(*), coalesce(max(id), 0) FROM {table}")
             total, top = cursor.fetchone()
             counts[table] = total
+            alias = kind[0]
+            statements = _index_sql(vendor, kind, f"{alias}.id > %s AND {alias}.id <= %s")
             low = 0
             while low < top:
                 high = low + batch
-                for statement in sql.split(";\n"):
-                    statement = statement.strip().rstrip(";")
-                    if statement:
-                        cursor.execute(statement, [low, high])
+                for statement in statements:
+                    cursor.execute(statement, [low, high])
                 low = high
                 if progress is not None:
                     progress(table, min(high, top), top)

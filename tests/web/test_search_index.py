@@ -18,7 +18,7 @@ from hermes_web.models import ApiKey, Message, Session
 from hermes_web.services.chat import send_message, start_chat
 from hermes_web.services.compactions import request_compaction, run_compaction
 from hermes_web.services.search import parse_query, search
-from hermes_web.services.search_index import TABLE
+from hermes_web.services.search_index import TABLE, pending_count, sync
 from hermes_web.services.sessions import append_message
 from hermes_web.services.undo import redo_compaction, undo_compaction
 
@@ -207,9 +207,34 @@ def test_a_deleted_chat_leaves_nothing_in_the_index(alice, alice_client):
 def test_a_deleted_user_leaves_nothing_in_the_index(alice):
     session, run = compacted(alice, "in_place")
     owner_id = alice.pk
+    sync()
     assert entries(owner_id=owner_id) > 0
     alice.delete()
+    assert pending_count() > 0  # the deletes were marked, in the deleting transaction
+    sync()
     assert entries(owner_id=owner_id) == 0
+
+
+def test_an_import_is_indexed_by_the_worker_task_it_queues(
+    alice, tmp_path, django_capture_on_commit_callbacks
+):
+    from hermes_web.celery import app
+
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "QUEUED-IBIS"}]}))
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        import_path(path, owner=alice)
+    assert pending_count() == 1
+    assert entries(owner_id=alice.pk) == 0
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True  # the queued task runs inline, as a worker would run it
+    try:
+        for callback in queued:
+            callback()
+    finally:
+        app.conf.task_always_eager = eager
+    assert pending_count() == 0
+    assert entries(owner_id=alice.pk) == 1
 
 
 def test_the_rebuild_command_indexes_everything_again(alice):
