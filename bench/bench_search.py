@@ -265,7 +265,13 @@ def main() -> int:
                 postgres = Postgres(workdir / "postgres", free_port())
                 try:
                     url = postgres.start(durable=False)
-                    env = {**base, "HERMES_DATA_DIR": str(Path(tmp) / "pg"), "DATABASE_URL": url}
+                    env = {
+                        **base,
+                        "HERMES_DATA_DIR": str(Path(tmp) / "pg"),
+                        "DATABASE_URL": url,
+                        # Settings want a key off SQLite; this process serves nothing.
+                        "SECRET_KEY": "bench-search-throwaway",
+                    }
                     failures += subprocess.run(child, env=env).returncode != 0
                 finally:
                     postgres.stop()

@@ -235,12 +235,10 @@ def _where(user, query: SearchQuery) -> tuple[list[str], list[Any], bool]:
             # The conversation's whole rotation chain: a fact's earlier and later sessions.
             root = found[1] or found[0]
             sessions = sessions.filter(Q(pk=root) | Q(root_id=root))
-        ids = list(sessions.values_list("pk", flat=True)[:10_000])
-        if not ids:
-            where.append("1 = 0")
-        else:
-            where.append(f"session_id IN ({', '.join(['%s'] * len(ids))})")
-            params.extend(ids)
+        # As a subquery: a user's sessions of one source can be many thousands.
+        sql, sub_params = sessions.order_by().values("pk").query.sql_with_params()
+        where.append(f"session_id IN ({sql})")
+        params.extend(sub_params)
     if query.since:
         where.append("created_at >= %s")
         params.append(_bound(query.since))

@@ -389,6 +389,11 @@ def sync(connection: BaseDatabaseWrapper = default_connection, *, limit: int | N
     done = 0
     while limit is None or done < limit:
         size = SYNC_BATCH if limit is None else min(SYNC_BATCH, limit - done)
+        with connection.cursor() as cursor:
+            # A read first: with nothing pending (most searches) no write lock is taken.
+            cursor.execute(f"SELECT 1 FROM {PENDING} LIMIT 1")
+            if cursor.fetchone() is None:
+                break
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             if vendor == "postgresql":
                 cursor.execute(
