@@ -71,9 +71,9 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     if parsed.stream is not None:
         close = getattr(parsed.stream, "close", None)
         try:
-            session = _store_streamed(parsed, owner, file, links)
-            queue_search_index(session.pk)
-            return session
+            streamed = _store_streamed(parsed, owner, file, links)
+            queue_search_index(streamed.pk)
+            return streamed
         finally:  # a spool file or an open reader, also when the session was refused unread
             if close is not None:
                 close()

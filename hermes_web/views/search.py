@@ -1,5 +1,7 @@
 """The search page: everything the signed-in user stored, one box (``services.search``)."""
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -40,16 +42,20 @@ def _offset(request: HtmxHttpRequest) -> int:
 def search_page(request: HtmxHttpRequest) -> HttpResponse:
     """``/search/?q=``: the form, and the hits when there is a query (a 400 page for a bad one)."""
     get = request.GET
+    q = get.get("q", "")
+    kinds, roles = get.getlist("kind"), get.getlist("role")
+    sources = [s for s in get.getlist("source") if s]
+    conversation, since, until = (get.get(k, "") for k in ("conversation", "since", "until"))
     form = {
-        "q": get.get("q", ""),
-        "kind": get.getlist("kind"),
-        "role": get.getlist("role"),
-        "source": [s for s in get.getlist("source") if s],
-        "conversation": get.get("conversation", ""),
-        "since": get.get("since", ""),
-        "until": get.get("until", ""),
+        "q": q,
+        "kind": kinds,
+        "role": roles,
+        "source": sources,
+        "conversation": conversation,
+        "since": since,
+        "until": until,
     }
-    context = {
+    context: dict[str, Any] = {
         "nav": "search",
         "form": form,
         "kinds": [(k, KIND_LABELS[k]) for k in KINDS],
@@ -59,16 +65,16 @@ def search_page(request: HtmxHttpRequest) -> HttpResponse:
         "error": "",
     }
     status = 200
-    if form["q"].strip():
+    if q.strip():
         try:
             query = parse_query(
-                form["q"],
-                kinds=form["kind"],
-                roles=form["role"],
-                sources=form["source"],
-                conversation=form["conversation"],
-                since=form["since"],
-                until=form["until"],
+                q,
+                kinds=kinds,
+                roles=roles,
+                sources=sources,
+                conversation=conversation,
+                since=since,
+                until=until,
             )
             result = search(request.user, query, offset=_offset(request), limit=PAGE)
             context["result"] = result
