@@ -186,6 +186,7 @@ def test_a_compaction_commit_undo_and_redo_keep_the_index_current(alice, mode):
 def test_an_edited_or_moved_row_is_found_by_its_new_text_only(alice):
     session = Session.objects.create(owner=alice)
     row = Message.objects.create(session=session, position=0, role="user", content="OLD-WREN")
+    assert_current(alice, "OLD-WREN")  # indexed: the edit below must replace the entry
     Message.objects.filter(pk=row.pk).update(content=[{"type": "text", "text": "NEW-WREN"}])
     assert hits(alice, "OLD-WREN") == set()
     assert_current(alice, "NEW-WREN")
@@ -197,6 +198,8 @@ def test_a_deleted_chat_leaves_nothing_in_the_index(alice, alice_client):
     session = start_chat(owner=alice)
     append_message(session, role="user", content="DELETED-SWIFT")
     session_pk = session.pk
+    assert_current(alice, "DELETED-SWIFT")
+    assert entries(session_id=session_pk) > 0
     response = alice_client.post(reverse("chat_delete", args=[session.public_id]))
     assert response.status_code in (200, 302)
     assert not Session.objects.filter(pk=session_pk).exists()
