@@ -22,6 +22,7 @@ _discovering = threading.Lock()
 
 COMPACT_SESSION = "hermes_web.tasks.compact_session"
 RUN_AGENT_TURN = "hermes_web.tasks.run_agent_turn"
+INDEX_SEARCH = "hermes_web.tasks.index_search"
 
 
 def task(name: str):
@@ -73,3 +74,9 @@ def queue_agent_turn(turn_id: int) -> None:
 def send_compaction(compaction_id: int) -> None:
     """Send compaction ``compaction_id`` to the workers now; the broker's errors propagate."""
     task(COMPACT_SESSION).delay(compaction_id)
+
+
+def queue_search_index(session_id: int) -> None:
+    """Index the rows written so far for search (a worker, once this transaction commits):
+    an import stores thousands of rows, which a worker indexes rather than the request."""
+    enqueue_on_commit(INDEX_SEARCH, session_id)

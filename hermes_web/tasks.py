@@ -100,6 +100,15 @@ def run_recall_test(test_id: int) -> str | None:
         return "failed"
 
 
+@shared_task(name="hermes_web.tasks.index_search")
+def index_search(session_id: int | None = None) -> int:
+    """Index every row written since the last indexing (search; ``session_id`` only names
+    the session whose writing queued it). Returns the entries indexed."""
+    from hermes_web.services.search_index import sync
+
+    return sync()
+
+
 @shared_task(bind=True, name="hermes_web.tasks.run_agent_turn", acks_late=True, max_retries=None)
 def run_agent_turn(self, turn_id: int) -> None:
     """Run one chat turn (see agent.loop.run_turn); it comes back later while a compaction runs."""

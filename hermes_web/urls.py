@@ -6,7 +6,16 @@ from django.http import Http404
 from django.urls import include, path, re_path
 
 from hermes_web.api import api
-from hermes_web.views import accounts, chat, conversations, fate, imports, inspector, native
+from hermes_web.views import (
+    accounts,
+    chat,
+    conversations,
+    fate,
+    imports,
+    inspector,
+    native,
+    search,
+)
 from hermes_web.views import api_keys as api_key_views
 
 
@@ -119,6 +128,7 @@ urlpatterns = [
         name="compaction_redo",
     ),
     path("compare/", inspector.compare, name="compare"),
+    path("search/", search.search_page, name="search"),
     path("import/", imports.import_page, name="import_page"),
     path("settings/api-keys/", api_key_views.api_keys, name="api_keys"),
     path("settings/api-keys/new/", api_key_views.create_api_key, name="create_api_key"),

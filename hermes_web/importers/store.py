@@ -30,6 +30,7 @@ from hermes_web.importers.checks import (
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.native import NativeRows
 from hermes_web.importers.validate import Invalid, check_text
+from hermes_web.jobs import queue_search_index
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
 
@@ -70,7 +71,9 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     if parsed.stream is not None:
         close = getattr(parsed.stream, "close", None)
         try:
-            return _store_streamed(parsed, owner, file, links)
+            streamed = _store_streamed(parsed, owner, file, links)
+            queue_search_index(streamed.pk)
+            return streamed
         finally:  # a spool file or an open reader, also when the session was refused unread
             if close is not None:
                 close()
@@ -121,6 +124,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     links.stored(session, parsed)
     if own_links:
         links.finish()
+    queue_search_index(session.pk)
     session.message_total = report["messages"]
     session.fidelity = report
     return session
@@ -236,6 +240,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     links.stored(session, parsed)
     if own_links:
         links.finish()
+    queue_search_index(session.pk)
     session.message_total = report["messages"]
     session.fidelity = report
     return session
