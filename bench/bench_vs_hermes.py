@@ -203,11 +203,13 @@ def main(quick: bool, real: str | None) -> int:
         ours_config = CompactionConfig(context_length=window)
         classic_config = CompactionConfig(context_length=window, profile="classic")
 
-        def ours(messages: list[dict[str, Any]] = messages) -> object:
-            return compact([dict(m) for m in messages], config=ours_config, force=True)
+        def ours(messages: list[dict[str, Any]] = messages, config: Any = ours_config) -> object:
+            return compact([dict(m) for m in messages], config=config, force=True)
 
-        def classic(messages: list[dict[str, Any]] = messages) -> object:
-            return compact([dict(m) for m in messages], config=classic_config, force=True)
+        def classic(
+            messages: list[dict[str, Any]] = messages, config: Any = classic_config
+        ) -> object:
+            return compact([dict(m) for m in messages], config=config, force=True)
 
         o_ms, o_mb = measure(ours, repeats)
         c_ms, c_mb = measure(classic, repeats)
@@ -218,7 +220,7 @@ def main(quick: bool, real: str | None) -> int:
             misses_here.append("classic mem")
         if hermes is not None:
 
-            def theirs(messages: list[dict[str, Any]] = messages) -> object:
+            def theirs(messages: list[dict[str, Any]] = messages, window: int = window) -> object:
                 compressor = hermes.ContextCompressor(
                     model="gpt-4o-mini", config_context_length=window, quiet_mode=True
                 )
