@@ -29,6 +29,7 @@ from typing import IO, Any
 from django.conf import settings
 
 from compaction import PREFIX_OPENING
+from hermes_web.importers import sqlite_file
 from hermes_web.importers.base import (
     MAX_LINE_BYTES,
     ImportProblem,
@@ -442,34 +443,6 @@ def _columns(db: sqlite3.Connection, table: str, *, generated: bool = False) -> 
     return {row[1] for row in rows if (row[6] in (2, 3)) == generated}
 
 
-def _plain_tables_only(db: sqlite3.Connection, file: str) -> None:
-    """Refuse a database whose tables we read are views or virtual tables: their SQL or
-    module code would run inside our SELECTs (a recursive view burns CPU forever).
-
-    Triggers on those tables are refused too, except ``AFTER INSERT/UPDATE/DELETE`` ones:
-    real Hermes databases keep their full-text index with such triggers, and they can never
-    fire here (the connection is ``query_only`` and the file immutable)."""
-    rows = db.execute(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name IN (?, ?) "
-        "OR name IN (?, ?)",
-        ("sessions", "messages", "sessions", "messages"),
-    ).fetchall()
-    for kind, name, table, sql in rows:
-        if kind == "view":
-            raise ImportProblem(file, 0, f"'{name}' is a view, not a table: refused")
-        if kind == "trigger" and not _write_trigger(sql or ""):
-            raise ImportProblem(file, 0, f"table '{table}' has a trigger ('{name}'): refused")
-        if kind == "table" and (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
-            raise ImportProblem(file, 0, f"'{name}' is a virtual table: refused")
-
-
-def _write_trigger(sql: str) -> bool:
-    words = " ".join(sql.upper().split())
-    return any(f" AFTER {op} ON " in words for op in ("INSERT", "UPDATE", "DELETE")) or any(
-        f" BEFORE {op} ON " in words for op in ("INSERT", "UPDATE", "DELETE")
-    )
-
-
 class _PrivateCopy(sqlite3.Connection):
     """A connection to a private copy of a live database; closing it removes the copy."""
 
@@ -536,18 +509,12 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
     try:
         if os.path.lexists(wal) and (not wal.is_file() or wal.stat().st_size > 0):
             directory = _private_copy(Path(path), wal, file)
-        target = Path(directory, "state.db") if directory else Path(path).resolve()
-        mode = "rw" if directory else "ro&immutable=1"
-        db = sqlite3.connect(
-            f"{target.as_uri()}?mode={mode}",
-            uri=True,
-            check_same_thread=False,
-            factory=_PrivateCopy,
-        )
-    except sqlite3.DatabaseError as error:
+        target = Path(directory, "state.db") if directory else Path(path)
+        db = sqlite_file.connect(target, file, writable_copy=bool(directory), factory=_PrivateCopy)
+    except ImportProblem:
         if directory:
             shutil.rmtree(directory, ignore_errors=True)
-        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+        raise
     except OSError as error:
         if directory:
             shutil.rmtree(directory, ignore_errors=True)
@@ -557,10 +524,8 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
     db.directory = directory
     try:
         db.row_factory = sqlite3.Row
-        db.execute("PRAGMA query_only = ON")
-        db.execute("PRAGMA trusted_schema = OFF")
-        _plain_tables_only(db, file)
-        columns = {table: _columns(db, table) for table in _REQUIRED}
+        tables = sqlite_file.require_tables(db, file, tuple(_REQUIRED))
+        columns = {table: _columns(db, table) if table in tables else set() for table in _REQUIRED}
         for table, needed in _REQUIRED.items():
             if not columns[table]:
                 raise ImportProblem(file, 0, f"not a Hermes state.db: it has no '{table}' table")
