@@ -424,6 +424,9 @@ if HERMES_BEHIND_PROXY:
 TEMPLATES[0]["BACKEND"] = "hermes_web.template_backend.ScrubbingDjangoTemplates"
 TEMPLATES[0]["NAME"] = "django"  # the alias django-template-partials wraps
 MIDDLEWARE += ["hermes_web.middleware.RefuseNulMiddleware"]
+# Last, so its process_exception sees a view's "database is locked" first: a 503 with
+# Retry-After in the door's shape instead of an HTML 500.
+MIDDLEWARE += ["hermes_web.middleware.DatabaseBusyMiddleware"]
 LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # one INFO line per log-in otherwise
 # --- OpenAI-compatible endpoint (/v1/chat/completions) --------------------------------------
 # litellm model names a client may ask for besides HERMES_CHAT_MODEL and the demo model

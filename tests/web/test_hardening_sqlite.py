@@ -2,11 +2,14 @@
 ordered scan of its messages, streamed; duplicates found from ids alone; imports write in
 short transactions, a locked database is a 503 with Retry-After, the WAL stays bounded."""
 
+import contextlib
+import sqlite3
+
 import pytest
 
 from hermes_web.importers import hermes as hermes_reader
 from hermes_web.importers import import_path
-from hermes_web.models import Message, Session
+from hermes_web.models import ApiKey, Message, Session
 from tests.web.hermes_state_db import add_session, empty_state_db
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +86,93 @@ def test_a_real_table_in_upper_case_is_read(alice, tmp_path):
     report = import_path(path, owner=alice)
     assert report.refused == []
     assert [s.message_total for s in report.sessions] == [2]
+
+
+# --- a locked database is a 503 with Retry-After ----------------------------------------
+
+
+@contextlib.contextmanager
+def override_timeout(seconds: float):
+    """This thread's next connections wait ``seconds`` for SQLite's write lock."""
+    from django.db import connection
+
+    options = connection.settings_dict["OPTIONS"]
+    before = options.get("timeout")
+    connection.close()
+    options["timeout"] = seconds
+    try:
+        yield
+    finally:
+        options["timeout"] = before
+        connection.close()
+
+
+@pytest.fixture
+def locked(monkeypatch):
+    """Another process holds SQLite's write lock (a raw second connection to the same file)
+    and this thread's connections give up after 0.1 s instead of 30."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's write lock")
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.1)
+    holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=5)
+    holder.execute("BEGIN IMMEDIATE")
+    yield holder
+    holder.rollback()
+    holder.close()
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_locked_database_is_a_json_503_with_retry_after_on_the_api(alice_client, locked):
+    response = alice_client.post(
+        "/api/sessions", data={"title": "new"}, content_type="application/json"
+    )
+    assert response.status_code == 503
+    assert response["Retry-After"].isdigit()
+    assert "busy" in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_locked_database_is_a_503_in_the_protocols_shape_on_v1(alice, upstream, client):
+    raw = ApiKey.issue(owner=alice, name="agent")[1]
+    from django.db import connection
+
+    connection.close()  # the key is stored before the lock is taken
+    holder = sqlite3.connect(connection.settings_dict["NAME"], timeout=5)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with override_timeout(0.1):
+            body = {"model": "openai/fake-chat", "messages": [{"role": "user", "content": "hi"}]}
+            chat = client.post(
+                "/v1/chat/completions",
+                data=body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {raw}",
+            )
+            anthropic = client.post(
+                "/v1/messages",
+                data={**body, "max_tokens": 10},
+                content_type="application/json",
+                HTTP_X_API_KEY=raw,
+            )
+    finally:
+        holder.rollback()
+        holder.close()
+    assert chat.status_code == 503, chat.content
+    assert chat["Retry-After"].isdigit()
+    assert chat.json()["error"]["code"] == "database_busy"
+    assert anthropic.status_code == 503, anthropic.content
+    assert anthropic.json()["type"] == "error"
+    assert anthropic["Retry-After"].isdigit()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_locked_database_is_a_page_on_the_site(alice_client, locked):
+    response = alice_client.post("/chat/new/", data={"message": "hello"})
+    assert response.status_code == 503
+    assert response["Content-Type"].startswith("text/html")
+    assert b"The database is busy" in response.content
+    assert response["Retry-After"].isdigit()
