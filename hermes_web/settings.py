@@ -213,6 +213,11 @@ STATIC_ROOT = DATA_DIR / "staticfiles"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
+# How long one import may take (importers.budget): an upload is cut well before the web
+# server's own timeout (gunicorn --timeout 120, Procfile) and leaves nothing stored; the
+# command line (manage.py import_sessions) may take longer.
+HERMES_IMPORT_UPLOAD_SECONDS = env_int("HERMES_IMPORT_UPLOAD_SECONDS", 90)
+HERMES_IMPORT_CLI_SECONDS = env_int("HERMES_IMPORT_CLI_SECONDS", 3600)
 # One imported message larger than this (characters of its content) fails its session:
 # it could never be sent to a model, and would only bloat every page that shows it.
 HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
