@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from django.conf import settings
+from django.db import OperationalError, connection
 
 from hermes_web.importers import (
     aider,  # other agents' files (imp)
@@ -308,7 +309,9 @@ def import_path(
     the report says so (``budget``)."""
     path = Path(path)
     file = name or path.name
-    with budget.running(seconds or settings.HERMES_IMPORT_CLI_SECONDS) as (spent, owned):
+    if seconds is None:
+        seconds = settings.HERMES_IMPORT_CLI_SECONDS
+    with budget.running(seconds) as (spent, owned):
         try:
             return _import_path(path, file, owner, fmt, skip_existing, duplicate_hint)
         except OverBudget as problem:
@@ -318,6 +321,27 @@ def import_path(
             report = ImportReport(file=file, format=fmt)
             report.errors.append(problem)
             return report
+        finally:
+            if owned and spent.stored:
+                checkpoint()
+
+
+def checkpoint() -> None:
+    """After an import, SQLite's WAL is written back and cut to nothing (``TRUNCATE``), so
+    the import's pages do not stay in it; waits at most a second for readers (a busy
+    checkpoint is left to SQLite's own, and ``journal_size_limit`` bounds the file)."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        timeout = cursor.fetchone()[0]
+        try:
+            cursor.execute("PRAGMA busy_timeout = 1000")
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except OperationalError as error:  # busy: SQLite's automatic checkpoints go on
+            logger.info("WAL checkpoint after an import skipped: %s", error)
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
 def _import_path(
