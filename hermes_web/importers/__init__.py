@@ -438,10 +438,17 @@ def _store(
 def _refresh_links(report: ImportReport) -> None:
     """Parent and root as stored: links made after a session was stored (its parent came
     later in the import) are only in the database."""
-    for session in report.sessions:
-        fresh = Session.objects.filter(pk=session.pk).values("parent_id", "root_id").first()
-        if fresh:
-            session.parent_id, session.root_id = fresh["parent_id"], fresh["root_id"]
+    for start in range(0, len(report.sessions), 500):  # one query per 500, not per session
+        batch = report.sessions[start : start + 500]
+        fresh = {
+            pk: (parent, root)
+            for pk, parent, root in Session.objects.filter(
+                pk__in=[s.pk for s in batch]
+            ).values_list("pk", "parent_id", "root_id")
+        }
+        for session in batch:
+            if session.pk in fresh:
+                session.parent_id, session.root_id = fresh[session.pk]
 
 
 def import_folder(
