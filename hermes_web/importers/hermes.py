@@ -1,7 +1,9 @@
 """Hermes Agent sessions: the JSONL export (one session object per line), a session JSON
 document (one pretty-printed session object, or a list of them, as export scripts write it),
 the per-session transcript ``sessions/<id>.jsonl`` (a ``session_meta`` line, then one message
-per line) and ``state.db`` (schema v30, opened read-only and immutable).
+per line) and ``state.db`` (schema v30, opened read-only and immutable through
+``sqlite_file``, its real tables only; its messages read in one ordered scan shared by the
+sessions' streams, so neither a missing index nor a 1M-row session costs more than a pass).
 
 See reference §13: message flags ``active``/``compacted``/``_compressed_summary``, content
 stored as ``"\\x00json:"`` / ``"\\x01json:"`` + JSON for lists and dicts, ``tool_calls`` as
