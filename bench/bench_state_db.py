@@ -119,13 +119,14 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-state-db-"))
     try:
-        cases = [
-            (
-                f"{args.sessions:,} sessions, no index",
-                many_sessions(work / "many.db", args.sessions),
-            ),
-            (f"1 session of {args.rows:,} rows", one_long_session(work / "long.db", args.rows)),
-        ]
+        cases = []  # a count of 0 leaves that case out
+        if args.sessions:
+            path = many_sessions(work / "many.db", args.sessions)
+            cases.append((f"{args.sessions:,} sessions, no index", path))
+        if args.rows:
+            cases.append(
+                (f"1 session of {args.rows:,} rows", one_long_session(work / "long.db", args.rows))
+            )
         for label, path in cases:
             data = work / f"data-{path.stem}"
             data.mkdir()
