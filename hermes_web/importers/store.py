@@ -233,6 +233,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             committed = True
             if spent is not None:
                 spent.check(file)
+            batch = counts = []  # let the stored batch go before the next one is read
             batch, done = fill()
     except BaseException as error:
         if session is not None:
