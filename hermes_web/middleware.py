@@ -12,10 +12,13 @@ A body without a length (chunked) is not read by Django's WSGI handler at all.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 
 from hermes_web.importers.limits import import_paths
 
@@ -25,6 +28,7 @@ MAX_HEADER_CHARS = 8190
 # Multipart framing (boundaries, part headers, the CSRF field) on top of the file itself.
 ENVELOPE_BYTES = 64 * 1024
 FORM = "application/x-www-form-urlencoded"
+log = logging.getLogger(__name__)
 
 
 def max_request_bytes() -> int:
@@ -131,3 +135,54 @@ class RefuseNulMiddleware:
                 if "\x00" in key or any("\x00" in v for v in values):
                     return f"form field {key.replace(chr(0), '')!r}"
         return ""
+
+
+BUSY_RETRY_SECONDS = 5
+
+
+def is_database_busy(error: BaseException) -> bool:
+    """SQLite's "database is locked" / "database table is locked" / busy, as Django raises it
+    (``OperationalError``) once its busy timeout ran out behind another writer."""
+    if not isinstance(error, OperationalError):
+        return False
+    text = str(error).lower()
+    return "is locked" in text or "database is busy" in text
+
+
+def busy_response(request: HttpRequest) -> HttpResponse:
+    """503 with ``Retry-After`` in the door's shape: the protocol's JSON error on ``/v1``,
+    ``{"detail"}`` on ``/api``, a page on the site. Nothing of the request was stored: the
+    transaction that met the lock was rolled back."""
+    detail = (
+        "The database is busy with another write (a large import, most likely); nothing was "
+        f"stored. Try again in {BUSY_RETRY_SECONDS} seconds."
+    )
+    response: HttpResponse
+    if request.path.startswith("/v1/"):
+        from hermes_web.openai_compat.errors import ApiError
+
+        shape = "anthropic" if request.path.startswith("/v1/messages") else "openai"
+        response = ApiError(503, detail, type="server_error", code="database_busy").response(shape)
+    elif request.path.startswith("/api/") or "json" in request.META.get("HTTP_ACCEPT", ""):
+        response = JsonResponse({"detail": detail}, status=503)
+    else:
+        response = render(request, "503.html", {"detail": detail}, status=503)
+    response["Retry-After"] = str(BUSY_RETRY_SECONDS)
+    return response
+
+
+class DatabaseBusyMiddleware:
+    """A request whose write met a locked database (SQLite's busy timeout ran out behind a
+    long write) is answered 503 with ``Retry-After`` instead of an HTML 500."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, error: Exception) -> HttpResponse | None:
+        if not is_database_busy(error):
+            return None
+        log.warning("%s %s: %s; answered 503", request.method, request.path, error)
+        return busy_response(request)

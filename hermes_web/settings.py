@@ -101,7 +101,12 @@ def sqlite_database(path: Path) -> dict:
             # busy_timeout instead of failing with "database is locked" mid-transaction.
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # journal_size_limit: after a checkpoint the WAL file is cut back to 64 MB
+            # (without it a large import left a 1.7 GB WAL for as long as the server ran).
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                "PRAGMA journal_size_limit=67108864;"
+            ),
         },
         # One test database per test process, so two test runs never share (and corrupt) one.
         "TEST": {"NAME": str(path.with_name(f"test_{os.getpid()}_{path.name}"))},
@@ -213,6 +218,11 @@ STATIC_ROOT = DATA_DIR / "staticfiles"
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
+# How long one import may take (importers.budget): an upload is cut well before the web
+# server's own timeout (gunicorn --timeout 120, Procfile) and leaves nothing stored; the
+# command line (manage.py import_sessions) may take longer.
+HERMES_IMPORT_UPLOAD_SECONDS = env_int("HERMES_IMPORT_UPLOAD_SECONDS", 90)
+HERMES_IMPORT_CLI_SECONDS = env_int("HERMES_IMPORT_CLI_SECONDS", 3600)
 # One imported message larger than this (characters of its content) fails its session:
 # it could never be sent to a model, and would only bloat every page that shows it.
 HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
@@ -440,6 +450,9 @@ if HERMES_BEHIND_PROXY:
 TEMPLATES[0]["BACKEND"] = "hermes_web.template_backend.ScrubbingDjangoTemplates"
 TEMPLATES[0]["NAME"] = "django"  # the alias django-template-partials wraps
 MIDDLEWARE += ["hermes_web.middleware.RefuseNulMiddleware"]
+# Last, so its process_exception sees a view's "database is locked" first: a 503 with
+# Retry-After in the door's shape instead of an HTML 500.
+MIDDLEWARE += ["hermes_web.middleware.DatabaseBusyMiddleware"]
 LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # one INFO line per log-in otherwise
 # --- OpenAI-compatible endpoint (/v1/chat/completions) --------------------------------------
 # litellm model names a client may ask for besides HERMES_CHAT_MODEL and the demo model

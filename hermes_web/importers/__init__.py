@@ -27,8 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from django.conf import settings
+from django.db import OperationalError, connection
+
 from hermes_web.importers import (
     aider,  # other agents' files (imp)
+    budget,
     claude_code,
     claude_code_folder,
     cline,
@@ -45,13 +49,14 @@ from hermes_web.importers import (
 )
 from hermes_web.importers.archive import archive_kind, unpacked
 from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
+from hermes_web.importers.budget import OverBudget
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.claude_code_folder import SessionFolder
 from hermes_web.importers.detect import detect_format
 from hermes_web.importers.directory import file_kind, plan_directory
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.sizes import ProblemList
-from hermes_web.importers.store import AlreadyImported, EmptySession, store_session
+from hermes_web.importers.store import AlreadyImported, EmptySession, discard, store_session
 from hermes_web.models import Session
 
 __all__ = [
@@ -209,13 +214,14 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
 
 _DONE = object()
 # Formats whose parser yields sessions with ``stream`` set (Claude Code and Codex replay a
-# spool file written by a first pass, as Gemini CLI does for a chat recording).
-_STREAMED = ("openai", "claude-code", "codex", "gemini-cli")
+# spool file written by a first pass, as Gemini CLI does for a chat recording; a state.db
+# session reads its rows from one ordered scan of the file).
+_STREAMED = ("openai", "claude-code", "codex", "gemini-cli", "hermes-db")
 
 
 def _streamed(fmt: str, path: Path) -> bool:
     """The parser yields sessions with ``stream`` set: an OpenAI, Claude Code, Codex or
-    Gemini CLI file, a Hermes transcript."""
+    Gemini CLI file, a Hermes transcript or state.db."""
     return fmt in _STREAMED or (fmt == "hermes-jsonl" and hermes.is_transcript(path))
 
 
@@ -289,16 +295,60 @@ def import_path(
     name: str | None = None,
     skip_existing: bool = False,
     duplicate_hint: str = "use --skip-existing to skip it",
+    seconds: float | None = None,
 ) -> ImportReport:
     """Import every session in a file; problems are collected per session, never raised.
 
     A session this user imported before is a duplicate (``report.duplicates``, a failure,
     its problem ending with ``duplicate_hint``: how the caller's surface skips them)
     unless ``skip_existing``, which reports it as skipped. A session with no messages is
-    not stored (``report.empties``). The file is only ever read."""
+    not stored (``report.empties``). The file is only ever read.
+
+    The import runs under a time budget (``seconds``, the command line's by default; an
+    archive's files share their archive's): past it, everything it stored is deleted and
+    the report says so (``budget``)."""
     path = Path(path)
     file = name or path.name
+    if seconds is None:
+        seconds = settings.HERMES_IMPORT_CLI_SECONDS
+    with budget.running(seconds) as (spent, owned):
+        try:
+            return _import_path(path, file, owner, fmt, skip_existing, duplicate_hint)
+        except OverBudget as problem:
+            if not owned:
+                raise
+            discard(spent.stored)
+            report = ImportReport(file=file, format=fmt)
+            report.errors.append(problem)
+            return report
+        finally:
+            if owned and spent.stored:
+                checkpoint()
+
+
+def checkpoint() -> None:
+    """After an import, SQLite's WAL is written back and cut to nothing (``TRUNCATE``), so
+    the import's pages do not stay in it; waits at most a second for readers (a busy
+    checkpoint is left to SQLite's own, and ``journal_size_limit`` bounds the file)."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        timeout = cursor.fetchone()[0]
+        try:
+            cursor.execute("PRAGMA busy_timeout = 1000")
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except OperationalError as error:  # busy: SQLite's automatic checkpoints go on
+            logger.info("WAL checkpoint after an import skipped: %s", error)
+        finally:
+            cursor.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+
+
+def _import_path(
+    path: Path, file: str, owner, fmt: str, skip_existing: bool, duplicate_hint: str
+) -> ImportReport:
     report = ImportReport(file=file)
+    spent = budget.current()
     links = None
     try:
         mode = path.stat().st_mode
@@ -325,7 +375,13 @@ def import_path(
             else _pipelined(report.format, path, file)
         )
         for item in items:
+            if spent is not None:
+                spent.check(file)
             _store(item, report, owner, file, links, skip_existing, duplicate_hint)
+        if spent is not None:  # the last sessions may have failed for want of time
+            spent.check(file)
+    except OverBudget:
+        raise
     except ImportProblem as problem:
         report.errors.append(problem)
     except RecursionError:
@@ -363,6 +419,8 @@ def _store(
         report.sessions.append(store_session(item, owner, file, links))
     except EmptySession as empty:
         report.empties.append(empty)
+    except OverBudget:
+        raise
     except AlreadyImported as again:
         skip = skip_existing or item.skip_if_imported
         again.problem = (
@@ -380,10 +438,17 @@ def _store(
 def _refresh_links(report: ImportReport) -> None:
     """Parent and root as stored: links made after a session was stored (its parent came
     later in the import) are only in the database."""
-    for session in report.sessions:
-        fresh = Session.objects.filter(pk=session.pk).values("parent_id", "root_id").first()
-        if fresh:
-            session.parent_id, session.root_id = fresh["parent_id"], fresh["root_id"]
+    for start in range(0, len(report.sessions), 500):  # one query per 500, not per session
+        batch = report.sessions[start : start + 500]
+        fresh = {
+            pk: (parent, root)
+            for pk, parent, root in Session.objects.filter(
+                pk__in=[s.pk for s in batch]
+            ).values_list("pk", "parent_id", "root_id")
+        }
+        for session in batch:
+            if session.pk in fresh:
+                session.parent_id, session.root_id = fresh[session.pk]
 
 
 def import_folder(
@@ -450,6 +515,8 @@ def _import_archive(
                 root, owner=owner, skip_existing=skip_existing, name=label
             )
             report.warnings += [f"{label(where)}: skipped: {why}" for where, why in skipped]
+    except OverBudget:
+        raise
     except ImportProblem as problem:
         report.errors.append(problem)
         return report
@@ -498,6 +565,7 @@ def import_upload(
             name=name,
             skip_existing=skip_existing,
             duplicate_hint=duplicate_hint,
+            seconds=settings.HERMES_IMPORT_UPLOAD_SECONDS,
         )
     with tempfile.NamedTemporaryFile(suffix=Path(name).suffix) as copy:
         _copy(upload, copy)
@@ -509,6 +577,7 @@ def import_upload(
             name=name,
             skip_existing=skip_existing,
             duplicate_hint=duplicate_hint,
+            seconds=settings.HERMES_IMPORT_UPLOAD_SECONDS,
         )
 
 

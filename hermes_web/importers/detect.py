@@ -6,10 +6,10 @@ import json
 import re
 from pathlib import Path
 
-from hermes_web.importers import agent_detect
+from hermes_web.importers import agent_detect, sqlite_file
 from hermes_web.importers.base import MAX_LINE_BYTES, ImportProblem, size_text
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = sqlite_file.MAGIC
 _SNIFF_BYTES = 1024 * 1024
 
 
@@ -33,9 +33,8 @@ def detect_format(path: Path, file: str) -> str:
     """By first bytes and record keys, reading past leading metadata records (the extension
     only breaks ties)."""
     with open(path, "rb") as stream:
-        head = stream.read(len(SQLITE_MAGIC))
-        if head == SQLITE_MAGIC:
-            return "hermes-db"
+        if sqlite_file.is_sqlite(stream.read(len(SQLITE_MAGIC))):
+            return "hermes-db"  # the reader identifies it by its real tables (sqlite_file)
         stream.seek(0)
         other_agent = agent_detect.sniff(  # Gemini CLI, Aider, OpenHands, Cline, Continue
             path, stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff"), file

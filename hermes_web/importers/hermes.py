@@ -1,7 +1,9 @@
 """Hermes Agent sessions: the JSONL export (one session object per line), a session JSON
 document (one pretty-printed session object, or a list of them, as export scripts write it),
 the per-session transcript ``sessions/<id>.jsonl`` (a ``session_meta`` line, then one message
-per line) and ``state.db`` (schema v30, opened read-only and immutable).
+per line) and ``state.db`` (schema v30, opened read-only and immutable through
+``sqlite_file``, its real tables only; its messages read in one ordered scan shared by the
+sessions' streams, so neither a missing index nor a 1M-row session costs more than a pass).
 
 See reference §13: message flags ``active``/``compacted``/``_compressed_summary``, content
 stored as ``"\\x00json:"`` / ``"\\x01json:"`` + JSON for lists and dicts, ``tool_calls`` as
@@ -24,17 +26,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.conf import settings
 
 from compaction import PREFIX_OPENING
+from hermes_web.importers import budget, sqlite_file
 from hermes_web.importers.base import (
     MAX_LINE_BYTES,
     ImportProblem,
     NativeCompaction,
     ParsedMessage,
     ParsedSession,
+    Spool,
     check_role,
     epoch,
     iter_lines,
@@ -431,7 +435,8 @@ MESSAGE_SCHEMA = frozenset(
 _MESSAGE_UNREAD = ("display_identity",)
 # A file we did not write decides how much work each SELECT is: reading is bounded by time
 # (the progress handler interrupts the query), and only plain tables are read.
-READ_SECONDS = 120.0
+# The import's budget (importers.budget) bounds it sooner; this is the ceiling for any read.
+READ_SECONDS = 3600.0
 _PROGRESS_STEPS = 10_000
 
 
@@ -440,34 +445,6 @@ def _columns(db: sqlite3.Connection, table: str, *, generated: bool = False) -> 
     both (``hidden`` 2 or 3 for a generated column), table_info hides the generated."""
     rows = db.execute(f"PRAGMA table_xinfo({table})")  # noqa: S608 - fixed names
     return {row[1] for row in rows if (row[6] in (2, 3)) == generated}
-
-
-def _plain_tables_only(db: sqlite3.Connection, file: str) -> None:
-    """Refuse a database whose tables we read are views or virtual tables: their SQL or
-    module code would run inside our SELECTs (a recursive view burns CPU forever).
-
-    Triggers on those tables are refused too, except ``AFTER INSERT/UPDATE/DELETE`` ones:
-    real Hermes databases keep their full-text index with such triggers, and they can never
-    fire here (the connection is ``query_only`` and the file immutable)."""
-    rows = db.execute(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name IN (?, ?) "
-        "OR name IN (?, ?)",
-        ("sessions", "messages", "sessions", "messages"),
-    ).fetchall()
-    for kind, name, table, sql in rows:
-        if kind == "view":
-            raise ImportProblem(file, 0, f"'{name}' is a view, not a table: refused")
-        if kind == "trigger" and not _write_trigger(sql or ""):
-            raise ImportProblem(file, 0, f"table '{table}' has a trigger ('{name}'): refused")
-        if kind == "table" and (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
-            raise ImportProblem(file, 0, f"'{name}' is a virtual table: refused")
-
-
-def _write_trigger(sql: str) -> bool:
-    words = " ".join(sql.upper().split())
-    return any(f" AFTER {op} ON " in words for op in ("INSERT", "UPDATE", "DELETE")) or any(
-        f" BEFORE {op} ON " in words for op in ("INSERT", "UPDATE", "DELETE")
-    )
 
 
 class _PrivateCopy(sqlite3.Connection):
@@ -536,18 +513,15 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
     try:
         if os.path.lexists(wal) and (not wal.is_file() or wal.stat().st_size > 0):
             directory = _private_copy(Path(path), wal, file)
-        target = Path(directory, "state.db") if directory else Path(path).resolve()
-        mode = "rw" if directory else "ro&immutable=1"
-        db = sqlite3.connect(
-            f"{target.as_uri()}?mode={mode}",
-            uri=True,
-            check_same_thread=False,
-            factory=_PrivateCopy,
+        target = Path(directory, "state.db") if directory else Path(path)
+        db = cast(
+            _PrivateCopy,
+            sqlite_file.connect(target, file, writable_copy=bool(directory), factory=_PrivateCopy),
         )
-    except sqlite3.DatabaseError as error:
+    except ImportProblem:
         if directory:
             shutil.rmtree(directory, ignore_errors=True)
-        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+        raise
     except OSError as error:
         if directory:
             shutil.rmtree(directory, ignore_errors=True)
@@ -557,10 +531,8 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
     db.directory = directory
     try:
         db.row_factory = sqlite3.Row
-        db.execute("PRAGMA query_only = ON")
-        db.execute("PRAGMA trusted_schema = OFF")
-        _plain_tables_only(db, file)
-        columns = {table: _columns(db, table) for table in _REQUIRED}
+        tables = sqlite_file.require_tables(db, file, tuple(_REQUIRED))
+        columns = {table: _columns(db, table) if table in tables else set() for table in _REQUIRED}
         for table, needed in _REQUIRED.items():
             if not columns[table]:
                 raise ImportProblem(file, 0, f"not a Hermes state.db: it has no '{table}' table")
@@ -577,6 +549,8 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
         db.close()
         raise
     deadline = time.monotonic() + READ_SECONDS
+    if spent := budget.current():  # the import's own budget, when it ends sooner
+        deadline = min(deadline, spent.deadline)
     db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
     return db, columns
 
@@ -621,18 +595,17 @@ class _Columns:
             count = rows if table == "messages" else 1
             parsed.skip(f"{table}.{name}: {why} (not read)", count)
 
-    def check_sizes(self, rows: list[dict], file: str, line: int, session_id: str) -> None:
+    def check_row(self, row: dict, number: int, file: str, line: int, session_id: str) -> None:
         """A stored value over the per-message limit refuses the session, naming the column."""
-        for number, row in enumerate(rows, start=1):
-            for name, value in row.items():
-                if isinstance(value, str | bytes) and len(value) > self.limit:
-                    raise ImportProblem(
-                        file,
-                        line,
-                        f"message {number}: column {name} is over the limit per message "
-                        f"({self.limit // 2**20} MB)",
-                        session_id,
-                    )
+        for name, value in row.items():
+            if isinstance(value, str | bytes) and len(value) > self.limit:
+                raise ImportProblem(
+                    file,
+                    line,
+                    f"message {number}: column {name} is over the limit per message "
+                    f"({self.limit // 2**20} MB)",
+                    session_id,
+                )
 
 
 def _session_rows(db: sqlite3.Connection, file: str, select: str) -> Iterator[dict | ImportProblem]:
@@ -680,30 +653,220 @@ def _session_rows(db: sqlite3.Connection, file: str, select: str) -> Iterator[di
     yield from found
 
 
+def _order(value: Any) -> tuple[int, Any]:
+    """A session id's place in ``ORDER BY ... COLLATE BINARY``: NULL, numbers, text, blobs,
+    each class in its own order (Python orders text by code point, as SQLite's memcmp
+    orders UTF-8)."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    return (3, bytes(value))
+
+
+class _Scan:
+    """Every message row, read once in session order (``ORDER BY session_id, id``: Hermes's
+    index on ``(session_id, id)`` when the file has it, one sort otherwise), shared by the
+    sessions' streams in that same order. A per-session ``WHERE session_id = ?`` without the
+    index is a full scan each: 20,000 sessions took minutes.
+
+    The scan starts when the first stream is read (a file whose sessions are all duplicates
+    is never scanned); a session nobody reads is passed over. If the scan breaks (a damaged
+    page), the sessions after it are read one by one."""
+
+    _FETCH = 256
+
+    def __init__(self, db: sqlite3.Connection, select: str, file: str) -> None:
+        self.db, self.select, self.file = db, select, file
+        self.cursor: sqlite3.Cursor | None = None
+        self.buffer: list[sqlite3.Row] = []
+        self.broken = False
+
+    def _peek(self) -> sqlite3.Row | None:
+        if not self.buffer:
+            if self.cursor is None:
+                self.cursor = self.db.execute(
+                    f"SELECT {self.select} FROM messages "  # noqa: S608 - names from the schema
+                    "ORDER BY session_id COLLATE BINARY, id"
+                )
+            self.buffer = self.cursor.fetchmany(self._FETCH)
+            self.buffer.reverse()
+        return self.buffer[-1] if self.buffer else None
+
+    def rows(self, session_id: Any, where: str) -> Iterator[dict]:
+        """The rows of ``session_id`` in id order (``where`` names it in a problem)."""
+        if self.broken:
+            yield from self._one_by_one(session_id, where)
+            return
+        key = _order(session_id)
+        try:
+            while (row := self._peek()) is not None:
+                here = _order(row["session_id"])
+                if here > key:
+                    return
+                self.buffer.pop()
+                if here == key:
+                    yield dict(row)
+        except sqlite3.DatabaseError as error:
+            if _why(error) != str(error):
+                raise ImportProblem(self.file, 0, f"cannot read {where}: {_why(error)}") from None
+            self.broken = True
+            raise ImportProblem(self.file, 0, f"cannot read {where}: {error}") from None
+
+    def _one_by_one(self, session_id: Any, where: str) -> Iterator[dict]:
+        try:
+            cursor = self.db.execute(
+                f"SELECT {self.select} FROM messages WHERE session_id = ? ORDER BY id",  # noqa: S608 - names from the schema
+                (session_id,),
+            )
+            while batch := cursor.fetchmany(self._FETCH):
+                yield from (dict(row) for row in batch)
+        except sqlite3.DatabaseError as error:
+            raise ImportProblem(self.file, 0, f"cannot read {where}: {_why(error)}") from None
+
+
+class _Natives:
+    """``_native_compactions`` one row at a time: a summary row that closes compacted rows
+    (or opens a rotation child) is a native compaction; the compacted rows before it get
+    its index when they are replayed (``replaced_by``), from the positions kept here."""
+
+    def __init__(self, parsed: ParsedSession) -> None:
+        self.parsed = parsed
+        self.pending = 0
+        self.opened = False
+        self.marks: list[tuple[int, int]] = []  # (summary row position, compaction index)
+
+    def add(self, message: ParsedMessage, position: int) -> None:
+        parsed = self.parsed
+        if message.archived and not message.extra.get("superseded"):
+            self.pending += 1
+            return
+        if (
+            message.is_summary
+            and message.active
+            and (self.pending or (parsed.parent_id and not self.opened))
+        ):
+            native = NativeCompaction(
+                source="hermes", created_at=message.created_at, summary=text_of(message.content)
+            )
+            if not self.pending:
+                native.extra = {"rotation": True, "parent_id": parsed.parent_id}
+            parsed.native_compactions.append(native)
+            index = len(parsed.native_compactions) - 1
+            message.summary_of = index
+            if self.pending:
+                self.marks.append((position, index))
+            self.pending = 0
+        self.opened = self.opened or message.role != "system"
+
+    def replayed(self, messages: Iterator[ParsedMessage]) -> Iterator[ParsedMessage]:
+        """``messages`` with each compacted row's ``replaced_by`` set."""
+        mark = 0
+        for position, message in enumerate(messages):
+            if message.archived and not message.extra.get("superseded"):
+                while mark < len(self.marks) and self.marks[mark][0] <= position:
+                    mark += 1
+                if mark < len(self.marks):
+                    message.replaced_by = self.marks[mark][1]
+            yield message
+
+
+# Rows of one session held in memory before the rest go to a spool file on disk.
+_IN_MEMORY_ROWS = 500
+
+
+class _DbStream:
+    """One state.db session's messages for the streamed store: a first pass reads its rows
+    from the scan (metadata rows kept on the session, sizes checked, native compactions
+    found), keeping the messages in memory up to ``_IN_MEMORY_ROWS`` and in a spool file
+    past that; then they are handed out one at a time, so a 1M-row session is never held
+    whole."""
+
+    def __init__(
+        self, parsed: ParsedSession, obj: dict, scan: _Scan, read: _Columns, file: str
+    ) -> None:
+        self.parsed, self.obj, self.scan, self.read, self.file = parsed, obj, scan, read, file
+        self.spool: Spool | None = None
+        self.out: Iterator[ParsedMessage] | None = None
+
+    def __iter__(self) -> _DbStream:
+        return self
+
+    def __next__(self) -> ParsedMessage:
+        if self.out is None:
+            self.out = self._first_pass()
+        return next(self.out)
+
+    def _first_pass(self) -> Iterator[ParsedMessage]:
+        parsed, file, line = self.parsed, self.file, self.parsed.line
+        session_id = str(self.obj["id"])
+        natives = _Natives(parsed)
+        held: list[ParsedMessage] = []
+        metas: list[dict] = []
+        rows = count = 0
+        for row in self.scan.rows(self.obj["id"], f"session {session_id}"):
+            rows += 1
+            self.read.check_row(row, rows, file, line, session_id)
+            if row.get("role") == META_ROLE:
+                metas.append(_meta(row))
+                continue
+            message = parse_message(row, file, line, session_id)
+            natives.add(message, count)
+            count += 1
+            held.append(message)
+            if len(held) >= _IN_MEMORY_ROWS:
+                if self.spool is None:
+                    self.spool = Spool()
+                self.spool.write(held)  # empties ``held``
+        parsed.records = rows + 1
+        if metas:
+            parsed.extra["hermes"]["session_meta"] = metas
+            parsed.skip("session_meta row (kept as session metadata)", len(metas))
+        self.read.note_unread(parsed, rows)
+        if self.spool is not None:
+            self.spool.write(held)
+            return natives.replayed(self.spool.replay())
+        return natives.replayed(iter(held))
+
+    def close(self) -> None:
+        """Remove the spool file (also when the session was refused unread)."""
+        if self.spool is not None:
+            self.spool.close()
+
+
 def parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
+    """Every session of a state.db, in session-id order, each with a ``stream`` of its
+    messages read from one shared ordered scan (``_Scan``). The sessions rows are read
+    first (a duplicate is refused by its id before any message of it is read)."""
     db, columns = open_state_db(path, file)
     try:
         read = _Columns(db, columns)
+        sessions: dict[tuple[int, Any], dict] = {}
         for number, obj in enumerate(_session_rows(db, file, read.sessions), start=1):
             if isinstance(obj, ImportProblem):
                 yield obj
                 continue
-            where = f"session {obj.get('id')}"
-            try:
-                cursor = db.execute(
-                    f"SELECT {read.messages} FROM messages WHERE session_id = ? ORDER BY id",  # noqa: S608 - names from the schema
-                    (obj["id"],),
+            key = _order(obj.get("id"))
+            if key in sessions:
+                yield ImportProblem(
+                    file, number, "the sessions table holds this id twice: refused", str(obj["id"])
                 )
-                obj["messages"] = [dict(m) for m in cursor]
-                read.check_sizes(obj["messages"], file, number, str(obj["id"]))
-                parsed = _session(obj, file, number)
-                read.note_unread(parsed, len(obj["messages"]))
-                yield parsed
+                continue
+            obj["line"] = number
+            sessions[key] = obj
+        scan = _Scan(db, read.messages, file)
+        for key in sorted(sessions):
+            obj = sessions.pop(key)
+            try:
+                parsed = _session({**obj, "messages": []}, file, obj["line"])
             except ImportProblem as problem:
-                problem.line = problem.line or number
                 yield problem
-            except sqlite3.DatabaseError as error:
-                yield ImportProblem(file, number, f"cannot read {where}: {_why(error)}")
+                continue
+            parsed.records = 1
+            parsed.stream = _DbStream(parsed, obj, scan, read, file)
+            yield parsed
     except sqlite3.DatabaseError as error:
         yield ImportProblem(file, 0, f"cannot read sessions: {_why(error)}")
     finally:

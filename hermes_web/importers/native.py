@@ -157,7 +157,11 @@ class NativeRows:
             run.report = native_report(native, tally.replaced, tally)
             run.snapshot_position = tally.last_position
             run.save(update_fields=["report", "snapshot_position"])
-        if self.parsed.source == Session.Source.IMPORT_HERMES:  # only Hermes rotates
+        if self.parsed.source == Session.Source.IMPORT_HERMES and (  # only Hermes rotates
+            any(native.extra.get("rotation") for native in self.parsed.native_compactions)
+            or Session.objects.filter(parent_id=self.session.pk).exists()
+        ):  # a rotation of its own, or children whose rotations wait for it: else nothing
+            # to move, and the search (a scan of the compactions) is not run per session
             attach_rotations(self.session)
 
 

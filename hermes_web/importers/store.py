@@ -10,6 +10,7 @@ from django.db.models import Field, Q
 from django.utils import timezone
 
 from compaction import END_MARKER, SUMMARY_PREFIX
+from hermes_web.importers import budget
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
@@ -32,7 +33,7 @@ from hermes_web.importers.native import NativeRows
 from hermes_web.importers.validate import Invalid, check_text
 from hermes_web.jobs import queue_search_index
 from hermes_web.llm_models import context_length_for
-from hermes_web.models import Message, Session
+from hermes_web.models import Compaction, Message, Session
 
 
 class AlreadyImported(ImportProblem):
@@ -72,11 +73,13 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         close = getattr(parsed.stream, "close", None)
         try:
             streamed = _store_streamed(parsed, owner, file, links)
-            queue_search_index(streamed.pk)
-            return streamed
         finally:  # a spool file or an open reader, also when the session was refused unread
             if close is not None:
                 close()
+        if spent := budget.current():
+            spent.stored.append(streamed.pk)
+        queue_search_index(streamed.pk)
+        return streamed
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
         pair_tool_results(parsed)
         check_session(parsed, file)
@@ -127,6 +130,8 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     queue_search_index(session.pk)
     session.message_total = report["messages"]
     session.fidelity = report
+    if spent := budget.current():
+        spent.stored.append(session.pk)
     return session
 
 
@@ -165,78 +170,85 @@ def _session_extra(parsed: ParsedSession) -> dict:
 
 def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None) -> Session:
     """A session whose messages arrive from ``parsed.stream``: paired, checked, counted and
-    inserted in batches inside one transaction, so memory is bounded by the batch, not the
-    file; a bad message anywhere (or a broken file) rolls the whole session back."""
+    inserted in batches, so memory is bounded by the batch, not the file.
+
+    A session that fits one batch is one transaction. A longer one is written in one short
+    transaction per batch (``_STREAM_BATCH`` rows or ``_BATCH_CHARACTERS``), so that other
+    writers (chat, ``/v1``) wait for a batch, not for the whole session; until its last
+    batch commits it is marked ``extra["import_pending"]``, and a bad message anywhere (or a
+    broken file, or the import's time budget) deletes what was committed: nothing of it is
+    left half-stored."""
     public_id = _public_id(parsed, owner, file)
     own_links = links is None
     links = links or Links(owner)
-    session = None
+    session: Session | None = None
+    committed = False  # a batch of this session is committed: undone by deleting it
     tally, titles = Tally(), _Titles(parsed)
+    checker = Checker(parsed, file)
+    stream = pair_stream(parsed.stream, parsed)
+    spent = budget.current()
+
+    def fill() -> tuple[list, bool]:
+        """The next batch, checked; and whether the stream is done."""
+        batch: list = []
+        start = checker.stored
+        for message in stream:
+            parsed.controls_replaced += keep_controls_visible(message)
+            checker.check(message)
+            tally.add(message)
+            titles.add(message)
+            batch.append(message)
+            if len(batch) >= _STREAM_BATCH or checker.stored - start >= _BATCH_CHARACTERS:
+                return batch, False
+        return batch, True
+
     try:
-        with transaction.atomic():
-            session = Session.objects.create(
-                owner=owner,
-                title="",
-                source=parsed.source,
-                model=parsed.model[:200],
-                context_length=context_length_for(parsed.model),
-                created_at=parsed.created_at or timezone.now(),
-                extra=dict(parsed.extra),
-                **({"public_id": public_id} if public_id else {}),
-            )
-            checker = Checker(parsed, file)
-            natives = NativeRows(session, parsed, file)
-            batch: list = []
-            stored = 0
-            for message in pair_stream(parsed.stream, parsed):
-                parsed.controls_replaced += keep_controls_visible(message)
-                checker.check(message)
-                tally.add(message)
-                titles.add(message)
-                batch.append(message)
-                if len(batch) >= _STREAM_BATCH:
-                    counts = count_tokens(batch, parsed.model)
+        batch, done = fill()
+        stored = 0
+        while True:
+            counts = count_tokens(batch, parsed.model) if batch else []
+            with transaction.atomic():
+                if session is None:
+                    session = Session.objects.create(
+                        owner=owner,
+                        title="",
+                        source=parsed.source,
+                        model=parsed.model[:200],
+                        context_length=context_length_for(parsed.model),
+                        created_at=parsed.created_at or timezone.now(),
+                        ended_at=parsed.ended_at,
+                        end_reason=parsed.end_reason,
+                        extra={**parsed.extra, **({} if done else {PENDING: True})},
+                        **({"public_id": public_id} if public_id else {}),
+                    )
+                    natives = NativeRows(session, parsed, file)
+                if batch:
                     _insert_rows(session, batch, counts, stored, natives)
                     stored += len(batch)
-                    batch = []
-            if batch:
-                _insert_rows(session, batch, count_tokens(batch, parsed.model), stored, natives)
-            _refuse_empty(tally, parsed, file)
-            keep_session_controls_visible(parsed)  # title and metadata: known once read
-            try:  # known once the stream is read
-                check_text(parsed.title, "title")
-                check_text(parsed.extra, "session metadata")
-            except Invalid as error:
-                raise ImportProblem(file, parsed.line, str(error), parsed.public_id) from None
-            report = tally.report(parsed)
-            summary = tally.last_summary
-            previous = ""
-            if summary is not None:
-                body = text_of(summary.content).split(SUMMARY_PREFIX, 1)[-1]
-                previous = body.split(END_MARKER, 1)[0].strip()
-            titles.title = clean_title(parsed.title) or titles.title  # known once read
-            session.title = titles.title
-            if parsed.public_id and not public_id:  # an id known only once read (OpenAI)
-                public_id = session.public_id = _public_id(parsed, owner, file)
-            session.model = parsed.model[:200]
-            session.context_length = context_length_for(parsed.model)
-            session.previous_summary = previous
-            session.extra = {**_session_extra(parsed), "import_report": report}
-            session.created_at = parsed.created_at or session.created_at
-            session.save(
-                update_fields=[
-                    *("title", "model", "context_length", "previous_summary", "extra"),
-                    *("created_at", "public_id"),
-                ]
-            )
-            links.link(session, parsed)
-            natives.finish()
-    except ImportProblem as problem:
-        links.rolled_back(session.pk if session else None)
-        problem.file = problem.file or file
+                if done:
+                    report = _finish_streamed(
+                        session, parsed, owner, file, tally, titles, renamed=not public_id
+                    )
+                    links.link(session, parsed)
+                    natives.finish()
+            if done:
+                break
+            committed = True
+            if spent is not None:
+                spent.check(file)
+            batch = counts = []  # let the stored batch go before the next one is read
+            batch, done = fill()
+    except BaseException as error:
+        if session is not None:
+            links.rolled_back(session.pk)
+            if committed:
+                discard([session.pk])
+        if isinstance(error, ImportProblem):
+            error.file = error.file or file
+            raise
+        if isinstance(error, IntegrityError | DataError | UnicodeEncodeError):
+            raise _storage_problem(error, file, parsed) from None
         raise
-    except (IntegrityError, DataError, UnicodeEncodeError) as error:
-        raise _storage_problem(error, file, parsed) from None
     links.stored(session, parsed)
     if own_links:
         links.finish()
@@ -244,6 +256,86 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     session.message_total = report["messages"]
     session.fidelity = report
     return session
+
+
+# Marks a session whose batches are still being written (see ``_store_streamed``).
+PENDING = "import_pending"
+# Characters (sizes.message_size) one batch transaction writes at most.
+_BATCH_CHARACTERS = 16 * 2**20
+
+
+def _finish_streamed(
+    session: Session,
+    parsed: ParsedSession,
+    owner,
+    file: str,
+    tally: Tally,
+    titles: _Titles,
+    *,
+    renamed: bool,
+) -> dict:
+    """Once the stream is read: refuse an empty session, check what is known only now
+    (title, metadata), write the session's final fields; its fidelity report."""
+    _refuse_empty(tally, parsed, file)
+    keep_session_controls_visible(parsed)  # title and metadata: known once read
+    try:
+        check_text(parsed.title, "title")
+        check_text(parsed.extra, "session metadata")
+    except Invalid as error:
+        raise ImportProblem(file, parsed.line, str(error), parsed.public_id) from None
+    report = tally.report(parsed)
+    summary = tally.last_summary
+    previous = ""
+    if summary is not None:
+        body = text_of(summary.content).split(SUMMARY_PREFIX, 1)[-1]
+        previous = body.split(END_MARKER, 1)[0].strip()
+    titles.title = clean_title(parsed.title) or titles.title  # known once read
+    session.title = titles.title
+    if parsed.public_id and renamed:  # an id known only once read (OpenAI)
+        session.public_id = _public_id(parsed, owner, file)
+    session.model = parsed.model[:200]
+    session.context_length = context_length_for(parsed.model)
+    session.previous_summary = previous
+    session.extra = {**_session_extra(parsed), "import_report": report}
+    session.created_at = parsed.created_at or session.created_at
+    session.save(
+        update_fields=[
+            *("title", "model", "context_length", "previous_summary", "extra"),
+            *("created_at", "public_id"),
+        ]
+    )
+    return report
+
+
+def discard(pks: list[int]) -> None:
+    """Delete sessions an import stored (their messages and native compactions first), a
+    few thousand rows per transaction so that other writers are never held for long."""
+    qn = connection.ops.quote_name
+    for start in range(0, len(pks), _BATCH):
+        chunk = pks[start : start + _BATCH]
+        while True:
+            with transaction.atomic():
+                ids = list(
+                    Message.objects.filter(session_id__in=chunk).values_list("pk", flat=True)[
+                        :_DISCARD_ROWS
+                    ]
+                )
+                if not ids:
+                    break
+                # Rows of our own import: no other row points at them, so a plain DELETE
+                # (the ORM's collector would load every row first).
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"DELETE FROM {qn(Message._meta.db_table)} WHERE "  # noqa: S608 - our table
+                        f"{qn('id')} IN ({', '.join(['%s'] * len(ids))})",
+                        ids,
+                    )
+        with transaction.atomic():
+            Compaction.objects.filter(session_id__in=chunk).delete()
+            Session.objects.filter(pk__in=chunk).delete()
+
+
+_DISCARD_ROWS = 2000
 
 
 _INSERT_FIELDS = (

@@ -1,0 +1,109 @@
+"""A SQLite file someone gave us, opened so that only its real tables are ever read.
+
+Every importer that reads a SQLite file goes through here: the file is opened read-only
+(``immutable`` when it is the user's own file, so no -wal or -shm ever appears beside it),
+``query_only`` and ``trusted_schema`` off, and each name the reader will use is resolved
+the way SQLite resolves it (ASCII case-insensitively) to a plain table. A view or a virtual
+table under a read name is refused before any SELECT runs: its SQL or module code would run
+inside our reads (a view named ``Messages`` made a 4 KB file store 742 MB; a recursive one
+wrote gigabytes of temp). Triggers on a read table are refused too, except write triggers
+(``AFTER``/``BEFORE INSERT/UPDATE/DELETE``), which real databases keep for their full-text
+index and which cannot fire on a read-only connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hermes_web.importers.base import ImportProblem
+
+MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite(head: bytes) -> bool:
+    """The first bytes of a file are a SQLite database header."""
+    return head[: len(MAGIC)] == MAGIC
+
+
+def fold(name: str) -> str:
+    """A name as SQLite compares identifiers: ASCII letters case-insensitively, nothing else
+    (SQLite does not fold non-ASCII letters, so neither does this)."""
+    return name.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def connect(path: Path, file: str, *, writable_copy: bool = False, **kwargs) -> sqlite3.Connection:
+    """Open ``path`` read-only and immutable (``writable_copy``: a private copy of ours, opened
+    normally so SQLite applies its -wal there), with ``query_only`` and ``trusted_schema`` off.
+    ``kwargs`` go to ``sqlite3.connect`` (e.g. a ``factory``)."""
+    mode = "rw" if writable_copy else "ro&immutable=1"
+    try:
+        db = sqlite3.connect(
+            f"{Path(path).resolve().as_uri()}?mode={mode}",
+            uri=True,
+            check_same_thread=False,
+            **kwargs,
+        )
+    except sqlite3.DatabaseError as error:
+        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+    try:
+        db.execute("PRAGMA query_only = ON")
+        db.execute("PRAGMA trusted_schema = OFF")
+    except sqlite3.DatabaseError as error:
+        db.close()
+        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+    return db
+
+
+def real_tables(db: sqlite3.Connection) -> dict[str, str]:
+    """The plain tables of the database (not views, not virtual tables), folded name → the
+    name as stored. Reads only ``sqlite_master``."""
+    tables = {}
+    for name, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+        if isinstance(name, str) and not _virtual(sql):
+            tables[fold(name)] = name
+    return tables
+
+
+def require_tables(db: sqlite3.Connection, file: str, names: tuple[str, ...]) -> dict[str, str]:
+    """Resolve each of ``names`` as SQLite would and refuse the file unless every one is a
+    plain table with no read-time trigger; the stored name of each (folded name → name).
+
+    A missing table is not refused here (the reader says what it expected); a view, a
+    virtual table or a trigger that could run on a read is, naming it."""
+    wanted = {fold(n) for n in names}
+    found: dict[str, str] = {}
+    rows = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    for kind, name, table, sql in rows:
+        name_key = fold(name) if isinstance(name, str) else ""
+        table_key = fold(table) if isinstance(table, str) else ""
+        if name_key in wanted and kind != "table" and kind != "index" and kind != "trigger":
+            raise ImportProblem(file, 0, f"'{name}' is a {kind}, not a table: refused")
+        if name_key in wanted and kind == "table":
+            if _virtual(sql):
+                raise ImportProblem(file, 0, f"'{name}' is a virtual table, not a table: refused")
+            found[name_key] = name
+        if kind == "trigger" and table_key in wanted and not _write_trigger(sql or ""):
+            raise ImportProblem(file, 0, f"table '{table}' has a trigger ('{name}'): refused")
+    return found
+
+
+def _virtual(sql: object) -> bool:
+    return isinstance(sql, str) and " ".join(sql.split()).upper().startswith("CREATE VIRTUAL")
+
+
+def _write_trigger(sql: str) -> bool:
+    words = " ".join(sql.upper().split())
+    return any(
+        f" {when} {op} ON " in words
+        for when in ("AFTER", "BEFORE")
+        for op in ("INSERT", "UPDATE", "DELETE")
+    )
+
+
+def quoted(name: str) -> str:
+    """An identifier quoted for SQL (a table or column name read from the file)."""
+    return '"' + name.replace('"', '""') + '"'
