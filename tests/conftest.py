@@ -185,3 +185,24 @@ def celery_worker_process(transactional_db, tmp_path, settings):
 def _own_workspaces_dir(settings, tmp_path_factory):
     """Per-user agent workspaces go to a fresh folder per test, never to var/."""
     settings.HERMES_WORKSPACES_DIR = tmp_path_factory.mktemp("workspaces")
+
+
+@pytest.fixture(autouse=True)
+def _empty_search_index_after_a_transactional_test(request):
+    """Django empties the model tables after a transactional test; the search index and its
+    pending marks are not models, so they are emptied here the same way. Otherwise the marks
+    the flush left (one per deleted row) make a later test's search index thousands of stale
+    rows before reaching its own (a search indexes at most 10,000 pending rows first)."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    if "transactional_db" not in request.fixturenames and not (
+        marker and marker.kwargs.get("transaction")
+    ):
+        return
+    from django.db import connection
+
+    from hermes_web.services.search_index import PENDING, TABLE
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {PENDING}")
+        cursor.execute(f"DELETE FROM {TABLE}")
