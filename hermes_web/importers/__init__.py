@@ -29,6 +29,7 @@ from typing import IO
 
 from hermes_web.importers import (
     aider,  # other agents' files (imp)
+    budget,
     claude_code,
     claude_code_folder,
     cline,
@@ -44,7 +45,17 @@ from hermes_web.importers import (
     swe_agent,
 )
 from hermes_web.importers.archive import archive_kind, unpacked
-from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
+from hermes_web.importers.base import (
+    DATA_ERRORS,
+    ImportProblem,
+    ParsedSession,
+    max_bytes,
+    pair_tool_results,
+    reading,
+    records_of,
+    unreadable,
+)
+from hermes_web.importers.budget import Budget, OverBudget, import_budget
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.claude_code_folder import SessionFolder
 from hermes_web.importers.detect import detect_format
@@ -191,7 +202,11 @@ def summary_line(
 
 def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     if fmt == "hermes-db":
-        yield from hermes.parse_db(path, file)
+        try:
+            with records_of(file):
+                yield from hermes.parse_db(path, file)
+        except ImportProblem as problem:
+            yield problem
         return
     parser = {
         "hermes-jsonl": hermes.parse_jsonl,
@@ -202,7 +217,8 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
     }[fmt]
     with open(path, "rb") as stream:
         try:
-            yield from parser(stream, file)
+            with records_of(file):
+                yield from parser(stream, file)
         except ImportProblem as problem:  # whole-file formats: one problem fails the file
             yield problem
 
@@ -247,8 +263,9 @@ def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | Impo
                     problems = []
                 if isinstance(item, ParsedSession):
                     try:  # before counting tokens: a giant message costs seconds of tokenizing
-                        pair_tool_results(item)
-                        check_session(item, file)
+                        with records_of(file, item.line):
+                            pair_tool_results(item)
+                            check_session(item, file)
                     except ImportProblem as problem:
                         item = problem
                     else:
@@ -295,8 +312,41 @@ def import_path(
     A session this user imported before is a duplicate (``report.duplicates``, a failure,
     its problem ending with ``duplicate_hint``: how the caller's surface skips them)
     unless ``skip_existing``, which reports it as skipped. A session with no messages is
-    not stored (``report.empties``). The file is only ever read."""
-    path = Path(path)
+    not stored (``report.empties``). The file is only ever read. The whole import runs
+    under one amplification budget (budget.py): over it, nothing of it is stored."""
+    with import_budget() as (spent, owned):
+        report = _import_path(
+            Path(path),
+            owner=owner,
+            fmt=fmt,
+            name=name,
+            skip_existing=skip_existing,
+            duplicate_hint=duplicate_hint,
+        )
+        return _within_budget(report, spent, owned)
+
+
+def _within_budget(report: ImportReport, spent: Budget, owned: bool) -> ImportReport:
+    """``report``, or, when this import went over its budget (and this call opened it), the
+    refusal alone, with every session it stored deleted."""
+    if not owned or spent.refusal is None:
+        return report
+    spent.undo()
+    refused = ImportReport(file=report.file, format=report.format)
+    refused.errors.append(spent.refusal)
+    return refused
+
+
+def _import_path(
+    path: Path,
+    *,
+    owner,
+    fmt: str,
+    name: str | None,
+    skip_existing: bool,
+    duplicate_hint: str,
+) -> ImportReport:
+    """``import_path`` inside its budget."""
     file = name or path.name
     report = ImportReport(file=file)
     links = None
@@ -316,6 +366,7 @@ def import_path(
             raise ImportProblem(
                 file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})"
             )
+        budget.note_read(path, size)
         links = Links(owner)
         # A streamed session reads the file while it is stored, so it is parsed here: the
         # parsing thread would move on (and close the file) before the store is done.
@@ -329,15 +380,20 @@ def import_path(
     except ImportProblem as problem:
         report.errors.append(problem)
     except RecursionError:
-        report.errors.append(ImportProblem(file, 0, "JSON nested too deeply to read"))
+        report.errors.append(ImportProblem(file, reading.line, "JSON nested too deeply to read"))
     except OSError as error:
         report.errors.append(
-            ImportProblem(file, 0, f"cannot read the file: {error.strerror or error}")
+            ImportProblem(
+                file, 0, f"cannot read the file: {error.strerror or 'input/output error'}"
+            )
         )
-    except Exception as error:  # a reader bug on data nobody foresaw: a 4xx, never a 500
+    except DATA_ERRORS as error:  # outside a parser (detection): the record being read
+        logger.info("import of %s failed", file, exc_info=True)
+        report.errors.append(unreadable(error, file))
+    except Exception:  # a bug on data nobody foresaw: a 4xx, never a 500 nor Python's words
         logger.exception("import of %s failed", file)
         report.errors.append(
-            ImportProblem(file, 0, f"cannot import this file ({type(error).__name__}: {error})")
+            ImportProblem(file, reading.line, "cannot import this file (the error was logged)")
         )
     if links is not None:
         links.finish()
@@ -360,7 +416,10 @@ def _store(
         report.errors.append(item)
         return
     try:
-        report.sessions.append(store_session(item, owner, file, links))
+        with records_of(file, item.line):
+            report.sessions.append(store_session(item, owner, file, links))
+    except OverBudget:
+        raise  # the whole import is refused: its caller stops reading
     except EmptySession as empty:
         report.empties.append(empty)
     except AlreadyImported as again:
@@ -394,12 +453,23 @@ def import_folder(
     name: Callable[[Path], str] = str,
 ) -> ImportReport:
     """A Claude Code session folder as the tool lays it out (see claude_code_folder): its
-    sessions, sub-agents linked as children, tool-results files joined to their stubs."""
+    sessions, sub-agents linked as children, tool-results files joined to their stubs; all
+    of them under one amplification budget (a file many stubs name counts once read)."""
+    with import_budget() as (spent, owned):
+        report = _import_folder(folder, owner=owner, skip_existing=skip_existing, name=name)
+        return _within_budget(report, spent, owned)
+
+
+def _import_folder(
+    folder: SessionFolder, *, owner, skip_existing: bool, name: Callable[[Path], str]
+) -> ImportReport:
     report = ImportReport(file=name(folder.main or folder.folder), format="claude-code-folder")
     links = Links(owner)
     try:
         for file, item in claude_code_folder.parse_folder(folder, name):
             _store(item, report, owner, file, links, skip_existing)
+    except ImportProblem as problem:  # over the budget: the folder is refused whole
+        report.errors.append(problem)
     except OSError as error:
         report.errors.append(
             ImportProblem(report.file, 0, f"cannot read the folder: {error.strerror or error}")
@@ -420,11 +490,16 @@ def import_directory(
     """Every file and Claude Code session folder under ``root`` (symbolic links and special
     files skipped, never opened): a report each, and what was skipped and why."""
     plan = plan_directory(root)
-    reports = [
-        import_path(path, owner=owner, fmt=fmt, name=name(path), skip_existing=skip_existing)
-        for path in plan.files
-    ]
+    reports = []
+    for path in plan.files:
+        if (spent := budget.current()) is not None and spent.refusal is not None:
+            break  # an archive over its budget: the rest is not read
+        reports.append(
+            import_path(path, owner=owner, fmt=fmt, name=name(path), skip_existing=skip_existing)
+        )
     for folder in plan.folders:
+        if (spent := budget.current()) is not None and spent.refusal is not None:
+            break
         if fmt in ("auto", "claude-code"):
             reports.append(
                 import_folder(folder, owner=owner, skip_existing=skip_existing, name=name)
@@ -438,7 +513,16 @@ def _import_archive(
     path: Path, kind: str, *, owner, name: str, skip_existing: bool
 ) -> ImportReport:
     """A .zip or .tar.gz of files or session folders (see archive): unpacked privately, then
-    imported as a directory would be, in one report."""
+    imported as a directory would be, in one report, under one budget (the bytes read are
+    the unpacked files')."""
+    with import_budget() as (spent, owned):
+        report = _unpack_and_import(path, kind, owner=owner, name=name, skip_existing=skip_existing)
+        return _within_budget(report, spent, owned)
+
+
+def _unpack_and_import(
+    path: Path, kind: str, *, owner, name: str, skip_existing: bool
+) -> ImportReport:
     report = ImportReport(file=name, format=f"{kind} archive")
     try:
         with unpacked(path, kind, name) as root:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from hermes_web.importers import claude_code
+from hermes_web.importers import budget, claude_code
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -140,6 +140,7 @@ def unreferenced(folder: SessionFolder) -> list[str]:
 
 def _read(path: Path, file: str) -> ParsedSession:
     size = path.stat().st_size
+    budget.note_read(path, size)
     if size > max_bytes():
         raise ImportProblem(
             file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
@@ -299,6 +300,9 @@ def _join(message: ParsedMessage, session: ParsedSession, folder: SessionFolder)
     limit = settings.HERMES_MAX_MESSAGE_BYTES
     with open(path, "rb") as stream:
         raw = stream.read(limit + 1)
+    # Read once however many stubs name it: a file copied into every stub that names it
+    # is what the import's amplification budget catches (budget.py).
+    budget.note_read(path, len(raw))
     if len(raw) > limit:
         session.counts["tool_result_files_too_large"] += 1
         message.extra = {**message.extra, "tool_result_file_too_large": name}

@@ -41,6 +41,7 @@ from hermes_web.importers.base import (
     safe_id,
     text_of,
 )
+from hermes_web.importers.graph import Cycle, walk_up
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_PI
@@ -73,11 +74,15 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     segments: list[tuple[str, list[str], str]] = []  # (public id, entry ids, parent id)
     leaves = [order[-1]] + [i for i in order[:-1] if not entries[i].children]
     for leaf in leaves:
-        path: list[str] = []
-        current: str | None = leaf
-        while current is not None and current not in owner and current in entries:
-            path.append(current)
-            current = entries[current].parent
+        try:
+            path, current = walk_up(
+                leaf, lambda at: entries[at].parent, stop=lambda at: at in owner
+            )
+        except Cycle as cycle:
+            entry = entries[str(cycle.node)]
+            raise ImportProblem(
+                file, entry.line, f"entry {entry.id!r} is its own ancestor (parent cycle)"
+            ) from None
         path.reverse()
         if not path:
             continue

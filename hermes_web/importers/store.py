@@ -10,6 +10,7 @@ from django.db.models import Field, Q
 from django.utils import timezone
 
 from compaction import END_MARKER, SUMMARY_PREFIX
+from hermes_web.importers import budget
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
@@ -18,6 +19,7 @@ from hermes_web.importers.base import (
     keep_session_controls_visible,
     pair_stream,
     pair_tool_results,
+    plain_words,
     text_of,
 )
 from hermes_web.importers.checks import (
@@ -83,6 +85,8 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         titles.add(message)
     _refuse_empty(tally, parsed, file)
     public_id = _public_id(parsed, owner, file)
+    # Charged before anything is written: a session over the import's budget writes nothing.
+    budget.spend(parsed.stored_chars, file, parsed.line, parsed.public_id)
     model = parsed.model
     counts = parsed.token_counts or count_tokens(parsed.messages, model)
     now = timezone.now()
@@ -119,6 +123,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     except (IntegrityError, DataError, UnicodeEncodeError) as error:
         raise _storage_problem(error, file, parsed) from None
     links.stored(session, parsed)
+    budget.note_stored(session.pk)
     if own_links:
         links.finish()
     session.message_total = report["messages"]
@@ -184,9 +189,13 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             natives = NativeRows(session, parsed, file)
             batch: list = []
             stored = 0
+            charged = 0
             for message in pair_stream(parsed.stream, parsed):
                 parsed.controls_replaced += keep_controls_visible(message)
                 checker.check(message)
+                # the session rolls back when the import's budget runs out
+                budget.spend(checker.stored - charged, file, parsed.line, parsed.public_id)
+                charged = checker.stored
                 tally.add(message)
                 titles.add(message)
                 batch.append(message)
@@ -234,6 +243,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     except (IntegrityError, DataError, UnicodeEncodeError) as error:
         raise _storage_problem(error, file, parsed) from None
     links.stored(session, parsed)
+    budget.note_stored(session.pk)
     if own_links:
         links.finish()
     session.message_total = report["messages"]
@@ -324,8 +334,7 @@ def _storage_problem(error: Exception, file: str, parsed: ParsedSession) -> Impo
     if isinstance(error, IntegrityError):  # a concurrent import took the same id
         problem = f"could not store: {error}"
     elif isinstance(error, UnicodeEncodeError):  # a lone surrogate such as \ud800
-        bad = error.object[error.start : error.end]
-        problem = f"text that is not valid Unicode ({error.reason}: {bad!r})"
+        problem = plain_words(error)
     else:  # DataError, e.g. \u0000 in text, which PostgreSQL cannot store
         problem = "the database refused the text: " + " ".join(str(error).split())
     return ImportProblem(file, parsed.line, problem, parsed.public_id)
