@@ -347,6 +347,7 @@ def _import_path(
     duplicate_hint: str,
 ) -> ImportReport:
     """``import_path`` inside its budget."""
+    reading.line = 0  # no record read yet (the thread may have imported before)
     file = name or path.name
     report = ImportReport(file=file)
     links = None

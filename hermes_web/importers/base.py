@@ -297,7 +297,7 @@ def spooled_session(
 
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:  # a list is not even hashable
         raise ImportProblem(
             file, line, f"unknown role {role!r} (expected system, user, assistant or tool)", session
         )

@@ -33,6 +33,7 @@ from hermes_web.importers.base import (
     ParsedMessage,
     ParsedSession,
     max_bytes,
+    records_of,
     text_of,
 )
 
@@ -107,7 +108,8 @@ def parse_folder(
     compactions: list[tuple[Path, NativeCompaction]] = []
     for path in folder.compaction_agents:
         try:
-            compactions.append((path, _summarizer(path, name(path))))
+            with records_of(name(path)):
+                compactions.append((path, _summarizer(path, name(path))))
         except ImportProblem as problem:
             yield name(path), problem
     unclaimed = [path for path, _ in compactions]
@@ -145,7 +147,7 @@ def _read(path: Path, file: str) -> ParsedSession:
         raise ImportProblem(
             file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
         )
-    with open(path, "rb") as stream:
+    with open(path, "rb") as stream, records_of(file):
         parsed = next(iter(claude_code.parse(stream, file)))  # the spool outlives the file
     if isinstance(parsed, ImportProblem):
         raise parsed

@@ -226,42 +226,58 @@ def test_a_lone_surrogate_in_an_id_is_a_plain_refusal(alice, tmp_path):
     assert _counts() == before
 
 
+def _set(record, path, value):
+    target = record
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+
+
 @pytest.mark.parametrize(
-    ("fixture", "mutate"),
+    ("fixture", "record", "path", "value", "line"),
     [
-        # Codex: a list where a record's payload type was
+        # a list where a message's role was: "TypeError: unhashable type: 'list'" before
+        ("openai_list.json", 0, (2, "tool_calls", 0, "id"), ["x"], 1),
+        # the record's type as an object, read while the format is detected
+        ("codex_rollout.jsonl", 3, ("type",), {"k": 1}, 4),
+        # a list where a step's role was (SWE-agent)
         (
-            "codex_rollout.jsonl",
-            lambda r: (
-                {**r, "payload": {**r["payload"], "type": ["x"]}}
-                if isinstance(r.get("payload"), dict)
-                else r
-            ),
+            "agents/swe_agent/marshmallow-code__marshmallow-1867.traj",
+            0,
+            ("history", 1, "role"),
+            [["x"]],
+            None,
         ),
-        # Claude Code: a list where the message id was (it keys the merge of split records)
+        # a number where a text block's text was ("sequence item 0: expected str instance")
         (
-            "claude_code_session.jsonl",
-            lambda r: (
-                {**r, "message": {**r["message"], "id": [1]}}
-                if isinstance(r.get("message"), dict)
-                else r
-            ),
+            "agents/cline/tasks/1767644899093/api_conversation_history.json",
+            0,
+            (2, "content", 0, "content", 0, "text"),
+            7,
+            None,
         ),
     ],
 )
 def test_json_of_the_wrong_types_is_a_plain_refusal_naming_the_record(
-    alice, tmp_path, fixture, mutate
+    alice, tmp_path, fixture, record, path, value, line
 ):
-    lines = (FIXTURES / fixture).read_text().splitlines()
-    path = tmp_path / fixture
-    path.write_text("\n".join(json.dumps(mutate(json.loads(line))) for line in lines) + "\n")
+    source = FIXTURES / fixture
+    text = source.read_text()
+    lines = fixture.endswith(".jsonl")
+    records = [json.loads(x) for x in text.splitlines()] if lines else [json.loads(text)]
+    _set(records[record], path, value)
+    target = tmp_path / source.name
+    if source.name == "api_conversation_history.json":  # cline reads its task folder
+        target = tmp_path / "tasks" / "1767644899093" / source.name
+        target.parent.mkdir(parents=True)
+    target.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     before = _counts()
-    report = import_path(path, owner=alice)
-    assert report.errors, "the mutated file imported"
-    for problem in report.errors:
-        _plain(problem)
-        assert problem.file == fixture
-        assert problem.line >= 1
+    report = import_path(target, owner=alice)
+    (problem,) = report.errors
+    _plain(problem)
+    assert problem.file == source.name
+    if line is not None:
+        assert problem.line == line
     assert report.sessions == []
     assert _counts() == before
 
