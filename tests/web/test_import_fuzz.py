@@ -23,6 +23,7 @@ from hermes_web.importers import import_path
 from hermes_web.importers.base import ImportProblem
 from hermes_web.importers.sizes import json_size
 from hermes_web.models import Message, Session
+from tests.web.test_import_hostile import _folder, _zip
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -97,6 +98,12 @@ HOSTILE = st.sampled_from(
 )
 PARENT_KEYS = ("parentId", "parentUuid", "parent_session_id", "logicalParentUuid", "cause")
 ID_KEYS = ("id", "uuid", "session_id", "sessionId")
+HOT_KEYS = {
+    *PARENT_KEYS,
+    *ID_KEYS,
+    *("role", "type", "content", "text", "tool_calls", "name", "arguments", "message"),
+    *("payload", "messages", "history", "action", "observation", "tool_call_id", "toolCallId"),
+}
 
 
 def _paths(value, prefix=()):
@@ -138,6 +145,10 @@ def _mutate(documents: list, data) -> list:
                     first[parent] = last[ident]
         return documents
     spots = list(_paths(documents[index]))
+    # Half the time a field importers key on (a role, a type, an id, a parent, content).
+    hot = [spot for spot in spots if spot[0] and spot[0][-1] in HOT_KEYS]
+    if hot and data.draw(st.booleans(), label="hot"):
+        spots = hot
     path, value = spots[data.draw(st.integers(0, len(spots) - 1), label="field")]
     if kind == "self-parent" and isinstance(value, dict):
         ident = next((value[k] for k in ID_KEYS if k in value), "self")
@@ -172,7 +183,7 @@ def _stored_chars(sessions) -> int:
     return total
 
 
-def _check(path: Path, owner, fmt: str = "auto") -> None:
+def _check(path: Path, owner, fmt: str = "auto", read: int | None = None) -> None:
     """The invariants of one import: a complete import or plain refusals, nothing of a
     refused session stored, stored bytes within the limit."""
     before = set(Session.objects.filter(owner=owner).values_list("pk", flat=True))
@@ -187,7 +198,7 @@ def _check(path: Path, owner, fmt: str = "auto") -> None:
     assert after - before == stored, "a refused session left a row behind"
     new_messages = Message.objects.count() - messages_before
     assert new_messages == Message.objects.filter(session__in=stored).count()
-    read = sum(p.stat().st_size for p in ([path] if path.is_file() else path.rglob("*")))
+    read = read or path.stat().st_size
     assert _stored_chars(stored) <= max(RATIO * read, FLOOR)
     Session.objects.filter(owner=owner).delete()  # the next example starts clean
 
@@ -199,7 +210,7 @@ def fuzz_limits(settings):
 
 
 FUZZ = settings(
-    max_examples=12,
+    max_examples=15,
     derandomize=True,
     deadline=None,
     database=None,
@@ -260,3 +271,14 @@ def test_an_archive_naming_one_file_many_times_ends_clean(
     path = tmp_path / "many.zip"
     path.write_bytes(buffer.getvalue())
     _check(path, alice)
+
+
+@FUZZ
+@given(stubs=st.sampled_from([1, 5, 40]), agents=st.sampled_from([0, 3, 12]))
+def test_a_folder_archive_whose_stubs_name_one_file_ends_within_the_limit(
+    alice, tmp_path_factory, fuzz_limits, stubs, agents
+):
+    root = _folder(tmp_path_factory.mktemp("p"), stubs, agents, stubs, size=64 * 1024)
+    path = tmp_path_factory.mktemp("z") / "folder.zip"
+    path.write_bytes(_zip(root))
+    _check(path, alice, read=sum(p.stat().st_size for p in root.rglob("*") if p.is_file()))
