@@ -355,7 +355,7 @@ def size_text(n: int) -> str:
 
 
 # Python's own words name its setting (sys.set_int_max_str_digits); this is what is wrong.
-UNREADABLE_NUMBER = "unreadable number: an integer of more than 4,300 digits"
+UNREADABLE_NUMBER = "unreadable number: an integer of more than 4300 digits"
 
 
 def broken_json(error: json.JSONDecodeError) -> str:
