@@ -38,6 +38,7 @@ from hermes_web.importers.base import (
     iter_lines,
     json_line,
     pair_stream,
+    records_of,
     safe_id,
     text_of,
 )
@@ -63,7 +64,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     session_id = header.get("id") if isinstance(header.get("id"), str) else ""
     if not session_id:
         session_id = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    base = safe_id(session_id)
+    with records_of(file, 1):  # the header's id: a problem in it is line 1's
+        base = safe_id(session_id)
     if not order:
         raise ImportProblem(file, 1, "a Pi session header with no entries: nothing to import")
     name = ""
