@@ -229,6 +229,12 @@ HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)
 # Every stored field counts: content, tool calls, reasoning and metadata (a Hermes database's
 # extra columns). A session storing more than this in all (messages and its own metadata) fails.
 HERMES_MAX_SESSION_BYTES = env_int("HERMES_MAX_SESSION_BYTES", HERMES_MAX_UPLOAD_BYTES)
+# One import (a file, a session folder, an archive, all its sessions together) stores at most
+# this many times the bytes it read, or the floor when that is more (importers/budget.py): a
+# 23 KB zip whose 30 stubs all named one 9 MiB file stored 3 GB. Stored bytes are the
+# characters of every stored field (content, calls, reasoning, metadata).
+HERMES_IMPORT_AMPLIFICATION = env_int("HERMES_IMPORT_AMPLIFICATION", 4)
+HERMES_IMPORT_AMPLIFICATION_FLOOR = env_int("HERMES_IMPORT_AMPLIFICATION_FLOOR", 16 * 1024 * 1024)
 # A compaction of a session over this many active messages loads only its head, the middle's
 # two ends and the rows the tail can reach (services/bounded_compaction.py): bounded memory.
 HERMES_BOUNDED_COMPACTION_ABOVE = env_int("HERMES_BOUNDED_COMPACTION_ABOVE", 100_000)

@@ -48,15 +48,24 @@ from hermes_web.importers import (
     swe_agent,
 )
 from hermes_web.importers.archive import archive_kind, unpacked
-from hermes_web.importers.base import ImportProblem, ParsedSession, max_bytes, pair_tool_results
-from hermes_web.importers.budget import OverBudget
+from hermes_web.importers.base import (
+    DATA_ERRORS,
+    ImportProblem,
+    ParsedSession,
+    max_bytes,
+    pair_tool_results,
+    reading,
+    records_of,
+    unreadable,
+)
+from hermes_web.importers.budget import Budget, OverBudget, import_budget
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
 from hermes_web.importers.claude_code_folder import SessionFolder
 from hermes_web.importers.detect import detect_format
 from hermes_web.importers.directory import file_kind, plan_directory
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.sizes import ProblemList
-from hermes_web.importers.store import AlreadyImported, EmptySession, discard, store_session
+from hermes_web.importers.store import AlreadyImported, EmptySession, store_session
 from hermes_web.models import Session
 
 __all__ = [
@@ -196,7 +205,11 @@ def summary_line(
 
 def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     if fmt == "hermes-db":
-        yield from hermes.parse_db(path, file)
+        try:
+            with records_of(file):
+                yield from hermes.parse_db(path, file)
+        except ImportProblem as problem:
+            yield problem
         return
     parser = {
         "hermes-jsonl": hermes.parse_jsonl,
@@ -207,7 +220,8 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
     }[fmt]
     with open(path, "rb") as stream:
         try:
-            yield from parser(stream, file)
+            with records_of(file):
+                yield from parser(stream, file)
         except ImportProblem as problem:  # whole-file formats: one problem fails the file
             yield problem
 
@@ -253,8 +267,9 @@ def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | Impo
                     problems = []
                 if isinstance(item, ParsedSession):
                     try:  # before counting tokens: a giant message costs seconds of tokenizing
-                        pair_tool_results(item)
-                        check_session(item, file)
+                        with records_of(file, item.line):
+                            pair_tool_results(item)
+                            check_session(item, file)
                     except ImportProblem as problem:
                         item = problem
                     else:
@@ -304,26 +319,36 @@ def import_path(
     unless ``skip_existing``, which reports it as skipped. A session with no messages is
     not stored (``report.empties``). The file is only ever read.
 
-    The import runs under a time budget (``seconds``, the command line's by default; an
-    archive's files share their archive's): past it, everything it stored is deleted and
-    the report says so (``budget``)."""
+    The whole import runs under one budget (budget.py) of time (``seconds``, the command
+    line's by default) and of stored bytes relative to bytes read; an archive's files share
+    their archive's. Past it, everything it stored is deleted and the report says why."""
     path = Path(path)
     file = name or path.name
-    if seconds is None:
-        seconds = settings.HERMES_IMPORT_CLI_SECONDS
-    with budget.running(seconds) as (spent, owned):
+    with import_budget(seconds) as (spent, owned):
         try:
-            return _import_path(path, file, owner, fmt, skip_existing, duplicate_hint)
+            report = _import_path(path, file, owner, fmt, skip_existing, duplicate_hint)
         except OverBudget as problem:
             if not owned:
                 raise
-            discard(spent.stored)
+            spent.refusal = spent.refusal or problem
             report = ImportReport(file=file, format=fmt)
-            report.errors.append(problem)
-            return report
-        finally:
-            if owned and spent.stored:
-                checkpoint()
+        return _within_budget(report, spent, owned)
+
+
+def _within_budget(report: ImportReport, spent: Budget, owned: bool) -> ImportReport:
+    """``report``, or, when this import went over its budget (and this call opened it), the
+    refusal alone, with every session it stored deleted. The owner of a budget that stored
+    anything checkpoints SQLite's WAL afterwards."""
+    if not owned:
+        return report
+    wrote = bool(spent.sessions)
+    if spent.refusal is not None:
+        spent.undo()
+        report = ImportReport(file=report.file, format=report.format)
+        report.errors.append(spent.refusal)
+    if wrote:
+        checkpoint()
+    return report
 
 
 def checkpoint() -> None:
@@ -347,6 +372,8 @@ def checkpoint() -> None:
 def _import_path(
     path: Path, file: str, owner, fmt: str, skip_existing: bool, duplicate_hint: str
 ) -> ImportReport:
+    """``import_path`` inside its budget."""
+    reading.line = 0  # no record read yet (the thread may have imported before)
     report = ImportReport(file=file)
     spent = budget.current()
     links = None
@@ -366,6 +393,7 @@ def _import_path(
             raise ImportProblem(
                 file, 0, f"unknown format {fmt!r} (expected auto, {', '.join(FORMATS)})"
             )
+        budget.note_read(path, size)
         links = Links(owner)
         # A streamed session reads the file while it is stored, so it is parsed here: the
         # parsing thread would move on (and close the file) before the store is done.
@@ -385,15 +413,20 @@ def _import_path(
     except ImportProblem as problem:
         report.errors.append(problem)
     except RecursionError:
-        report.errors.append(ImportProblem(file, 0, "JSON nested too deeply to read"))
+        report.errors.append(ImportProblem(file, reading.line, "JSON nested too deeply to read"))
     except OSError as error:
         report.errors.append(
-            ImportProblem(file, 0, f"cannot read the file: {error.strerror or error}")
+            ImportProblem(
+                file, 0, f"cannot read the file: {error.strerror or 'input/output error'}"
+            )
         )
-    except Exception as error:  # a reader bug on data nobody foresaw: a 4xx, never a 500
+    except DATA_ERRORS as error:  # outside a parser (detection): the record being read
+        logger.info("import of %s failed", file, exc_info=True)
+        report.errors.append(unreadable(error, file))
+    except Exception:  # a bug on data nobody foresaw: a 4xx, never a 500 nor Python's words
         logger.exception("import of %s failed", file)
         report.errors.append(
-            ImportProblem(file, 0, f"cannot import this file ({type(error).__name__}: {error})")
+            ImportProblem(file, reading.line, "cannot import this file (the error was logged)")
         )
     if links is not None:
         links.finish()
@@ -416,11 +449,12 @@ def _store(
         report.errors.append(item)
         return
     try:
-        report.sessions.append(store_session(item, owner, file, links))
+        with records_of(file, item.line):
+            report.sessions.append(store_session(item, owner, file, links))
+    except OverBudget:
+        raise  # the whole import is refused: its caller stops reading
     except EmptySession as empty:
         report.empties.append(empty)
-    except OverBudget:
-        raise
     except AlreadyImported as again:
         skip = skip_existing or item.skip_if_imported
         again.problem = (
@@ -459,12 +493,23 @@ def import_folder(
     name: Callable[[Path], str] = str,
 ) -> ImportReport:
     """A Claude Code session folder as the tool lays it out (see claude_code_folder): its
-    sessions, sub-agents linked as children, tool-results files joined to their stubs."""
+    sessions, sub-agents linked as children, tool-results files joined to their stubs; all
+    of them under one amplification budget (a file many stubs name counts once read)."""
+    with import_budget() as (spent, owned):
+        report = _import_folder(folder, owner=owner, skip_existing=skip_existing, name=name)
+        return _within_budget(report, spent, owned)
+
+
+def _import_folder(
+    folder: SessionFolder, *, owner, skip_existing: bool, name: Callable[[Path], str]
+) -> ImportReport:
     report = ImportReport(file=name(folder.main or folder.folder), format="claude-code-folder")
     links = Links(owner)
     try:
         for file, item in claude_code_folder.parse_folder(folder, name):
             _store(item, report, owner, file, links, skip_existing)
+    except ImportProblem as problem:  # over the budget: the folder is refused whole
+        report.errors.append(problem)
     except OSError as error:
         report.errors.append(
             ImportProblem(report.file, 0, f"cannot read the folder: {error.strerror or error}")
@@ -485,11 +530,16 @@ def import_directory(
     """Every file and Claude Code session folder under ``root`` (symbolic links and special
     files skipped, never opened): a report each, and what was skipped and why."""
     plan = plan_directory(root)
-    reports = [
-        import_path(path, owner=owner, fmt=fmt, name=name(path), skip_existing=skip_existing)
-        for path in plan.files
-    ]
+    reports = []
+    for path in plan.files:
+        if (spent := budget.current()) is not None and spent.refusal is not None:
+            break  # an archive over its budget: the rest is not read
+        reports.append(
+            import_path(path, owner=owner, fmt=fmt, name=name(path), skip_existing=skip_existing)
+        )
     for folder in plan.folders:
+        if (spent := budget.current()) is not None and spent.refusal is not None:
+            break
         if fmt in ("auto", "claude-code"):
             reports.append(
                 import_folder(folder, owner=owner, skip_existing=skip_existing, name=name)
@@ -503,7 +553,16 @@ def _import_archive(
     path: Path, kind: str, *, owner, name: str, skip_existing: bool
 ) -> ImportReport:
     """A .zip or .tar.gz of files or session folders (see archive): unpacked privately, then
-    imported as a directory would be, in one report."""
+    imported as a directory would be, in one report, under one budget (the bytes read are
+    the unpacked files')."""
+    with import_budget() as (spent, owned):
+        report = _unpack_and_import(path, kind, owner=owner, name=name, skip_existing=skip_existing)
+        return _within_budget(report, spent, owned)
+
+
+def _unpack_and_import(
+    path: Path, kind: str, *, owner, name: str, skip_existing: bool
+) -> ImportReport:
     report = ImportReport(file=name, format=f"{kind} archive")
     try:
         with unpacked(path, kind, name) as root:

@@ -13,7 +13,14 @@ import json
 from typing import IO, Any
 
 from compaction.summary import wrap_summary
-from hermes_web.importers.base import ImportProblem, NativeCompaction, ParsedMessage, ParsedSession
+from hermes_web.importers.base import (
+    UNREADABLE_NUMBER,
+    ImportProblem,
+    NativeCompaction,
+    ParsedMessage,
+    ParsedSession,
+    broken_json,
+)
 
 
 def read_text(stream: IO[bytes], file: str) -> str:
@@ -34,11 +41,9 @@ def load_json(stream: IO[bytes], file: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ImportProblem(
-            file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}"
-        ) from None
-    except ValueError as error:  # an integer over Python's 4,300-digit conversion limit
-        raise ImportProblem(file, 0, f"unreadable number: {error}") from None
+        raise ImportProblem(file, error.lineno, broken_json(error)) from None
+    except ValueError:  # an integer over Python's 4,300-digit conversion limit
+        raise ImportProblem(file, 0, UNREADABLE_NUMBER) from None
     except RecursionError:
         raise ImportProblem(file, 0, "JSON nested too deeply to read") from None
 

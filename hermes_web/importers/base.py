@@ -7,12 +7,15 @@ good sessions of the same file still import.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import logging
 import pickle
 import re
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
@@ -26,6 +29,64 @@ ROLES = frozenset(Message.Role.values)
 # One line of a JSONL file may hold a whole session; past this it is refused, not buffered.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
+logger = logging.getLogger(__name__)
+
+
+class _Reading(threading.local):
+    """Where this thread's importer is: the line of the record it read last (``iter_lines``
+    and ``json_line`` set it, a spool's replay sets the line of the message it hands out)."""
+
+    line = 0
+
+
+reading = _Reading()
+# What an importer's own code raises on data of a shape nobody foresaw (a list where text
+# was, a lone surrogate, a missing key, nesting past Python's stack): said in plain words by
+# ``records_of``, never in Python's.
+DATA_ERRORS = (
+    TypeError,
+    ValueError,  # UnicodeError and json.JSONDecodeError included
+    LookupError,  # KeyError, IndexError
+    AttributeError,
+    ArithmeticError,
+    RecursionError,
+)
+
+
+def unreadable(error: BaseException, file: str, line: int | None = None) -> ImportProblem:
+    """``error``, raised by an importer while reading ``file``, as the problem a person reads:
+    where (the record being read) and what kind of thing is wrong, without Python's words,
+    the exception's text or a server path."""
+    line = reading.line if line is None else line
+    return ImportProblem(file, line, f"{plain_words(error)}: not imported")
+
+
+def plain_words(error: BaseException) -> str:
+    """What kind of thing in the data made an importer raise ``error``."""
+    if isinstance(error, UnicodeError):
+        what = "text that is not valid Unicode (a lone surrogate such as \\ud800 in a string)"
+    elif isinstance(error, RecursionError):
+        what = "a record nested too deeply to read"
+    elif isinstance(error, LookupError):
+        what = "a record without a field this format needs, or with it in the wrong place"
+    else:
+        what = (
+            "a record of an unexpected shape (a value of the wrong type: a list or a number "
+            "where text or an object belongs)"
+        )
+    return what
+
+
+@contextlib.contextmanager
+def records_of(file: str, line: int = 0) -> Iterator[None]:
+    """The boundary around an importer reading ``file``: a data error it raises inside
+    (``DATA_ERRORS``) comes out as the ``ImportProblem`` of the record it was reading."""
+    reading.line = line
+    try:
+        yield
+    except DATA_ERRORS as error:
+        logger.info("importer error reading %s, line %s", file, reading.line, exc_info=True)
+        raise unreadable(error, file) from None
 
 
 class ImportProblem(Exception):
@@ -135,6 +196,9 @@ class ParsedSession:
     # A partial copy of a session another file holds whole (Gemini CLI's logs.json: the
     # prompts only): when the session is already there it is skipped, not a duplicate.
     skip_if_imported: bool = False
+    # Characters the session stores (``checks.Checker``), once checked: what the import's
+    # amplification budget is charged (budget.py).
+    stored_chars: int = 0
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
@@ -200,6 +264,9 @@ class Spool:
             raise StopIteration
         row = pickle.load(self.file)  # our own file, written by ``write``
         message = ParsedMessage(**dict(zip(_SPOOLED, row, strict=True)))
+        line = message.extra.get("line") if isinstance(message.extra, dict) else None
+        if isinstance(line, int):  # problems found while it is stored name its record
+            reading.line = line
         if self.index < self.archive_before and message.active and not message.meta:
             message.active, message.archived = False, True
             # the first compaction after this row is the one that replaced it
@@ -230,7 +297,7 @@ def spooled_session(
 
 
 def check_role(role: Any, file: str, line: int, session: str = "") -> str:
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:  # a list is not even hashable
         raise ImportProblem(
             file, line, f"unknown role {role!r} (expected system, user, assistant or tool)", session
         )
@@ -276,6 +343,7 @@ def iter_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, str | Import
             continue
         if not raw.strip():
             continue
+        reading.line = number
         try:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -286,15 +354,25 @@ def size_text(n: int) -> str:
     return f"{n // 2**20} MB" if n >= 2**20 else f"{n} bytes"
 
 
+# Python's own words name its setting (sys.set_int_max_str_digits); this is what is wrong.
+UNREADABLE_NUMBER = "unreadable number: an integer of more than 4300 digits"
+
+
+def broken_json(error: json.JSONDecodeError) -> str:
+    """``broken JSON: Expecting ',' delimiter at column 5``; json's own "… starting at" is
+    not followed by a second "at"."""
+    where = "" if error.msg.endswith(" at") else " at"
+    return f"broken JSON: {error.msg}{where} column {error.colno}"
+
+
 def json_line(text: str, file: str, line: int) -> Any:
+    reading.line = line
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ImportProblem(
-            file, line, f"broken JSON: {error.msg} at column {error.colno}"
-        ) from None
-    except ValueError as error:  # an integer over Python's 4,300-digit conversion limit
-        raise ImportProblem(file, line, f"unreadable number: {error}") from None
+        raise ImportProblem(file, line, broken_json(error)) from None
+    except ValueError:  # an integer over Python's 4,300-digit conversion limit
+        raise ImportProblem(file, line, UNREADABLE_NUMBER) from None
     except RecursionError:
         raise ImportProblem(file, line, "JSON nested too deeply to read") from None
 

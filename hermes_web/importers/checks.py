@@ -66,6 +66,7 @@ def check_session(parsed: ParsedSession, file: str) -> None:
     checker = Checker(parsed, file)
     for message in parsed.messages:
         checker.pairing(message)
+    parsed.stored_chars = checker.stored
 
 
 class Checker:

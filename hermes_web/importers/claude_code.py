@@ -339,6 +339,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     first_time = None
     agent_id, sidechain_records, main_records = "", 0, 0
     meta_keys: dict[str, Any] = {}
+    uuids: set[str] = set()
     for number, text in iter_lines(stream, file):
         spool.write(build.messages)
         if isinstance(text, ImportProblem):
@@ -352,6 +353,12 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
         kind = record.get("type")
         if not isinstance(kind, str):
             raise ImportProblem(file, number, "record has no 'type': not a Claude Code transcript")
+        uuid = record.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            if uuid in uuids:  # the same record written twice (a resume, a retried write)
+                session.skip("duplicate record (its uuid came earlier in the file; stored once)")
+                continue
+            uuids.add(uuid)
         if kind == "summary" and isinstance(record.get("summary"), str):
             summary_title = summary_title or record["summary"]
             session.skip("summary record (used as the title)")

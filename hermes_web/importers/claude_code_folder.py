@@ -26,13 +26,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from hermes_web.importers import claude_code
+from hermes_web.importers import budget, claude_code
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
     ParsedMessage,
     ParsedSession,
     max_bytes,
+    records_of,
     text_of,
 )
 
@@ -107,7 +108,8 @@ def parse_folder(
     compactions: list[tuple[Path, NativeCompaction]] = []
     for path in folder.compaction_agents:
         try:
-            compactions.append((path, _summarizer(path, name(path))))
+            with records_of(name(path)):
+                compactions.append((path, _summarizer(path, name(path))))
         except ImportProblem as problem:
             yield name(path), problem
     unclaimed = [path for path, _ in compactions]
@@ -140,11 +142,12 @@ def unreferenced(folder: SessionFolder) -> list[str]:
 
 def _read(path: Path, file: str) -> ParsedSession:
     size = path.stat().st_size
+    budget.note_read(path, size)
     if size > max_bytes():
         raise ImportProblem(
             file, 0, f"file is {size // 2**20} MB; the limit is {max_bytes() // 2**20} MB"
         )
-    with open(path, "rb") as stream:
+    with open(path, "rb") as stream, records_of(file):
         parsed = next(iter(claude_code.parse(stream, file)))  # the spool outlives the file
     if isinstance(parsed, ImportProblem):
         raise parsed
@@ -299,6 +302,9 @@ def _join(message: ParsedMessage, session: ParsedSession, folder: SessionFolder)
     limit = settings.HERMES_MAX_MESSAGE_BYTES
     with open(path, "rb") as stream:
         raw = stream.read(limit + 1)
+    # Read once however many stubs name it: a file copied into every stub that names it
+    # is what the import's amplification budget catches (budget.py).
+    budget.note_read(path, len(raw))
     if len(raw) > limit:
         session.counts["tool_result_files_too_large"] += 1
         message.extra = {**message.extra, "tool_result_file_too_large": name}

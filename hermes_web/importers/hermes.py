@@ -39,6 +39,7 @@ from hermes_web.importers.base import (
     ParsedMessage,
     ParsedSession,
     Spool,
+    broken_json,
     check_role,
     epoch,
     iter_lines,
@@ -308,7 +309,7 @@ def _document(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportPr
         yield ImportProblem(file, line, f"not valid UTF-8 (byte {error.start})")
         return
     except json.JSONDecodeError as error:
-        yield ImportProblem(file, error.lineno, f"broken JSON: {error.msg} at column {error.colno}")
+        yield ImportProblem(file, error.lineno, broken_json(error))
         return
     except ValueError as error:
         yield ImportProblem(file, 0, f"unreadable number: {error}")

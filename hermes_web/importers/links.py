@@ -12,6 +12,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
 from hermes_web.importers.base import ImportProblem, ParsedSession
+from hermes_web.importers.graph import top_of
 from hermes_web.models import Message, Session
 
 _BATCH = 500
@@ -58,13 +59,14 @@ class Links:
         self.dirty: set[int] = _unfinished(owner)
 
     def _top(self, pk: int) -> int:
-        path = []
-        while self.up.get(pk, pk) != pk:
-            path.append(pk)
-            pk = self.up[pk]
-        for node in path:
-            self.up[node] = pk
-        return pk
+        """The top of ``pk``'s tree, the path to it compressed (graph.top_of: a loop in the
+        map, which ``link`` never makes, would stop the walk instead of spinning)."""
+        up = self.up
+        top = top_of(pk, lambda node: up[node] if up.get(node, node) != node else None)
+        node = pk
+        while node != top and up.get(node, node) != node:
+            up[node], node = top, up[node]
+        return top
 
     def link(self, session: Session, parsed: ParsedSession) -> None:
         """Inside the session's transaction: attach to its parent, then its waiting children."""
@@ -198,14 +200,7 @@ def _unfinished(owner) -> set[int]:
     parent_of = dict(
         imported.filter(parent__isnull=False).values_list("pk", "parent_id").iterator()
     )
-    tops = set()
-    for pk in broken:
-        seen = {pk}
-        while (up := parent_of.get(pk)) is not None and up not in seen:  # stored data may loop
-            seen.add(up)
-            pk = up
-        tops.add(pk)
-    return tops
+    return {top_of(pk, parent_of.get) for pk in broken}  # stored data may loop
 
 
 def _link_task_call(child_pk: int, parent_pk: int) -> None:

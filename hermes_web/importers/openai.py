@@ -26,9 +26,11 @@ from typing import IO, Any
 import ijson
 
 from hermes_web.importers.base import (
+    UNREADABLE_NUMBER,
     ImportProblem,
     ParsedMessage,
     ParsedSession,
+    broken_json,
     check_role,
     text_of,
 )
@@ -162,11 +164,9 @@ def _broken(stream: IO[bytes], reader: _Lines, error: Exception, file: str) -> I
         except UnicodeDecodeError as decode:
             return ImportProblem(file, 0, f"not valid UTF-8 (byte {decode.start})")
         except json.JSONDecodeError as exact:
-            return ImportProblem(
-                file, exact.lineno, f"broken JSON: {exact.msg} at column {exact.colno}"
-            )
-        except ValueError as number:  # an integer over Python's 4,300-digit conversion limit
-            return ImportProblem(file, 0, f"unreadable number: {number}")
+            return ImportProblem(file, exact.lineno, broken_json(exact))
+        except ValueError:  # an integer over Python's 4,300-digit conversion limit
+            return ImportProblem(file, 0, UNREADABLE_NUMBER)
         except RecursionError:
             return ImportProblem(file, 1, "JSON nested too deeply to read")
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from hermes_web.importers import openhands_v1
+from hermes_web.importers import budget, openhands_v1
 from hermes_web.importers.agent_common import (
     as_text,
     call,
@@ -103,6 +103,7 @@ def _folder_events(path: Path, file: str) -> list | None:
         return None
     events = []
     for _, item in numbered:
+        budget.note_read(item)  # what the import read, for its amplification limit
         with open(item, "rb") as stream:
             events.append(load_json(stream, str(item)))
     return events

@@ -38,9 +38,11 @@ from hermes_web.importers.base import (
     iter_lines,
     json_line,
     pair_stream,
+    records_of,
     safe_id,
     text_of,
 )
+from hermes_web.importers.graph import Cycle, walk_up
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_PI
@@ -62,7 +64,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     session_id = header.get("id") if isinstance(header.get("id"), str) else ""
     if not session_id:
         session_id = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    base = safe_id(session_id)
+    with records_of(file, 1):  # the header's id: a problem in it is line 1's
+        base = safe_id(session_id)
     if not order:
         raise ImportProblem(file, 1, "a Pi session header with no entries: nothing to import")
     name = ""
@@ -73,11 +76,15 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     segments: list[tuple[str, list[str], str]] = []  # (public id, entry ids, parent id)
     leaves = [order[-1]] + [i for i in order[:-1] if not entries[i].children]
     for leaf in leaves:
-        path: list[str] = []
-        current: str | None = leaf
-        while current is not None and current not in owner and current in entries:
-            path.append(current)
-            current = entries[current].parent
+        try:
+            path, current = walk_up(
+                leaf, lambda at: entries[at].parent, stop=lambda at: at in owner
+            )
+        except Cycle as cycle:
+            entry = entries[str(cycle.node)]
+            raise ImportProblem(
+                file, entry.line, f"entry {entry.id!r} is its own ancestor (parent cycle)"
+            ) from None
         path.reverse()
         if not path:
             continue

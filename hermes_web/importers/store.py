@@ -19,6 +19,7 @@ from hermes_web.importers.base import (
     keep_session_controls_visible,
     pair_stream,
     pair_tool_results,
+    plain_words,
     text_of,
 )
 from hermes_web.importers.checks import (
@@ -76,8 +77,6 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         finally:  # a spool file or an open reader, also when the session was refused unread
             if close is not None:
                 close()
-        if spent := budget.current():
-            spent.stored.append(streamed.pk)
         queue_search_index(streamed.pk)
         return streamed
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
@@ -89,6 +88,8 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         titles.add(message)
     _refuse_empty(tally, parsed, file)
     public_id = _public_id(parsed, owner, file)
+    # Charged before anything is written: a session over the import's budget writes nothing.
+    budget.spend(parsed.stored_chars, file, parsed.line, parsed.public_id)
     model = parsed.model
     counts = parsed.token_counts or count_tokens(parsed.messages, model)
     now = timezone.now()
@@ -125,13 +126,12 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     except (IntegrityError, DataError, UnicodeEncodeError) as error:
         raise _storage_problem(error, file, parsed) from None
     links.stored(session, parsed)
+    budget.note_stored(session.pk)
     if own_links:
         links.finish()
     queue_search_index(session.pk)
     session.message_total = report["messages"]
     session.fidelity = report
-    if spent := budget.current():
-        spent.stored.append(session.pk)
     return session
 
 
@@ -189,12 +189,15 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     spent = budget.current()
 
     def fill() -> tuple[list, bool]:
-        """The next batch, checked; and whether the stream is done."""
+        """The next batch, checked and charged to the import's budget (over it, the import
+        is refused); and whether the stream is done."""
         batch: list = []
-        start = checker.stored
+        start = charged = checker.stored
         for message in stream:
             parsed.controls_replaced += keep_controls_visible(message)
             checker.check(message)
+            budget.spend(checker.stored - charged, file, parsed.line, parsed.public_id)
+            charged = checker.stored
             tally.add(message)
             titles.add(message)
             batch.append(message)
@@ -250,6 +253,7 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             raise _storage_problem(error, file, parsed) from None
         raise
     links.stored(session, parsed)
+    budget.note_stored(session.pk)
     if own_links:
         links.finish()
     queue_search_index(session.pk)
@@ -421,8 +425,7 @@ def _storage_problem(error: Exception, file: str, parsed: ParsedSession) -> Impo
     if isinstance(error, IntegrityError):  # a concurrent import took the same id
         problem = f"could not store: {error}"
     elif isinstance(error, UnicodeEncodeError):  # a lone surrogate such as \ud800
-        bad = error.object[error.start : error.end]
-        problem = f"text that is not valid Unicode ({error.reason}: {bad!r})"
+        problem = plain_words(error)
     else:  # DataError, e.g. \u0000 in text, which PostgreSQL cannot store
         problem = "the database refused the text: " + " ".join(str(error).split())
     return ImportProblem(file, parsed.line, problem, parsed.public_id)
