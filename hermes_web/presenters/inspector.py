@@ -239,8 +239,47 @@ def ref_segments(text: str, positions: Sequence[int] | None) -> list[dict[str, A
     return segments
 
 
+# Headings summaries are written with: Markdown ("## Files"), numbered ("1. Primary Request
+# and Intent:"), a bare label line ("Analysis:") or a bold line ("**Errors**").
+HEADING_RE = re.compile(
+    r"^\s{0,3}(?:#{1,4}\s+(?P<md>.+?)\s*#*|(?P<num>\d{1,2}\.\s+[^\n]{1,80}?):"
+    r"|(?P<label>[A-Z][\w /&()'-]{1,60}):|\*\*(?P<bold>[^*\n]{1,80})\*\*:?)\s*$"
+)
+MARKDOWN_HEADING_RE = re.compile(r"^\s{0,3}(#{1,4})\s+\S")
+FENCE_RE = re.compile(r"^\s{0,3}(```|~~~)")
+
+
+def heading_sections(text: str) -> dict[str, Any]:
+    """A summary (ours or an agent's) split at its headings: ``{"preamble", "sections":
+    [{"heading", "body"}]}``. The one parser of every page's section count. Headings are
+    Markdown lines of the summary's top level, numbered or bold lines; a bare label line ("Analysis:", as Claude Code writes)
+    is one only in a summary without Markdown headings (in ours, a "Steps:" line quoted in
+    the Active Task is text). Lines inside a fenced code block are never headings."""
+    lines = (text or "").splitlines()
+    levels = [len(m.group(1)) for line in lines if (m := MARKDOWN_HEADING_RE.match(line))]
+    top = min(levels, default=0)  # "### Files" under "## Fact Ledger" is part of its body
+    preamble: list[str] = []
+    sections: list[dict[str, str]] = []
+    fenced = False
+    for line in lines:
+        if FENCE_RE.match(line):
+            fenced = not fenced
+        match = None if fenced else HEADING_RE.match(line)
+        level = len(m.group(1)) if (m := MARKDOWN_HEADING_RE.match(line)) else 0
+        if match and (level == top if level else not (top and match.group("label"))):
+            heading = next(v for v in match.groupdict().values() if v)
+            sections.append({"heading": heading.strip(), "body": ""})
+        elif sections:
+            sections[-1]["body"] += line + "\n"
+        else:
+            preamble.append(line)
+    for section in sections:
+        section["body"] = section["body"].strip("\n")
+    return {"preamble": "\n".join(preamble).strip(), "sections": sections}
+
+
 def summary_sections(summary: str | None) -> dict[str, Any]:
-    """Split a summary message into its prefix, ``## `` sections and end marker."""
+    """Split a summary message into its prefix, its sections (``heading_sections``) and end marker."""
     text = summary or ""
     prefix = ""
     if text.startswith(SUMMARY_PREFIX):
@@ -254,21 +293,11 @@ def summary_sections(summary: str | None) -> dict[str, Any]:
     if END_MARKER in text:
         text, _, _after = text.partition(END_MARKER)
         end_marker = END_MARKER
-    preamble_lines: list[str] = []
-    sections: list[dict[str, str]] = []
-    for line in text.strip("\n").splitlines():
-        if line.startswith("## "):
-            sections.append({"heading": line[3:].strip(), "body": ""})
-        elif sections:
-            sections[-1]["body"] += line + "\n"
-        else:
-            preamble_lines.append(line)
-    for section in sections:
-        section["body"] = section["body"].strip("\n")
+    split = heading_sections(text.strip("\n"))
     return {
         "prefix": prefix.strip(),
-        "preamble": "\n".join(preamble_lines).strip(),
-        "sections": sections,
+        "preamble": split["preamble"],
+        "sections": split["sections"],
         "end_marker": end_marker,
     }
 

@@ -34,7 +34,7 @@ from hermes_web.presenters.inspector import (
 )
 from hermes_web.presenters.lineage import saved_chart
 from hermes_web.presenters.messages import message_view
-from hermes_web.presenters.native import native_context
+from hermes_web.presenters.native import agent_summary_texts, native_context
 from hermes_web.presenters.refs import RefResolver, chain_of
 from hermes_web.services.compactions import (
     CompactionRefused,
@@ -86,8 +86,10 @@ def _int(value, default: int) -> int:
 def final_rows(compaction: Compaction) -> list[Message]:
     """The committed, assembled list (at most FINAL_LIST_LIMIT rows), with a text excerpt each."""
     final = list(compaction.final_rows(FINAL_LIST_LIMIT))
+    agents = agent_summary_texts(final)
     for row in final:
-        row.excerpt = message_view({"content": row.content}, preview_chars=200)["text"]
+        content = agents.get(row.position, row.content)
+        row.excerpt = message_view({"content": content}, preview_chars=200)["text"]
     return final
 
 
