@@ -324,6 +324,32 @@ def output_token_rows(report: dict) -> list[dict]:
     ]
 
 
+def one_scale(report: dict) -> dict:
+    """``report`` with its before/after pair on one scale. An agent's compaction records
+    the agent's own counts (its tokenizer, its system prompt and tools, or nothing at all);
+    the pair, the split bar and the saving are then our tiktoken count of the stored rows
+    before and after, and the agent's figures move to ``recorded_before`` and
+    ``recorded_after`` (None: not recorded), shown beside ours and never mixed in a ratio.
+    A report of our engine is returned as it is."""
+    native = report.get("native")
+    tokens = report.get("tokens") or {}
+    if not isinstance(native, Mapping) or "counted_before" not in tokens:
+        return report
+    before, after = tokens.get("counted_before") or 0, tokens.get("counted_after") or 0
+    return {
+        **report,
+        "tokens": {
+            **tokens,
+            "before": before,
+            "after": after,
+            "saved": before - after,
+            "ratio": round(after / before, 4) if before else None,
+            "recorded_before": native.get("tokens_before_recorded"),
+            "recorded_after": native.get("tokens_after_recorded"),
+        },
+    }
+
+
 def inspector_context(
     compaction: Compaction,
     *,
@@ -335,7 +361,7 @@ def inspector_context(
 ) -> dict:
     """Everything the inspector panels print for one run (pure reads of its report; with
     ``refs``, the summary's references are resolved to the rows their lines describe)."""
-    report = compaction.report or {}
+    report = one_scale(compaction.report or {})
     tokens = report.get("tokens") or {}
     summary = summary_sections(report.get("summary"))
     for section in summary["sections"]:
