@@ -88,7 +88,7 @@ def native_context(c: Compaction) -> dict[str, Any]:
 # ---------------------------------------------------------------- Compare
 
 
-def _row_text(row: Mapping[str, Any]) -> str:
+def row_text(row: Mapping[str, Any]) -> str:
     """A row as the text a fact could survive in: its content and its calls' arguments."""
     parts = [content_text(row.get("content"))]
     for call in row.get("tool_calls") or ():
@@ -115,15 +115,15 @@ def _after_text(c: Compaction, rows: list[dict[str, Any]]) -> str:
             session_id=c.result_session_id or c.session_id,
             position__in=recorded.get("kept_positions") or (),
         ).values("content", "tool_calls")
-        return "\n".join([c.native_summary, *(_row_text(r) for r in kept)])
+        return "\n".join([c.native_summary, *(row_text(r) for r in kept)])
     if report.get("status") != "compacted":
-        return "\n".join(_row_text(r) for r in rows)  # nothing compacted: everything stays
+        return "\n".join(row_text(r) for r in rows)  # nothing compacted: everything stays
     bounds = report.get("boundaries") or {}
     verbatim = []
     for part in ("head", "tail"):
         start, end = (list(bounds.get(part) or [0, 0]) + [0, 0])[:2]
         verbatim += rows[start:end]
-    return "\n".join([str(report.get("summary") or ""), *(_row_text(r) for r in verbatim)])
+    return "\n".join([str(report.get("summary") or ""), *(row_text(r) for r in verbatim)])
 
 
 def facts_kept(a: Compaction, b: Compaction) -> dict[str, Any] | None:
