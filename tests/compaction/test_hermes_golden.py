@@ -121,12 +121,12 @@ GOLDEN = {
     "long_words": "c2fc7f9dfb12b755",
     "secrets_failures": "1766653b9eb3b1b5",
     "secrets_failures_small": "1bd378674c2c8162",
-    "synthetic_10000_cached": "2f95d5c0159d2b10",
-    "synthetic_2000": "c10ae5d1673e4c9a",
-    "synthetic_2000_cached": "8394263b9adc3d4e",
-    "synthetic_300": "b93dbf5aaf8cff9f",
-    "synthetic_8k_window": "d89b4add0533bd39",
-    "synthetic_small_window": "0205ff908a79e4c3",
+    "synthetic_10000_cached": "4648f84de283580a",
+    "synthetic_2000": "4abed45e0515f14a",
+    "synthetic_2000_cached": "752eafef01be5fae",
+    "synthetic_300": "d5877a100c3364f4",
+    "synthetic_8k_window": "f379a174114a0fd9",
+    "synthetic_small_window": "6776f7df1c79017e",
 }
 
 
