@@ -75,3 +75,21 @@ def test_every_action_line_states_its_result(pattern, path, hits, exit_code):
     assert f"matches: {hits} item" in search
     ran = next(line for line in lines if "RAN `make check`" in line)
     assert f"exit_code: {exit_code}" in ran or f"exit {exit_code}" in ran
+
+
+def test_no_generated_tool_output_begins_inside_a_word():
+    # The demo and benchmark conversations' tool outputs are whole lines: a summary quoting
+    # the start of one starts at a word ("n result def load_28…" was a cut mid-word).
+    from compaction import generate_conversation
+    from compaction.synthetic import _corpus
+
+    corpus = _corpus()
+    bodies = [
+        m["content"]
+        for m in generate_conversation(300, seed=1)
+        if m["role"] == "tool" and isinstance(m["content"], str) and m["content"][:40] in corpus
+    ]
+    assert len(bodies) > 20
+    for body in bodies:
+        at = corpus.find(body[:200])
+        assert at == 0 or corpus[at - 1] == "\n", body[:40]

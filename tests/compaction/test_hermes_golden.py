@@ -121,12 +121,12 @@ GOLDEN = {
     "long_words": "c2fc7f9dfb12b755",
     "secrets_failures": "1766653b9eb3b1b5",
     "secrets_failures_small": "1bd378674c2c8162",
-    "synthetic_10000_cached": "4648f84de283580a",
-    "synthetic_2000": "4abed45e0515f14a",
-    "synthetic_2000_cached": "752eafef01be5fae",
-    "synthetic_300": "d5877a100c3364f4",
-    "synthetic_8k_window": "f379a174114a0fd9",
-    "synthetic_small_window": "6776f7df1c79017e",
+    "synthetic_10000_cached": "20e31ebc6f0a87aa",
+    "synthetic_2000": "cdd038e0c0c8c79e",
+    "synthetic_2000_cached": "83839ade9d5b1a96",
+    "synthetic_300": "9cb5c19160e814bd",
+    "synthetic_8k_window": "4e6903cbf32af10d",
+    "synthetic_small_window": "58c7a73470602ebe",
 }
 
 
