@@ -433,8 +433,10 @@ class _Scan:
         outcome = facts.fold_lines.get(pos)
         if not outcome:
             raw = content_text(message.get("content"))
-            if raw[:1] == "{" or raw.lstrip()[:1] == "{":
-                raw = _unwrap(raw)  # quote the output, not its JSON envelope
+            if raw[:1] in "{[" or raw.lstrip()[:1] in ("{", "["):
+                # Quote the output, not its JSON envelope; an envelope with no output field
+                # (a search's {"total_count": 3, "matches": [...]}) is told by its fields.
+                raw = _unwrap(raw) or _json_gist(raw)
             outcome = _one_line(_clean(raw[:300]), 150)
         outcome = outcome or "no output"
         if ref is not None and "[ref:" not in outcome:
@@ -928,7 +930,7 @@ def resume_summary(facts: SummaryFacts) -> str:
         lowered = name.lower()
         verb = _VERBS.get(lowered, "RAN" if lowered in SHELL_TOOLS else "CALLED")
         target = _command_of(args) if lowered in SHELL_TOOLS else None
-        target = f"`{target}`" if target else (", ".join(_paths_of(args)[:2]) or _first_arg(args))
+        target = f"`{target}`" if target else _action_target(verb, args)
         target = "" if args is _UNKNOWN_ARGS else f" {_one_line(target, 120)}"
         line = (
             f"{number + total - offset}. {verb}{target} — "
@@ -1020,6 +1022,49 @@ def _orphan_tool(message: Mapping[str, Any]) -> str:
     content = message.get("content")
     match = _FOLD_TOOL_RE.match(content) if isinstance(content, str) else None
     return match.group(1) if match else "tool"
+
+
+def _action_target(verb: str, args: Mapping[str, Any]) -> str:
+    """What an action line names: a search its pattern and where it looked (``'source' in
+    src/``), any other tool its paths, else its first telling argument."""
+    paths = ", ".join(_paths_of(args)[:2])
+    if verb.startswith("SEARCHED"):
+        pattern = next(
+            (
+                args[k]
+                for k in ("pattern", "query", "regex", "glob")
+                if isinstance(args.get(k), str)
+            ),
+            "",
+        )
+        if pattern:
+            quoted = f"'{_one_line(pattern, 100)}'"
+            return f"{quoted} in {paths}" if paths else quoted
+    return paths or _first_arg(args)
+
+
+def _json_gist(text: str) -> str:
+    """A JSON result without an output field, told by its fields: ``total_count: 3;
+    matches: 3 items``; a list by its length. "" when it is not JSON or holds nothing."""
+    if len(text) > 64_000:
+        return ""
+    try:
+        data = orjson.loads(text)
+    except ValueError:
+        return ""
+    if isinstance(data, list):
+        return f"{len(data)} item{'' if len(data) == 1 else 's'}" if data else "empty list"
+    if not isinstance(data, Mapping):
+        return ""
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, bool | int | float) or (isinstance(value, str) and value):
+            parts.append(f"{key}: {value}")
+        elif isinstance(value, list | Mapping):
+            parts.append(f"{key}: {len(value)} item{'' if len(value) == 1 else 's'}")
+        if len(parts) == 4:
+            break
+    return "; ".join(parts)
 
 
 def _first_arg(args: Mapping[str, Any]) -> str:

@@ -103,7 +103,10 @@ def _corpus() -> str:
 def _body(rng: random.Random, size: int) -> str:
     corpus = _corpus()
     start = rng.randrange(0, max(1, len(corpus) - size))
-    return corpus[start : start + size]
+    # A tool shows whole lines: the body starts at a line, never inside a word (a summary
+    # quoting its first words then quotes words).
+    line = corpus.rfind("\n", 0, start) + 1
+    return corpus[line : line + size]
 
 
 @functools.cache

@@ -9,12 +9,13 @@ the deterministic summarizer: no worker and no model are needed.
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Sum
 
-from compaction import generate_conversation
+from compaction import count_messages_tokens, generate_conversation
 from hermes_web.llm_models import DEMO_CONTEXT_LENGTH
 from hermes_web.models import Compaction, Session
 from hermes_web.services.compactions import request_compaction
-from hermes_web.services.sessions import append_message, create_session
+from hermes_web.services.sessions import append_message, compaction_config_for, create_session
 
 
 def _append_all(session: Session, messages: list[dict]) -> None:
@@ -34,6 +35,53 @@ def _append_all(session: Session, messages: list[dict]) -> None:
                 tool_name=m.get("name") or names.get(m.get("tool_call_id") or "", ""),
                 reasoning=m.get("reasoning") or m.get("reasoning_content"),
             )
+
+
+def _active_tokens(session: Session) -> int:
+    return session.messages.filter(active=True).aggregate(t=Sum("token_count"))["t"] or 0
+
+
+def _grow(
+    session: Session,
+    messages: list[dict],
+    user,
+    *,
+    mode: str,
+    compactions: int,
+    **kwargs,
+) -> tuple[Session, list[Compaction]]:
+    """Append ``messages`` step by step as a chat would, within the demo model's window:
+    when the next model call (with the tool results it asks for) or user turn would take the
+    context past the threshold, compact (trigger ``auto``) and go on in the compacted
+    context; after ``compactions`` of them, stop there. So no prompt exceeds the window and
+    each compaction starts just under the threshold."""
+    config = compaction_config_for(session)
+    threshold = config.threshold_tokens
+    tokens = count_messages_tokens(messages, config)
+    # A model call and the tool results it asked for arrive together: what each step adds.
+    step = [0] * (len(messages) + 1)
+    for i in range(len(messages) - 1, -1, -1):
+        follows = step[i + 1] if i + 1 < len(messages) and messages[i + 1]["role"] == "tool" else 0
+        step[i] = tokens[i] + follows
+    total = _active_tokens(session)
+    runs: list[Compaction] = []
+    pending: list[dict] = []
+    for i, m in enumerate(messages):
+        # Each assistant row is one model call, whose prompt is everything before it.
+        if m["role"] in ("user", "assistant") and total + step[i] > threshold:
+            _append_all(session, pending)
+            pending = []
+            if len(runs) == compactions:
+                return session, runs
+            runs.append(
+                _compact(session, user, mode=mode, trigger=Compaction.Trigger.AUTO, **kwargs)
+            )
+            session = runs[-1].result_session or session
+            total = _active_tokens(session)
+        pending.append(m)
+        total += tokens[i]
+    _append_all(session, pending)
+    return session, runs
 
 
 def _continuation(n: int, seed: int) -> list[dict]:
@@ -70,14 +118,9 @@ def load_demo_conversations(user) -> int:
         context_length=DEMO_CONTEXT_LENGTH,
         compaction_mode=Session.Mode.ROTATION,
     )
-    _append_all(rotated, generate_conversation(600, seed=11))
-    first = _compact(rotated, user, mode=Session.Mode.ROTATION, focus="the parser crash")
-    child = first.result_session
-    assert child is not None  # a rotation's result is its continuation
-    _append_all(child, _continuation(260, seed=12))
-    second = _compact(child, user, mode=Session.Mode.ROTATION)
-    assert second.result_session is not None
-    _append_all(second.result_session, _continuation(60, seed=13))
+    # Two rotations as the context fills up, then turns up to the threshold again.
+    turns = generate_conversation(600, seed=11) + _continuation(400, seed=12)
+    _grow(rotated, turns, user, mode=Session.Mode.ROTATION, compactions=2)
     created += 1
 
     # 2. Compacted in place: same session id, archived rows.
@@ -89,9 +132,13 @@ def load_demo_conversations(user) -> int:
         context_length=DEMO_CONTEXT_LENGTH,
         compaction_mode=Session.Mode.IN_PLACE,
     )
-    _append_all(in_place, generate_conversation(500, seed=21))
-    _compact(in_place, user, mode=Session.Mode.IN_PLACE)
-    _append_all(in_place, _continuation(40, seed=22))
+    _grow(
+        in_place,
+        generate_conversation(500, seed=21),
+        user,
+        mode=Session.Mode.IN_PLACE,
+        compactions=1,
+    )
     created += 1
 
     # 3. A long session with a what-if (smaller tail, more folding) but nothing committed.
@@ -102,7 +149,14 @@ def load_demo_conversations(user) -> int:
         model="gpt-4o-mini",
         context_length=DEMO_CONTEXT_LENGTH,
     )
-    _append_all(what_if, generate_conversation(800, seed=31))
+    # Filled up to the threshold (the point where a chat would compact), not past the window.
+    _grow(
+        what_if,
+        generate_conversation(800, seed=31),
+        user,
+        mode=Session.Mode.ROTATION,
+        compactions=0,
+    )
     _compact(
         what_if,
         user,
@@ -122,6 +176,8 @@ def load_demo_conversations(user) -> int:
         model="gpt-4o-mini",
         context_length=DEMO_CONTEXT_LENGTH,
     )
-    _append_all(fresh, generate_conversation(200, seed=41))
+    _grow(
+        fresh, generate_conversation(200, seed=41), user, mode=Session.Mode.ROTATION, compactions=0
+    )
     created += 1
     return created

@@ -239,8 +239,47 @@ def ref_segments(text: str, positions: Sequence[int] | None) -> list[dict[str, A
     return segments
 
 
+# Headings summaries are written with: Markdown ("## Files"), numbered ("1. Primary Request
+# and Intent:"), a bare label line ("Analysis:") or a bold line ("**Errors**").
+HEADING_RE = re.compile(
+    r"^\s{0,3}(?:#{1,4}\s+(?P<md>.+?)\s*#*|(?P<num>\d{1,2}\.\s+[^\n]{1,80}?):"
+    r"|(?P<label>[A-Z][\w /&()'-]{1,60}):|\*\*(?P<bold>[^*\n]{1,80})\*\*:?)\s*$"
+)
+MARKDOWN_HEADING_RE = re.compile(r"^\s{0,3}(#{1,4})\s+\S")
+FENCE_RE = re.compile(r"^\s{0,3}(```|~~~)")
+
+
+def heading_sections(text: str) -> dict[str, Any]:
+    """A summary (ours or an agent's) split at its headings: ``{"preamble", "sections":
+    [{"heading", "body"}]}``. The one parser of every page's section count. Headings are
+    Markdown lines of the summary's top level, numbered or bold lines; a bare label line ("Analysis:", as Claude Code writes)
+    is one only in a summary without Markdown headings (in ours, a "Steps:" line quoted in
+    the Active Task is text). Lines inside a fenced code block are never headings."""
+    lines = (text or "").splitlines()
+    levels = [len(m.group(1)) for line in lines if (m := MARKDOWN_HEADING_RE.match(line))]
+    top = min(levels, default=0)  # "### Files" under "## Fact Ledger" is part of its body
+    preamble: list[str] = []
+    sections: list[dict[str, str]] = []
+    fenced = False
+    for line in lines:
+        if FENCE_RE.match(line):
+            fenced = not fenced
+        match = None if fenced else HEADING_RE.match(line)
+        level = len(m.group(1)) if (m := MARKDOWN_HEADING_RE.match(line)) else 0
+        if match and (level == top if level else not (top and match.group("label"))):
+            heading = next(v for v in match.groupdict().values() if v)
+            sections.append({"heading": heading.strip(), "body": ""})
+        elif sections:
+            sections[-1]["body"] += line + "\n"
+        else:
+            preamble.append(line)
+    for section in sections:
+        section["body"] = section["body"].strip("\n")
+    return {"preamble": "\n".join(preamble).strip(), "sections": sections}
+
+
 def summary_sections(summary: str | None) -> dict[str, Any]:
-    """Split a summary message into its prefix, ``## `` sections and end marker."""
+    """Split a summary message into its prefix, its sections (``heading_sections``) and end marker."""
     text = summary or ""
     prefix = ""
     if text.startswith(SUMMARY_PREFIX):
@@ -254,21 +293,11 @@ def summary_sections(summary: str | None) -> dict[str, Any]:
     if END_MARKER in text:
         text, _, _after = text.partition(END_MARKER)
         end_marker = END_MARKER
-    preamble_lines: list[str] = []
-    sections: list[dict[str, str]] = []
-    for line in text.strip("\n").splitlines():
-        if line.startswith("## "):
-            sections.append({"heading": line[3:].strip(), "body": ""})
-        elif sections:
-            sections[-1]["body"] += line + "\n"
-        else:
-            preamble_lines.append(line)
-    for section in sections:
-        section["body"] = section["body"].strip("\n")
+    split = heading_sections(text.strip("\n"))
     return {
         "prefix": prefix.strip(),
-        "preamble": "\n".join(preamble_lines).strip(),
-        "sections": sections,
+        "preamble": split["preamble"],
+        "sections": split["sections"],
         "end_marker": end_marker,
     }
 
@@ -295,6 +324,32 @@ def output_token_rows(report: dict) -> list[dict]:
     ]
 
 
+def one_scale(report: dict) -> dict:
+    """``report`` with its before/after pair on one scale. An agent's compaction records
+    the agent's own counts (its tokenizer, its system prompt and tools, or nothing at all);
+    the pair, the split bar and the saving are then our tiktoken count of the stored rows
+    before and after, and the agent's figures move to ``recorded_before`` and
+    ``recorded_after`` (None: not recorded), shown beside ours and never mixed in a ratio.
+    A report of our engine is returned as it is."""
+    native = report.get("native")
+    tokens = report.get("tokens") or {}
+    if not isinstance(native, Mapping) or "counted_before" not in tokens:
+        return report
+    before, after = tokens.get("counted_before") or 0, tokens.get("counted_after") or 0
+    return {
+        **report,
+        "tokens": {
+            **tokens,
+            "before": before,
+            "after": after,
+            "saved": before - after,
+            "ratio": round(after / before, 4) if before else None,
+            "recorded_before": native.get("tokens_before_recorded"),
+            "recorded_after": native.get("tokens_after_recorded"),
+        },
+    }
+
+
 def inspector_context(
     compaction: Compaction,
     *,
@@ -306,7 +361,7 @@ def inspector_context(
 ) -> dict:
     """Everything the inspector panels print for one run (pure reads of its report; with
     ``refs``, the summary's references are resolved to the rows their lines describe)."""
-    report = compaction.report or {}
+    report = one_scale(compaction.report or {})
     tokens = report.get("tokens") or {}
     summary = summary_sections(report.get("summary"))
     for section in summary["sections"]:

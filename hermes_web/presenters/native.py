@@ -5,7 +5,6 @@ each side kept when our engine replays the same rows."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,43 +15,23 @@ from compaction.messages import content_text
 from hermes_web.caching import AUDIT_SECONDS, audit_key
 from hermes_web.models import Compaction, Message
 from hermes_web.presenters.facts import FACT_KIND_LABELS, FACT_KINDS, fact_survival_audit
+from hermes_web.presenters.inspector import heading_sections as native_sections
 from hermes_web.presenters.messages import message_view
 
-# Headings agents write in their summaries: Markdown ("## Files"), numbered ("1. Primary
-# Request and Intent:"), a bare label line ("Analysis:") or a bold line ("**Errors**").
-HEADING_RE = re.compile(
-    r"^\s{0,3}(?:#{1,4}\s+(?P<md>.+?)\s*#*|(?P<num>\d{1,2}\.\s+[^\n]{1,80}?):"
-    r"|(?P<label>[A-Z][\w /&()'-]{1,60}):|\*\*(?P<bold>[^*\n]{1,80})\*\*:?)\s*$"
-)
 SAMPLE_ROWS = 40  # replaced / kept rows listed on the page (the rest: a link to them)
 
 
-def native_sections(summary: str) -> dict[str, Any]:
-    """The agent's summary split at its headings: ``{"preamble", "sections": [{"heading",
-    "body"}]}``; no headings: everything is the preamble."""
-    preamble: list[str] = []
-    sections: list[dict[str, str]] = []
-    for line in (summary or "").splitlines():
-        match = HEADING_RE.match(line)
-        if match:
-            heading = next(v for v in match.groupdict().values() if v)
-            sections.append({"heading": heading.strip(), "body": ""})
-        elif sections:
-            sections[-1]["body"] += line + "\n"
-        else:
-            preamble.append(line)
-    for section in sections:
-        section["body"] = section["body"].strip("\n")
-    return {"preamble": "\n".join(preamble).strip(), "sections": sections}
-
-
 def _rows(rows: Iterable[Message]) -> list[dict[str, Any]]:
+    rows = list(rows)
+    agents = agent_summary_texts(rows)
     return [
         {
             "position": row.position,
             "role": row.role,
             "tokens": row.token_count,
-            "text": message_view({"content": row.content}, preview_chars=160)["text"],
+            "text": message_view(
+                {"content": agents.get(row.position, row.content)}, preview_chars=160
+            )["text"],
             "calls": len(row.tool_calls or ()),
             "archived": row.archived,
         }
@@ -109,7 +88,7 @@ def native_context(c: Compaction) -> dict[str, Any]:
 # ---------------------------------------------------------------- Compare
 
 
-def _row_text(row: Mapping[str, Any]) -> str:
+def row_text(row: Mapping[str, Any]) -> str:
     """A row as the text a fact could survive in: its content and its calls' arguments."""
     parts = [content_text(row.get("content"))]
     for call in row.get("tool_calls") or ():
@@ -136,15 +115,15 @@ def _after_text(c: Compaction, rows: list[dict[str, Any]]) -> str:
             session_id=c.result_session_id or c.session_id,
             position__in=recorded.get("kept_positions") or (),
         ).values("content", "tool_calls")
-        return "\n".join([c.native_summary, *(_row_text(r) for r in kept)])
+        return "\n".join([c.native_summary, *(row_text(r) for r in kept)])
     if report.get("status") != "compacted":
-        return "\n".join(_row_text(r) for r in rows)  # nothing compacted: everything stays
+        return "\n".join(row_text(r) for r in rows)  # nothing compacted: everything stays
     bounds = report.get("boundaries") or {}
     verbatim = []
     for part in ("head", "tail"):
         start, end = (list(bounds.get(part) or [0, 0]) + [0, 0])[:2]
         verbatim += rows[start:end]
-    return "\n".join([str(report.get("summary") or ""), *(_row_text(r) for r in verbatim)])
+    return "\n".join([str(report.get("summary") or ""), *(row_text(r) for r in verbatim)])
 
 
 def facts_kept(a: Compaction, b: Compaction) -> dict[str, Any] | None:
@@ -204,3 +183,26 @@ def _facts_kept(a: Compaction, b: Compaction, native: Compaction) -> dict[str, A
         "only_a": [f for f in left["facts"] if (f["kind"], f["value"]) in kept_a - kept_b],
         "only_b": [f for f in right["facts"] if (f["kind"], f["value"]) in kept_b - kept_a],
     }
+
+
+def agent_summary_texts(rows: Iterable[Message]) -> dict[int, str]:
+    """The agent's own words for each summary row an import wrapped for our engine, by row
+    position: the importers store an agent's summary inside our prefix and end marker so the
+    engine reads it as a summary, but a page shows what the agent wrote, byte for byte.
+    Hermes writes the prefix itself: its rows are already verbatim and are left alone."""
+    wanted = {
+        str(row.extra["native_compaction"]): row.position
+        for row in rows
+        if row.is_summary
+        and isinstance(row.extra, dict)
+        and isinstance(row.extra.get("native_compaction"), str)
+    }
+    if not wanted:
+        return {}
+    texts = (
+        Compaction.objects.filter(public_id__in=wanted)
+        .exclude(source__in=(Compaction.Source.OURS, Compaction.Source.HERMES))
+        .exclude(native_summary="")
+        .values_list("public_id", "native_summary")
+    )
+    return {wanted[public_id]: text for public_id, text in texts}

@@ -28,11 +28,39 @@ def agent_window(native: Compaction) -> int | None:
     return window if isinstance(window, int) and not isinstance(window, bool) and window else None
 
 
+# At the agent's budget: a tenth of it for the verbatim tail, the rest for the summary, at
+# about 3.2 characters a token (what the deterministic summary's text measures in tiktoken).
+BUDGET_TAIL_SHARE = 0.10
+BUDGET_CHARS_PER_TOKEN = 3.2
+
+
+def agent_budget(native: Compaction) -> int | None:
+    """The tokens the agent's compaction left of the rows it replaced, on our scale (our
+    tiktoken count of its summary row and the rows it kept); None when it left nothing we
+    stored (a marker only)."""
+    counted = ((native.report or {}).get("native") or {}).get("tokens_after_counted")
+    return (
+        counted if isinstance(counted, int) and not isinstance(counted, bool) and counted else None
+    )
+
+
+def budget_overrides(budget: int) -> dict:
+    """Engine settings that aim a hermes replay at ``budget`` tokens after: no protected
+    head (the agent kept none of the replaced rows), a tail of a tenth of the budget and a
+    summary bounded to the rest, so a fact comparison weighs contexts of one size."""
+    tail = max(1, int(budget * BUDGET_TAIL_SHARE))
+    return {
+        "protect_first_n": 0,
+        "tail_token_budget": tail,
+        "resume_summary_max_chars": max(1_000, int((budget - tail) * BUDGET_CHARS_PER_TOKEN)),
+    }
+
+
 def replay_native(
     native: Compaction, *, requested_by, summarizer: str = "deterministic"
 ) -> list[Compaction]:
     """Our engine on the rows ``native`` replaced: one dry run per profile (one without
-    profiles), forced (the agent had already decided to compact), in-place mode so nothing
+    profiles; the hermes one aimed at the agent's retained budget, ``agent_budget``), forced (the agent had already decided to compact), in-place mode so nothing
     of the session is touched. Returns the runs, finished when they ran inline.
 
     Raises:
@@ -48,15 +76,23 @@ def replay_native(
         )
     window = agent_window(native)
     overrides: dict = {"context_length": window} if window else {}
+    budget = agent_budget(native)
     runs = []
     for profile in engine_profiles() or ("",):
+        # The hermes replay aims at the agent's retained budget (the fact comparison weighs
+        # equal sizes); the classic one keeps our defaults beside it.
+        aimed = budget_overrides(budget) if budget and profile == "hermes" else {}
         runs.append(
             request_compaction(
                 session=native.session,
                 requested_by=requested_by,
                 trigger=Compaction.Trigger.WHAT_IF,
                 mode=Compaction.Mode.IN_PLACE,
-                config_overrides={**overrides, **({"profile": profile} if profile else {})},
+                config_overrides={
+                    **overrides,
+                    **aimed,
+                    **({"profile": profile} if profile else {}),
+                },
                 summarizer=summarizer,
                 run_now=rows <= INLINE_MAX_ROWS and summarizer == "deterministic",
                 replay_of=native,

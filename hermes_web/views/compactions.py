@@ -34,7 +34,7 @@ from hermes_web.presenters.inspector import (
 )
 from hermes_web.presenters.lineage import saved_chart
 from hermes_web.presenters.messages import message_view
-from hermes_web.presenters.native import native_context
+from hermes_web.presenters.native import agent_summary_texts, native_context, row_text
 from hermes_web.presenters.refs import RefResolver, chain_of
 from hermes_web.services.compactions import (
     CompactionRefused,
@@ -86,8 +86,10 @@ def _int(value, default: int) -> int:
 def final_rows(compaction: Compaction) -> list[Message]:
     """The committed, assembled list (at most FINAL_LIST_LIMIT rows), with a text excerpt each."""
     final = list(compaction.final_rows(FINAL_LIST_LIMIT))
+    agents = agent_summary_texts(final)
     for row in final:
-        row.excerpt = message_view({"content": row.content}, preview_chars=200)["text"]
+        content = agents.get(row.position, row.content)
+        row.excerpt = message_view({"content": content}, preview_chars=200)["text"]
     return final
 
 
@@ -244,6 +246,20 @@ def compaction_undo(request: HtmxHttpRequest, public_id: str, action: str) -> Ht
     return redirect("compaction_detail", public_id=run.public_id)
 
 
+def _context_after(compaction: Compaction, report: dict) -> str:
+    """The text the next turn sees of the compacted rows: the summary and the head and tail
+    kept (as the report's boundaries say). A fact is "lost" only when absent from all of it:
+    the tail kept verbatim still carries what its rows say."""
+    parts = [str(report.get("summary") or "")]
+    rows = compaction.input_rows().only("content", "tool_calls")
+    for part in ("head", "tail"):
+        start, end = (list(report["boundaries"].get(part) or [0, 0]) + [0, 0])[:2]
+        if end > start:
+            for row in rows[start:end].iterator(chunk_size=2000):
+                parts.append(row_text({"content": row.content, "tool_calls": row.tool_calls}))
+    return "\n".join(parts)
+
+
 def audit_for(compaction: Compaction) -> dict | None:
     """The fact-survival audit of one finished run (cached: a finished report never changes)."""
     report = compaction.report or {}
@@ -261,7 +277,7 @@ def audit_for(compaction: Compaction) -> dict | None:
             for r in rows.iterator(chunk_size=2000)
         )
         try:
-            audit = fact_survival_audit(middle, report.get("summary"))
+            audit = fact_survival_audit(middle, _context_after(compaction, report))
         finally:
             # Closes the database cursor at once, even if the audit failed half-way (on
             # PostgreSQL a server-side cursor closed later would abort another transaction).

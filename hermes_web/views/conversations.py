@@ -17,6 +17,7 @@ from hermes_web.http import HtmxHttpRequest
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.chat import chains_of
 from hermes_web.presenters.messages import anchor_for, message_view
+from hermes_web.presenters.native import agent_summary_texts
 from hermes_web.services.sessions import conversation_stats
 from hermes_web.views.lineage import compaction_tally
 
@@ -181,11 +182,12 @@ def _message_rows(session: Session, rows: list[Message], max_tokens: int) -> lis
     views = []
     in_chunk = {r.tool_call_id for r in rows if r.role == Message.Role.TOOL and r.tool_call_id}
     calls_in_chunk: set[str] = set()
+    agents = agent_summary_texts(rows)
     for row in rows:
         view = message_view(
             {
                 "role": row.role,
-                "content": row.content,
+                "content": agents.get(row.position, row.content),
                 "tool_calls": row.tool_calls,
                 "tool_call_id": row.tool_call_id,
                 "reasoning": row.reasoning,
@@ -304,7 +306,7 @@ def message_detail(request: HtmxHttpRequest, public_id: str, position: int) -> H
     view = message_view(
         {
             "role": row.role,
-            "content": row.content,
+            "content": agent_summary_texts([row]).get(row.position, row.content),
             "tool_calls": row.tool_calls,
             "tool_call_id": row.tool_call_id,
             "reasoning": row.reasoning,

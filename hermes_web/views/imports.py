@@ -10,31 +10,100 @@ with the full page; an htmx POST answers 200 with the results partial (htmx does
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from hermes_web.http import HtmxHttpRequest
 from hermes_web.importers import FORMATS, ImportProblem, ImportReport, import_upload
+from hermes_web.importers.links import namespaced
 from hermes_web.models import Session
 from hermes_web.services.sessions import max_upload_bytes
 
 # How a duplicate is skipped, said in the page's words (the form's checkbox).
 DUPLICATE_HINT = "tick “Skip sessions imported before” to leave it out quietly"
-FORMAT_CHOICES = [
-    ("auto", "Detect automatically"),
-    ("hermes-jsonl", "Hermes JSONL / JSON export or sessions/<id>.jsonl"),
-    ("hermes-db", "Hermes state.db"),
-    ("openai", "OpenAI messages (JSON)"),
-    ("claude-code", "Claude Code transcript (JSONL)"),
-    ("codex", "Codex rollout (JSONL)"),
-    ("gemini-cli", "Gemini CLI chat (session-*.json / .jsonl, logs.json, checkpoint)"),
-    ("aider", "Aider chat log (.aider.chat.history.md)"),
-    ("openhands", "OpenHands trajectory or event (JSON)"),
-    ("cline", "Cline / Roo Code task (api_conversation_history.json, ui_messages.json)"),
-    ("continue", "Continue session (JSON)"),
-    ("pi", "Pi session (JSONL)"),
-    ("copilot-cli", "Copilot CLI events.jsonl"),
-    ("swe-agent", "SWE-agent trajectory (.traj)"),
-    ("cursor", "Cursor chat exported by SpecStory (.md)"),
+# One entry per importer (``importers.FORMATS``): the dropdown's label, and for the help
+# list the agent's name, where its files are and what becomes of them. A test checks that
+# every format the registry knows is here, so the page cannot offer one it does not explain.
+FORMAT_HELP: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "hermes-jsonl": (
+        "Hermes JSONL / JSON export or sessions/<id>.jsonl",
+        "Hermes",
+        ("hermes sessions export out.jsonl", "~/.hermes/sessions/<id>.jsonl"),
+        "or a session JSON export. Session ids, rotation chains, summaries and archived "
+        "rows are kept.",
+    ),
+    "hermes-db": ("Hermes state.db", "Hermes state.db", ("~/.hermes/state.db",), "read-only."),
+    "openai": (
+        "OpenAI messages (JSON)",
+        "OpenAI",
+        (),
+        "a JSON list of messages, or an object with messages.",
+    ),
+    "claude-code": (
+        "Claude Code transcript (JSONL)",
+        "Claude Code",
+        ("~/.claude/projects/<project>/<session>.jsonl", "subagents/agent-*.jsonl"),
+        "sub-agents are linked to the main session; a whole session folder (with its "
+        "subagents/ and tool-results/) as a .zip or .tar.gz.",
+    ),
+    "codex": ("Codex rollout (JSONL)", "Codex", ("~/.codex/sessions/…/rollout-*.jsonl",), ""),
+    "gemini-cli": (
+        "Gemini CLI chat (session-*.json / .jsonl, logs.json, checkpoint)",
+        "Gemini CLI",
+        ("~/.gemini/tmp/<project>/chats/session-*.json", "logs.json", "checkpoint-*.json"),
+        "its “Context compressed” notes become compactions.",
+    ),
+    "aider": (
+        "Aider chat log (.aider.chat.history.md)",
+        "Aider",
+        (".aider.chat.history.md",),
+        "each “aider chat started” block is a session.",
+    ),
+    "openhands": (
+        "OpenHands trajectory or event (JSON)",
+        "OpenHands",
+        ("trajectory.json", "sessions/<id>/events/*.json"),
+        "condensations become compactions.",
+    ),
+    "cline": (
+        "Cline / Roo Code task (api_conversation_history.json, ui_messages.json)",
+        "Cline / Roo Code",
+        ("tasks/<id>/api_conversation_history.json", "ui_messages.json"),
+        "context condensing becomes a compaction.",
+    ),
+    "continue": (
+        "Continue session (JSON)",
+        "Continue",
+        ("~/.continue/sessions/<id>.json",),
+        "",
+    ),
+    "pi": (
+        "Pi session (JSONL)",
+        "Pi",
+        ("~/.pi/agent/sessions/…/*.jsonl",),
+        "branches become linked sessions.",
+    ),
+    "copilot-cli": (
+        "Copilot CLI events.jsonl",
+        "Copilot CLI",
+        ("~/.copilot/session-state/<id>/events.jsonl",),
+        "",
+    ),
+    "swe-agent": ("SWE-agent trajectory (.traj)", "SWE-agent", ("*.traj",), ""),
+    "cursor": (
+        "Cursor chat exported by SpecStory (.md)",
+        "Cursor",
+        (".specstory/history/*.md",),
+        "a chat saved by SpecStory.",
+    ),
+}
+FORMAT_CHOICES = [("auto", "Detect automatically")] + [
+    (fmt, FORMAT_HELP[fmt][0]) for fmt in FORMATS if fmt in FORMAT_HELP
+]
+FORMAT_LIST = [
+    {"name": name, "paths": paths, "note": note}
+    for fmt, (_label, name, paths, note) in FORMAT_HELP.items()
+    if fmt in FORMATS
 ]
 
 
@@ -49,6 +118,7 @@ def _context(request, **extra) -> dict:
     return {
         "nav": "import",
         "formats": FORMAT_CHOICES,
+        "format_list": FORMAT_LIST,
         "max_mb": max_upload_bytes() // 2**20,
         "recent": recent,
         "selected_format": "auto",
@@ -56,7 +126,32 @@ def _context(request, **extra) -> dict:
     }
 
 
+def _link_duplicates(user, reports: list[ImportReport]) -> None:
+    """Each report's duplicates as ``(problem, url)``: a duplicate is no failure, the
+    session is already stored, so the page links it (url "" when the user cannot see it)."""
+    ids = {p.session for r in reports for p in r.duplicates if p.session}
+    wanted = {namespaced(i, user): i for i in ids} | {i: i for i in ids}
+    stored = dict(
+        Session.objects.for_user(user)
+        .filter(public_id__in=wanted)
+        .values_list("public_id", "public_id")
+    )
+    found = {wanted[pid]: pid for pid in stored}
+    for report in reports:
+        report.duplicate_links = [  # type: ignore[attr-defined]  # the page's view of it
+            (
+                problem,
+                reverse("conversation_detail", args=[found[problem.session]])
+                if problem.session in found
+                else "",
+            )
+            for problem in report.duplicates
+        ]
+
+
 def _answer(request: HtmxHttpRequest, reports: list[ImportReport], status: int, fmt: str):
+    if request.user.is_authenticated:
+        _link_duplicates(request.user, reports)
     context = _context(request, reports=reports, selected_format=fmt)
     if request.htmx:
         response = render(request, "hermes_web/import.html#results", context, status=200)

@@ -121,12 +121,14 @@ def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
                 f"{c.source_label + ' · ' if c.is_native else ''}{term('trigger', c.trigger)} "
                 f"{term('mode', c.mode)} · {term('status', c.status)}"
             ),
-            "before": c.tokens_before or counted.get(c.pk, (0, 0))[0],
+            # One scale: an agent's compaction by our count of its rows (its own figures,
+            # another tokenizer and its system prompt, are on its inspector page).
+            "before": counted[c.pk][0] if c.pk in counted else c.tokens_before or 0,
             "after": (
-                c.tokens_after
-                if c.tokens_after is not None
-                else counted[c.pk][1]
+                counted[c.pk][1]
                 if c.pk in counted
+                else c.tokens_after
+                if c.tokens_after is not None
                 else (c.tokens_before or 0)
             ),
             "status": c.status,
@@ -140,9 +142,23 @@ def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
     from hermes_web.services.compactions import compaction_config_for
 
     config = compaction_config_for(session)
-    chart = timeline_chart(points, threshold=config.threshold_tokens, window=config.context_length)
+    # Our threshold says nothing about when an agent compacted on its own: drawn only when
+    # the chain holds a compaction of ours.
+    ours = not runs or any(not c.is_native for c in runs)
+    agents = sorted({c.source_label for c in runs if c.is_native})
+    chart = timeline_chart(
+        points,
+        threshold=config.threshold_tokens if ours else None,
+        window=config.context_length,
+    )
     return render(
         request,
         "hermes_web/timeline.html",
-        {"session": session, "chart": chart, "tally": tally, "nav": "conversations"},
+        {
+            "session": session,
+            "chart": chart,
+            "tally": tally,
+            "agents": agents,
+            "nav": "conversations",
+        },
     )

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from compaction import ConfigError
+from compaction import CompactionConfig, ConfigError
 from hermes_web.http import HtmxHttpRequest
 from hermes_web.models import Compaction, Session
 from hermes_web.presenters.inspector import card_context
@@ -23,6 +23,20 @@ from hermes_web.services.compactions import (
     request_compaction,
 )
 from hermes_web.views.compactions import _latest_committed, _runs_inline, _session_for
+
+# The summarizer a what-if pre-selects (no model: it runs in the request); the result's
+# "changed" marks compare against the same choice.
+SUMMARIZER_DEFAULT = "deterministic"
+
+
+def _shown_defaults(config) -> dict[str, Any]:
+    """The defaults the form shows and the result compares against: the engine's settings,
+    with the threshold as the share that is used (the hermes profile raises a low one on a
+    small window: 50 % becomes 85 % under 512,000 tokens), so the field says what runs."""
+    defaults = config.to_dict()
+    defaults["threshold_percent"] = config.effective_threshold_percent
+    return defaults
+
 
 WHAT_IF_FIELDS = (
     # (form name, config key, label, kind, help under the field)
@@ -84,8 +98,6 @@ PROFILES = ("classic", "hermes")
 def engine_has_profiles() -> bool:
     """Whether the installed engine's CompactionConfig has a ``profile`` field (issue #13)."""
     import dataclasses
-
-    from compaction import CompactionConfig
 
     return "profile" in {f.name for f in dataclasses.fields(CompactionConfig)}
 
@@ -154,7 +166,7 @@ class WhatIfForm(forms.Form):
 
         super().__init__(data)
         self.session = session
-        self.defaults = compaction_config_for(session).to_dict()
+        self.defaults = _shown_defaults(compaction_config_for(session))
         for name, _key, label, kind, help_text in WHAT_IF_FIELDS:
             self.fields[name] = _Number(label=label, kind=kind, help_text=help_text)
         self.overrides: dict[str, Any] = {}
@@ -171,7 +183,7 @@ class WhatIfForm(forms.Form):
         for name, *_ in WHAT_IF_FIELDS:
             raw = str(source.get(name, "") or "").strip()
             values[name] = raw or self.default(name)
-        values["summarizer"] = source.get("summarizer", "deterministic") or "deterministic"
+        values["summarizer"] = source.get("summarizer", SUMMARIZER_DEFAULT) or SUMMARIZER_DEFAULT
         mode = self.session.effective_mode
         values["mode"] = source.get("mode", mode) or mode
         values["focus"] = source.get("focus", "")
@@ -186,7 +198,7 @@ class WhatIfForm(forms.Form):
         for name, key, _label, kind, _help in WHAT_IF_FIELDS:
             number = cleaned.get(name)
             default = self.defaults[key] * 100 if kind == "percent" else self.defaults[key]
-            if number is not None and number != default:
+            if number is not None and not _same(number, default):
                 self.overrides[key] = number / 100 if kind == "percent" else number
         values = self.values()
         if engine_has_profiles():
@@ -232,9 +244,13 @@ def _values_of_run(run: Compaction) -> dict:
         values["profile"] = run.config["profile"]
     if values["summarizer"] not in ("auto", "deterministic"):
         values["summarizer"] = "auto"  # the run recorded which model wrote it, not the choice
+    try:
+        shown = _shown_defaults(CompactionConfig.from_dict(run.config or {}))
+    except (ConfigError, TypeError, ValueError):  # a run stored by an older engine
+        shown = dict(run.config or {})
     for name, key, _label, kind, _help in WHAT_IF_FIELDS:
         if key in (run.config or {}):
-            value = run.config[key]
+            value = shown.get(key, run.config[key])
             values[name] = round(value * 100, 2) if kind == "percent" else value
     return values
 
@@ -287,6 +303,14 @@ def threshold_note(session: Session, overrides: dict) -> str:
     return " ".join(steps)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Two settings are one when they are equal numbers (85 and 85.0000001 from a float)."""
+    try:
+        return abs(float(a) - float(b)) < 1e-6
+    except (TypeError, ValueError):
+        return a == b
+
+
 def parameters_used(session: Session, run: Compaction, asked: str = "") -> list[dict]:
     """Every parameter a run used, its session default, and whether it differed.
 
@@ -295,20 +319,24 @@ def parameters_used(session: Session, run: Compaction, asked: str = "") -> list[
     """
     from hermes_web.services.compactions import compaction_config_for
 
-    defaults = compaction_config_for(session).to_dict()
+    defaults = _shown_defaults(compaction_config_for(session))
     profile = (run.config or {}).get("profile") or defaults.get("profile", "hermes")
     if asked not in ("auto", "deterministic"):
         asked = _values_of_run(run)["summarizer"]
+    try:
+        used_config = _shown_defaults(CompactionConfig.from_dict(run.config or {}))
+    except (ConfigError, TypeError, ValueError):  # a run stored by an older engine
+        used_config = {**defaults, **(run.config or {})}
     rows = []
     for _name, key, label, kind, _help in WHAT_IF_FIELDS:
-        used = (run.config or {}).get(key, defaults[key])
+        used = used_config.get(key, defaults[key])
         shown = (lambda v: f"{v * 100:g} %") if kind == "percent" else (lambda v: f"{v:,}")
         rows.append(
             {
                 "label": label,
                 "used": shown(used),
                 "default": shown(defaults[key]),
-                "differs": used != defaults[key],
+                "differs": not _same(used, defaults[key]),
             }
         )
     # Runs store their whole config; of the fields the form does not show, list the changed.
@@ -338,8 +366,8 @@ def parameters_used(session: Session, run: Compaction, asked: str = "") -> list[
         {
             "label": "Summarizer asked for",
             "used": term("summarizer", asked),
-            "default": term("summarizer", "auto"),
-            "differs": asked != "auto",
+            "default": term("summarizer", SUMMARIZER_DEFAULT),
+            "differs": asked != SUMMARIZER_DEFAULT,
         },
         {
             "label": "Summary written by",

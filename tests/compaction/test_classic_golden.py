@@ -129,13 +129,13 @@ CASES = {
 }
 
 GOLDEN = {
-    "synthetic_300": "6dc15ac3d182aba4",
-    "synthetic_2000": "adf7d5dc223f1a38",
-    "synthetic_small_window": "ba970f54e35f1edc",
+    "synthetic_300": "94d8cb3234b1ea58",
+    "synthetic_2000": "c726eef57bc1fa9d",
+    "synthetic_small_window": "67e27b6fa79df1d4",
     "long_words": "2787102146697de1",
     "images_truncation": "a0a76c44da019887",
     "capped_tail": "68a2fad9dbf51726",
-    "strip_mode_focus": "8bddca84e7f2076f",
+    "strip_mode_focus": "7f40ed4b9802e5c7",
 }
 
 

@@ -121,12 +121,12 @@ GOLDEN = {
     "long_words": "c2fc7f9dfb12b755",
     "secrets_failures": "1766653b9eb3b1b5",
     "secrets_failures_small": "1bd378674c2c8162",
-    "synthetic_10000_cached": "2f95d5c0159d2b10",
-    "synthetic_2000": "c10ae5d1673e4c9a",
-    "synthetic_2000_cached": "8394263b9adc3d4e",
-    "synthetic_300": "b93dbf5aaf8cff9f",
-    "synthetic_8k_window": "d89b4add0533bd39",
-    "synthetic_small_window": "0205ff908a79e4c3",
+    "synthetic_10000_cached": "20e31ebc6f0a87aa",
+    "synthetic_2000": "cdd038e0c0c8c79e",
+    "synthetic_2000_cached": "83839ade9d5b1a96",
+    "synthetic_300": "9cb5c19160e814bd",
+    "synthetic_8k_window": "4e6903cbf32af10d",
+    "synthetic_small_window": "58c7a73470602ebe",
 }
 
 

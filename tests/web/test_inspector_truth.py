@@ -21,7 +21,7 @@ from compaction.markers import wrap_summary
 from compaction.tokens import count_message_tokens
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.compare import message_fates
-from hermes_web.presenters.inspector import structure_of
+from hermes_web.presenters.inspector import one_scale, structure_of
 from hermes_web.presenters.vocabulary import report_warnings
 from hermes_web.services.sessions import append_message
 from tests.web.inspector_seed import compact_now, seed_conversation
@@ -198,7 +198,10 @@ def check_compare(client, a: Compaction, b: Compaction) -> None:
     found = re.search(COMPARE_ROW.format(label="Tokens"), html)
     assert found
     for shown, report in zip((found[1], found[2]), sides, strict=True):
-        tokens = report.get("tokens") or {}
+        # One scale: an agent's compaction by our count of its rows (its figures apart).
+        tokens = one_scale(report).get("tokens") or {}
+        if report.get("native"):
+            assert tokens["before"] == report["tokens"]["counted_before"]
         if isinstance(tokens.get("before"), int) and isinstance(tokens.get("after"), int):
             assert html_lib.unescape(shown) == f"{tokens['before']:,} → {tokens['after']:,}"
 

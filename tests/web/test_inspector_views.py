@@ -168,7 +168,8 @@ def test_what_if_form_has_labelled_fields_with_defaults(alice, alice_client):
         assert f'<label for="f-{name}">' in html
         assert f'id="f-{name}"' in html
     assert response.context["values"]["tail"] == 20_000
-    assert response.context["values"]["threshold"] == 50.0
+    # The share that runs: the hermes profile raises 50 % to 75 % on this 128,000 window.
+    assert response.context["values"]["threshold"] == 75.0
 
 
 def test_what_if_runs_a_dry_run_shown_next_to_the_committed_one(alice, alice_client):

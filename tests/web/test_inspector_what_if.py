@@ -58,12 +58,30 @@ def test_the_result_lists_every_parameter_and_marks_the_changed_ones(alice, alic
     assert rows["Tail budget (tokens)"]["used"] == "1,500"
     assert rows["Tail budget (tokens)"]["default"] == "20,000"
     assert rows["Head: messages kept after the system prompt"]["differs"] is False
-    assert rows["Threshold (% of the context window)"]["used"] == "50 %"
-    # The deterministic summarizer differs from the default "auto": marked too (issue #27).
-    assert rows["Summarizer asked for"]["differs"] is True
+    # The threshold as it is used: the hermes profile raises 50 % to 75 % on a 128,000
+    # window; the form showed 75 % too, so it is no change (issue #37).
+    assert rows["Threshold (% of the context window)"]["used"] == "75 %"
+    assert rows["Threshold (% of the context window)"]["default"] == "75 %"
+    assert rows["Threshold (% of the context window)"]["differs"] is False
+    # The summarizer the form pre-selects is the default: choosing it is no change.
+    assert rows["Summarizer asked for"]["differs"] is False
     assert rows["Engine profile"]["differs"] is False
     html = page.content.decode()
-    assert html.count('class="badge changed"') == 2
+    assert html.count('class="badge changed"') == 1
+
+
+def test_the_form_shows_the_defaults_that_run_and_an_untouched_run_changes_nothing(
+    alice, alice_client
+):
+    session = seed_conversation(alice, n=120)  # window 128,000: the hermes floor is 75 %
+    form = alice_client.get(what_if_url(session))
+    assert form.context["values"]["threshold"] == 75.0
+    assert form.context["values"]["summarizer"] == "deterministic"
+    posted = {k: v for k, v in form.context["values"].items() if v not in ("", None)}
+    response = alice_client.post(what_if_url(session), posted)
+    page = alice_client.get(response["Location"])
+    assert [p["label"] for p in page.context["run_params"] if p["differs"]] == []
+    assert 'class="badge changed"' not in page.content.decode()
 
 
 def test_the_threshold_floor_is_explained_next_to_the_field(alice, alice_client):

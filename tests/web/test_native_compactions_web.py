@@ -43,8 +43,8 @@ def test_the_inspector_opens_a_native_compaction_with_what_was_recorded(
     counted = second.report["tokens"]["counted_before"]
     assert f'id="tokens-before-counted">{counted:,}<' in html
     # The summary by its headings (numbered "1. Primary Request and Intent:" lines).
-    assert "<h3>1. Primary Request and Intent</h3>" in html
-    assert "<h3>2. Errors and fixes</h3>" in html
+    assert "<li>1. Primary Request and Intent</li>" in html
+    assert "<li>2. Errors and fixes</li>" in html
     # The before/after split: the replaced rows link to the archived messages.
     replaced = list(second.archived_messages.order_by("position"))
     for row in replaced:
@@ -198,10 +198,11 @@ def test_summary_sections_by_the_headings_agents_write():
     )
     sections = native_sections(text)
     assert sections["preamble"] == "Intro line"
-    assert [s["heading"] for s in sections["sections"]] == [
-        "Files",
-        "1. Pending Tasks",
-        "Errors",
+    # Beside Markdown headings a bare "Analysis:" line is text (ours quote such lines).
+    assert [s["heading"] for s in sections["sections"]] == ["Files", "1. Pending Tasks", "Errors"]
+    assert [s["heading"] for s in native_sections("Analysis:\nx\nSummary:\ny")["sections"]] == [
         "Analysis",
+        "Summary",
     ]
     assert native_sections("no headings here")["sections"] == []
+    assert native_sections("```\nNote:\n```")["sections"] == []

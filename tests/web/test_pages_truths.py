@@ -129,7 +129,12 @@ def test_parameters_used_name_the_profile_and_mark_a_changed_summarizer(alice, a
     rows = {p["label"]: p for p in alice_client.get(response["Location"]).context["run_params"]}
     assert rows["Engine profile"]["used"] == "classic"
     assert rows["Engine profile"]["differs"] is True
+    # The form pre-selects the deterministic summarizer: keeping it is no change (#37);
+    # choosing "auto" is one.
     assert rows["Summarizer asked for"]["used"] == "deterministic (no model)"
+    assert rows["Summarizer asked for"]["differs"] is False
+    response = alice_client.post(url, {"summarizer": "auto", "mode": "rotation"})
+    rows = {p["label"]: p for p in alice_client.get(response["Location"]).context["run_params"]}
     assert rows["Summarizer asked for"]["differs"] is True
 
 
