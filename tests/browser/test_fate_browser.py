@@ -1,7 +1,7 @@
-"""Follow a fact and run a recall test in real Chromium: the conversation's Follow field →
-the fate strip → the compaction's inspector at the right section; the recall test started
-from the inspector's button, progressing on the page (a real worker, a slow fake model),
-finished with its arms."""
+"""Follow a fact and run a recall test in real Chromium: the nav's search box → a hit → its
+Follow link → the fate strip → the compaction's inspector at the right section; the recall
+test started from the inspector's button, progressing on the page (a real worker, a slow fake
+model), finished with its arms."""
 
 import re
 
@@ -44,9 +44,14 @@ def test_follow_a_fact_then_run_a_recall_test(
     server.default_reply = {"sleep": 1.5, "content": "1. unknown"}
 
     _login(page, live_server, "fiona", "fate-pass-123")
-    page.goto(live_server.url + f"/conversations/{session.public_id}/")
-    page.get_by_label("Follow this").first.fill(path)
-    page.get_by_role("button", name="Follow").first.click()
+    # From the search box in the nav: a hit, then "Follow" on it.
+    page.locator("#nav-q").fill(f'"{path}"')
+    page.locator("#nav-q").press("Enter")
+    expect(page.get_by_role("heading", name="Search", exact=True)).to_be_visible()
+    hit = page.locator(".search-hit").first
+    expect(hit.locator(".hit-snippet mark").first).to_be_visible()
+    screenshot("search-hit")
+    hit.get_by_role("link", name=re.compile("^Follow")).click()
     expect(page.get_by_role("heading", name="Follow a fact")).to_be_visible()
     strip = page.get_by_role("list", name=re.compile("Fate per compaction"))
     cell = strip.get_by_role("link").first
