@@ -44,8 +44,8 @@ from hermes_web.importers import (
     gemini_cli,
     hermes,
     openai,
-    openhands,
     opencode,
+    openhands,
     pi,
     swe_agent,
 )

@@ -155,7 +155,9 @@ def _session(row: dict, messages: list[dict], file: str, line: int) -> ParsedSes
             elif kind == "reasoning" and isinstance(data.get("thinking"), str):
                 reasoning.append(data["thinking"])
             elif kind == "tool_call" and data.get("id") and data.get("name"):
-                calls.append(agent_common.call(str(data["id"]), str(data["name"]), data.get("input")))
+                calls.append(
+                    agent_common.call(str(data["id"]), str(data["name"]), data.get("input"))
+                )
             elif kind == "image_url":
                 texts.append(f"[image: {data.get('url') or ''}]")
             elif kind == "binary":
@@ -170,8 +172,11 @@ def _session(row: dict, messages: list[dict], file: str, line: int) -> ParsedSes
         if role == "system":
             rows.append(
                 ParsedMessage(
-                    role="system", content="\n\n".join(texts), meta="crush_system",
-                    extra=extra, created_at=when,
+                    role="system",
+                    content="\n\n".join(texts),
+                    meta="crush_system",
+                    extra=extra,
+                    created_at=when,
                 )
             )
             continue

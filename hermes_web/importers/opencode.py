@@ -50,6 +50,10 @@ def _ms(value: Any):
     return epoch(value / 1000) if isinstance(value, int | float) else epoch(value)
 
 
+def _obj(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _load(text: Any, file: str, where: str) -> dict:
     try:
         value = json.loads(text) if isinstance(text, str | bytes) else None
@@ -79,7 +83,9 @@ def _parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
         names = sqlite_file.require_tables(db, file, TABLES)
         if missing := [t for t in TABLES if t not in names]:
             raise ImportProblem(file, 0, f"not an opencode.db: it has no '{missing[0]}' table")
-        have = {r[1] for r in db.execute(f"PRAGMA table_info({sqlite_file.quoted(names['session'])})")}
+        have = {
+            r[1] for r in db.execute(f"PRAGMA table_info({sqlite_file.quoted(names['session'])})")
+        }
         columns = [c for c in SESSION_COLUMNS if c in have]
         if "id" not in columns:
             raise ImportProblem(file, 0, "not an opencode.db: table 'session' lacks id")
@@ -87,7 +93,9 @@ def _parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
         order = " ORDER BY time_created, id" if "time_created" in columns else " ORDER BY id"
         sessions = [
             dict(zip(columns, row, strict=True))
-            for row in db.execute(f"SELECT {select} FROM {sqlite_file.quoted(names['session'])}{order}")  # noqa: S608 - names from the file, quoted
+            for row in db.execute(
+                f"SELECT {select} FROM {sqlite_file.quoted(names['session'])}{order}"
+            )  # noqa: S608 - names from the file, quoted
         ]
         message_sql = (
             f"SELECT id, data, time_created FROM {sqlite_file.quoted(names['message'])} "  # noqa: S608
@@ -181,7 +189,9 @@ def _created(message: dict) -> float:
 # --- one session ----------------------------------------------------------------------
 
 
-def _session(row: dict, messages: list[tuple[dict, list[dict]]], file: str, line: int) -> ParsedSession:
+def _session(
+    row: dict, messages: list[tuple[dict, list[dict]]], file: str, line: int
+) -> ParsedSession:
     session = ParsedSession(source=SOURCE, line=line)
     session.public_id = safe_id(str(row["id"]))
     session.title = agent_common.clip_title(str(row.get("title") or ""))
@@ -229,8 +239,11 @@ def _user(session, rows, parts, extra, when) -> None:
             if part.get("synthetic"):  # text opencode added (a file read for an @mention)
                 rows.append(
                     ParsedMessage(
-                        role="user", content=part["text"], meta="opencode_synthetic",
-                        extra=dict(extra), created_at=when,
+                        role="user",
+                        content=part["text"],
+                        meta="opencode_synthetic",
+                        extra=dict(extra),
+                        created_at=when,
                     )
                 )
                 continue
@@ -240,7 +253,9 @@ def _user(session, rows, parts, extra, when) -> None:
             texts.append(f"[file: {name}]")
         else:
             session.skip(f"{kind} part of a user message")
-    rows.append(ParsedMessage(role="user", content="\n\n".join(texts), extra=extra, created_at=when))
+    rows.append(
+        ParsedMessage(role="user", content="\n\n".join(texts), extra=extra, created_at=when)
+    )
 
 
 def _assistant(session, rows, info, parts, extra, when) -> None:
@@ -305,7 +320,7 @@ def _tool(session, row: ParsedMessage, results: list[ParsedMessage], part: dict,
     if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
         session.skip("tool part without a call id or tool name")
         return
-    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    state = _obj(part.get("state"))
     row.tool_calls = (row.tool_calls or []) + [agent_common.call(call_id, name, state.get("input"))]
     status = state.get("status")
     if status == "completed":
@@ -316,9 +331,16 @@ def _tool(session, row: ParsedMessage, results: list[ParsedMessage], part: dict,
         return
     if state.get("title"):
         extra["title"] = state["title"]
+    if _obj(state.get("time")).get("compacted"):
+        # opencode's pruning: the output is kept, the model was sent a placeholder instead
+        extra["opencode_pruned"] = True
     results.append(
         ParsedMessage(
-            role="tool", content=text, tool_call_id=call_id, tool_name=name, extra=extra,
+            role="tool",
+            content=text,
+            tool_call_id=call_id,
+            tool_name=name,
+            extra=extra,
             created_at=when,
         )
     )
@@ -328,10 +350,12 @@ def _compaction(session, rows, info, parts, request: dict | None, when) -> None:
     summary = "\n\n".join(
         p["text"] for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str)
     )
-    tokens = info.get("tokens") if isinstance(info.get("tokens"), dict) else {}
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    tokens = _obj(info.get("tokens"))
+    cache = _obj(tokens.get("cache"))
     read = [tokens.get("input"), cache.get("read"), cache.get("write")]
-    before = sum(v for v in read if isinstance(v, int)) if isinstance(tokens.get("input"), int) else None
+    before = (
+        sum(v for v in read if isinstance(v, int)) if isinstance(tokens.get("input"), int) else None
+    )
     after = tokens.get("output") if isinstance(tokens.get("output"), int) else None
     trigger = ""
     if request is not None:

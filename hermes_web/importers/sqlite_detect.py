@@ -78,7 +78,5 @@ def sqlite_format(path: Path, file: str) -> str:
     raise ImportProblem(
         file,
         0,
-        "a SQLite database of no agent we know: tables "
-        + ", ".join(tables[:_SHOWN_TABLES])
-        + more,
+        "a SQLite database of no agent we know: tables " + ", ".join(tables[:_SHOWN_TABLES]) + more,
     )

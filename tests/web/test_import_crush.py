@@ -76,9 +76,13 @@ def build(path, *, wal=False):
             finish("tool_use"),
         ],
     )
-    message("s1", "tool", [result("call_a", "kitty/\nnvim/"), result("call_b", "no such file", True)])
+    message(
+        "s1", "tool", [result("call_a", "kitty/\nnvim/"), result("call_b", "no such file", True)]
+    )
     message("s1", "assistant", [text("The file is missing."), finish("end_turn")])
-    summary = message("s1", "assistant", [text("Summary: kitty.conf is missing."), finish("end_turn")])
+    summary = message(
+        "s1", "assistant", [text("Summary: kitty.conf is missing."), finish("end_turn")]
+    )
     message("s1", "user", [text("create it"), finish("stop")])
     message("s1", "assistant", [call("call_c", "agent", {"prompt": "write kitty.conf"})])
     message("s1", "tool", [result("call_c", "written")])
@@ -141,9 +145,11 @@ def test_the_summary_message_is_crushs_own_compaction(alice, tmp_path):
     rows = _rows(main)
     summary = next(r for r in rows if r.is_summary)
     before = [r for r in rows if r.position < summary.position and not r.is_summary]
-    assert before and all(r.archived for r in before)
+    assert before
+    assert all(r.archived for r in before)
     after = next(r for r in rows if r.content == "create it")
-    assert after.active and after.position > summary.position
+    assert after.active
+    assert after.position > summary.position
 
 
 def test_a_sub_agent_session_is_linked_to_its_parent(alice, tmp_path):

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from hermes_web.importers import detect_format, import_path
+from hermes_web.importers import detect_format, import_directory, import_path
 from hermes_web.models import Compaction, Message, Session
 
 pytestmark = pytest.mark.django_db
@@ -172,8 +172,11 @@ def test_the_compaction_part_and_summary_message_are_opencodes_own_compaction(al
     assert any(r.content == "the build fails on main.py" for r in archived)
     summary = Message.objects.get(session=main, is_summary=True)
     assert "Fix the build of main.py." in summary.content
-    later = next(r for r in Message.objects.filter(session=main) if r.content == "now run the tests")
-    assert later.active and later.position > summary.position
+    later = next(
+        r for r in Message.objects.filter(session=main) if r.content == "now run the tests"
+    )
+    assert later.active
+    assert later.position > summary.position
 
 
 def test_a_sub_agent_session_is_linked_to_its_parent(alice, tmp_path):
@@ -207,7 +210,7 @@ def test_rows_only_in_the_wal_are_read_and_nothing_is_written_beside_it(alice, t
     assert after == before
 
 
-def test_the_json_storage_folder_imports(alice, tmp_path):
+def _storage(tmp_path):
     storage = tmp_path / "storage"
     (storage / "session" / "prj").mkdir(parents=True)
     session = {"id": "ses_json", "title": "Old layout", "time": {"created": T0}}
@@ -233,6 +236,11 @@ def test_the_json_storage_folder_imports(alice, tmp_path):
             part_folder = storage / "part" / mid
             part_folder.mkdir(parents=True, exist_ok=True)
             (part_folder / f"{part['id']}.json").write_text(json.dumps(part))
+    return storage
+
+
+def test_the_json_storage_folder_imports(alice, tmp_path):
+    storage = _storage(tmp_path)
     path = storage / "session" / "prj" / "ses_json.json"
     report = import_path(path, owner=alice)
     assert report.format == "opencode"
@@ -243,6 +251,15 @@ def test_the_json_storage_folder_imports(alice, tmp_path):
     assert [r.role for r in rows] == ["user", "assistant", "tool"]
     assert rows[1].tool_calls[0]["function"]["name"] == "ls"
     assert rows[2].content == "a.py\nb.py"
+
+
+def test_a_storage_folder_imports_its_sessions_passing_over_messages_and_parts(alice, tmp_path):
+    storage = _storage(tmp_path)
+    reports, skipped = import_directory(storage, owner=alice)
+    assert [r.format for r in reports] == ["opencode"]
+    assert reports[0].refused == [], reports[0].errors
+    assert len(skipped) == 6  # its two messages and four parts, read with the session
+    assert Session.objects.filter(public_id=f"ses_json.{alice.pk}").exists()
 
 
 def test_a_sqlite_file_of_no_known_agent_is_refused_naming_its_tables(alice, tmp_path):
