@@ -272,3 +272,14 @@ def test_a_sqlite_file_of_no_known_agent_is_refused_naming_its_tables(alice, tmp
         "a SQLite database of no agent we know: tables notes, tags"
     ]
     assert not Session.objects.exists()
+
+
+def test_a_view_in_place_of_an_opencode_table_is_refused_unread(alice, tmp_path):
+    """Only plain tables are read: a view named ``part`` would run its SQL inside our read."""
+    path = tmp_path / "opencode.db"
+    db = build(path)
+    db.executescript("DROP TABLE part; CREATE VIEW part AS SELECT * FROM message;")
+    db.close()
+    report = import_path(path, owner=alice, fmt="opencode")
+    assert [e.problem for e in report.errors] == ["'part' is a view, not a table: refused"]
+    assert not Session.objects.exists()
