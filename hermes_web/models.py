@@ -55,6 +55,8 @@ class Session(models.Model):
         IMPORT_SWE_AGENT = "import:swe-agent", "SWE-agent import"
         IMPORT_COPILOT_CLI = "import:copilot-cli", "Copilot CLI import"
         IMPORT_CURSOR = "import:cursor", "Cursor import"
+        IMPORT_OPENCODE = "import:opencode", "opencode import"
+        IMPORT_CRUSH = "import:crush", "Crush import"
         API = "api", "API client"
 
     class Mode(models.TextChoices):
@@ -286,6 +288,8 @@ class Compaction(models.Model):
         ROO_CODE = "roo-code", "Roo Code"
         CONTINUE = "continue", "Continue"
         HERMES = "hermes", "Hermes"
+        OPENCODE = "opencode", "opencode"
+        CRUSH = "crush", "Crush"
 
     class Mode(models.TextChoices):
         ROTATION = "rotation", "rotation"

@@ -39,10 +39,12 @@ from hermes_web.importers import (
     codex,
     continue_dev,
     copilot_cli,
+    crush,  # SQLite agents, read from their path (home2)
     cursor,
     gemini_cli,
     hermes,
     openai,
+    opencode,
     openhands,
     pi,
     swe_agent,
@@ -99,7 +101,12 @@ AGENT_PARSERS = {
     "swe-agent": swe_agent.parse,
     "cursor": cursor.parse,
 }
-FORMATS += tuple(AGENT_PARSERS)
+# Agents whose file is read from its path (a SQLite database and its -wal, a storage folder).
+PATH_PARSERS = {
+    "opencode": opencode.parse_path,
+    "crush": crush.parse_path,
+}
+FORMATS += tuple(AGENT_PARSERS) + tuple(PATH_PARSERS)
 logger = logging.getLogger(__name__)
 
 
@@ -208,6 +215,13 @@ def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportPr
         try:
             with records_of(file):
                 yield from hermes.parse_db(path, file)
+        except ImportProblem as problem:
+            yield problem
+        return
+    if fmt in PATH_PARSERS:
+        try:
+            with records_of(file):
+                yield from PATH_PARSERS[fmt](path, file)
         except ImportProblem as problem:
             yield problem
         return

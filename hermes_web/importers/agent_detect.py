@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hermes_web.importers import opencode
+
 _HEAD = 4096  # the keys looked at are at the very start of the document
 
 AIDER_HEADER = re.compile(r"\A\s*(?:#[^\n]*\n\s*)*?# aider chat started at ", re.IGNORECASE)
@@ -72,4 +74,6 @@ def sniff(path: Path, head: str, file: str = "") -> str:
         and ('"contextItems"' in head or '"workspaceDirectory"' in head)
     ):
         return "continue"
+    if opencode.is_storage_session(path, start):
+        return "opencode"
     return ""

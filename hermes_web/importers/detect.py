@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from hermes_web.importers import agent_detect, sqlite_file
+from hermes_web.importers import agent_detect, sqlite_detect, sqlite_file
 from hermes_web.importers.base import MAX_LINE_BYTES, ImportProblem, size_text
 
 SQLITE_MAGIC = sqlite_file.MAGIC
@@ -34,7 +34,7 @@ def detect_format(path: Path, file: str) -> str:
     only breaks ties)."""
     with open(path, "rb") as stream:
         if sqlite_file.is_sqlite(stream.read(len(SQLITE_MAGIC))):
-            return "hermes-db"  # the reader identifies it by its real tables (sqlite_file)
+            return sqlite_detect.sqlite_format(path, file)  # by its tables (opencode, Crush…)
         stream.seek(0)
         other_agent = agent_detect.sniff(  # Gemini CLI, Aider, OpenHands, Cline, Continue
             path, stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff"), file

@@ -82,6 +82,17 @@ def _openhands_event_cache(path: Path) -> bool:
     )
 
 
+def _opencode_storage_file(path: Path) -> bool:
+    """A message or part of opencode's JSON storage (``storage/message/<session>/<id>.json``,
+    ``storage/part/<message>/<id>.json``): read with the session file that names it."""
+    return (
+        path.suffix.lower() == ".json"
+        and len(path.parts) >= 3
+        and path.parts[-3] in ("message", "part")
+        and (path.parents[2] / "session").is_dir()
+    )
+
+
 def plan_directory(root: Path) -> DirectoryPlan:
     """Every regular file under ``root`` (links not followed), sorted by path; the files of
     a Claude Code session folder (``<id>/subagents/``, ``<id>/tool-results/``) are grouped
@@ -125,6 +136,8 @@ def plan_directory(root: Path) -> DirectoryPlan:
             plan.skipped.append((path, "Copilot session bookkeeping (its events.jsonl is read)"))
         elif path not in owner and _openhands_event_cache(path):
             plan.skipped.append((path, "OpenHands event cache (the session's events/ are read)"))
+        elif path not in owner and _opencode_storage_file(path):
+            plan.skipped.append((path, "opencode message or part (read with its session)"))
         elif path not in owner and (
             path.suffix.lower() in SUFFIXES or path.name.endswith(NAMES) or is_specstory(path)
         ):

@@ -502,13 +502,11 @@ def _private_copy(path: Path, wal: Path, file: str) -> str:
         raise
 
 
-def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, set[str]]]:
-    """Open read-only and immutable (never writes, never creates a -wal or -shm beside the
-    file) and check it is Hermes's schema, made of plain tables.
-
-    A live database (a non-empty ``-wal`` beside it: Hermes's newest rows are only there)
-    is copied with its -wal into a private temporary directory and the copy opened normally,
-    so SQLite applies the WAL there; the copy is removed when the connection closes."""
+def open_live(path: Path, file: str) -> _PrivateCopy:
+    """Any agent's SQLite file opened through ``sqlite_file``: read-only and immutable, or,
+    when a non-empty ``-wal`` lies beside it (a running agent's newest rows are only there),
+    a private copy of the two opened normally so SQLite applies the WAL there; closing the
+    connection removes the copy. Nothing is ever written beside the user's file."""
     wal = Path(path).with_name(Path(path).name + "-wal")
     directory = ""
     try:
@@ -530,6 +528,17 @@ def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, 
             file, 0, f"cannot copy the live database: {error.strerror or error}"
         ) from None
     db.directory = directory
+    return db
+
+
+def open_state_db(path: Path, file: str) -> tuple[sqlite3.Connection, dict[str, set[str]]]:
+    """Open read-only and immutable (never writes, never creates a -wal or -shm beside the
+    file) and check it is Hermes's schema, made of plain tables.
+
+    A live database (a non-empty ``-wal`` beside it: Hermes's newest rows are only there)
+    is copied with its -wal into a private temporary directory and the copy opened normally,
+    so SQLite applies the WAL there; the copy is removed when the connection closes."""
+    db = open_live(path, file)
     try:
         db.row_factory = sqlite3.Row
         tables = sqlite_file.require_tables(db, file, tuple(_REQUIRED))

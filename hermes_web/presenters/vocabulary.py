@@ -58,6 +58,8 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "roo-code": "Roo Code's own",
         "continue": "Continue's own",
         "hermes": "Hermes's own",
+        "opencode": "opencode's own",
+        "crush": "Crush's own",
     },
     "profile": {
         "classic": "classic",
@@ -73,6 +75,8 @@ VOCABULARY: dict[str, dict[str, str]] = {
         "agent:roo-code": "Roo Code's own",
         "agent:continue": "Continue's own",
         "agent:hermes": "Hermes's own",
+        "agent:opencode": "opencode's own",
+        "agent:crush": "Crush's own",
     },
     "slim": {
         "fold": "fold",

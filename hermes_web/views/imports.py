@@ -96,6 +96,18 @@ FORMAT_HELP: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         (".specstory/history/*.md",),
         "a chat saved by SpecStory.",
     ),
+    "opencode": (
+        "opencode database or storage folder (opencode.db, storage/)",
+        "opencode",
+        ("~/.local/share/opencode/opencode.db", "storage/session/<project>/<id>.json"),
+        "compaction parts and summary messages become compactions.",
+    ),
+    "crush": (
+        "Crush database (crush.db)",
+        "Crush",
+        (".crush/crush.db",),
+        "summarize becomes a compaction; sub-agents become linked sessions.",
+    ),
 }
 FORMAT_CHOICES = [("auto", "Detect automatically")] + [
     (fmt, FORMAT_HELP[fmt][0]) for fmt in FORMATS if fmt in FORMAT_HELP
