@@ -151,6 +151,14 @@ def sweep_temp_dirs() -> int:
     return sweep()
 
 
+@shared_task(name="hermes_web.tasks.discard_abandoned_imports")
+def discard_abandoned_imports() -> int:
+    """Delete sessions a killed import left half-written (importers.store.discard_abandoned)."""
+    from hermes_web.importers.store import discard_abandoned
+
+    return discard_abandoned()
+
+
 # Run id -> when this process last re-sent it: the sweep runs every few seconds in every
 # worker, and a re-sent run needs a moment to be picked up and to show a live lease again.
 _recently_sent: dict[int, float] = {}
