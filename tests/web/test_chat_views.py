@@ -288,3 +288,31 @@ def test_a_rotation_committed_between_two_reads_of_the_page_still_moves_the_chat
     # On the child's own page the same committed row does not ask again (no redirect loop).
     child_page = alice_client.get(reverse("chat_detail", args=[run.result_session.public_id]))
     assert 'hx-trigger="load"' not in child_page.content.decode()
+
+
+def test_a_turn_whose_session_rotated_meanwhile_moves_the_chat(alice_client, alice, llm):
+    """Issue #37: a rotation committed while a turn ran (or before its last poll) left the
+    URL and the sidebar on the old session, and Undo/Regenerate appeared only after a reload:
+    the turn's final poll now sends the page to the live session."""
+    session = big_session(alice)
+    alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "one more"}, headers=HTMX
+    )
+    turn = AgentTurn.objects.get(session=session)
+    llm.enqueue({"content": "answered", "prompt_tokens": 50})
+    run_turn(turn.pk)
+    alice_client.post(reverse("chat_compress", args=[session.public_id]), {"focus": ""})
+    run = run_compaction(Compaction.objects.get(session=session).pk)
+    assert run.status == "committed", run.error
+    child_url = reverse("chat_detail", args=[run.result_session.public_id])
+
+    final = alice_client.get(reverse("chat_turn_status", args=[turn.public_id]), headers=HTMX)
+    assert final.headers["HX-Redirect"] == child_url
+
+    # A message sent from the stale page goes to the live session, and the page follows.
+    sent = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "and then?"}, headers=HTMX
+    )
+    assert sent.headers["HX-Redirect"] == child_url
+    assert Message.objects.filter(session=run.result_session, content="and then?").exists()
+    assert not Message.objects.filter(session=session, content="and then?").exists()
