@@ -316,3 +316,27 @@ def test_a_turn_whose_session_rotated_meanwhile_moves_the_chat(alice_client, ali
     assert sent.headers["HX-Redirect"] == child_url
     assert Message.objects.filter(session=run.result_session, content="and then?").exists()
     assert not Message.objects.filter(session=session, content="and then?").exists()
+
+
+def test_the_composer_is_three_lines_high_on_a_phone(alice_client, alice):
+    """Issue #37: at 390 px the composer was one line high and cut its placeholder."""
+    import re
+    from pathlib import Path
+
+    from django.conf import settings
+
+    session = start_chat(owner=alice)
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    textarea = re.search(r'<textarea id="message"[^>]*>', page)
+    assert textarea is not None
+    rows = re.search(r'rows="(\d+)"', textarea.group(0))
+    assert rows is not None
+    assert int(rows.group(1)) >= 3
+    css = (Path(settings.BASE_DIR) / "static/hermes_web/chat.css").read_text()
+    phone = css.split("@media (max-width: 600px)", 1)[1].split("\n}", 1)[0]
+    rule = re.search(r"\.composer textarea \{([^}]*)\}", phone)
+    assert rule is not None
+    assert "height: 2.6rem" not in rule.group(1)
+    least = re.search(r"min-height: ([\d.]+)rem", rule.group(1))
+    assert least is not None
+    assert float(least.group(1)) >= 4.5
