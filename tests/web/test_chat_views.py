@@ -340,3 +340,22 @@ def test_the_composer_is_three_lines_high_on_a_phone(alice_client, alice):
     least = re.search(r"min-height: ([\d.]+)rem", rule.group(1))
     assert least is not None
     assert float(least.group(1)) >= 4.5
+
+
+def test_a_chat_is_titled_from_its_first_message(alice_client, alice):
+    """Issue #37: each chat's title is its own first message, on one line, cut at a word."""
+    first = "Why did   ingest fail\\non March 14?".replace("\\n", "\n")
+    long = "Please read every file under src and explain " + "the pipeline stages " * 6
+    for text in (first, long):
+        alice_client.post(reverse("chat_new"), {"message": text})
+    titles = list(
+        Session.objects.filter(owner=alice).order_by("pk").values_list("title", flat=True)
+    )
+    assert titles[0] == "Why did ingest fail on March 14?"
+    assert titles[1].endswith("…")
+    assert len(titles[1]) <= 80
+    assert titles[1][:-1] == titles[1][:-1].rstrip()
+    assert long.startswith(titles[1][:-1])
+    assert long[len(titles[1]) - 1] == " "
+    page = alice_client.get(reverse("chat")).content.decode()
+    assert "Why did ingest fail on March 14?" in page
