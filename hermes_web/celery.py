@@ -1,5 +1,6 @@
 """The Celery app. Workers: ``celery -A hermes_web worker -Q default,chat,compaction``."""
 
+import logging
 import os
 import signal
 import sys
@@ -31,6 +32,7 @@ def _warm_worker(sender: object = None, **kwargs: object) -> None:
 
     # Imports run here too: their temporary folders in one a sweep can clear after a kill.
     start_process()
+    _discard_abandoned_imports()
     # Before the pool starts (forked children inherit it): the first chat turn then costs
     # what later ones do instead of paying litellm's import and the tokenizer load.
     if os.environ.get("HERMES_WORKER_WARMUP", "1") == "0":  # measuring the cold first turn
@@ -38,6 +40,19 @@ def _warm_worker(sender: object = None, **kwargs: object) -> None:
     from hermes_web.warmup import warm_worker
 
     warm_worker(calls_models=worker_calls_models(consumed_queues(sender)))
+
+
+def _discard_abandoned_imports() -> None:
+    # A worker killed mid-import left a session marked pending: deleted once it is past every
+    # import's time budget (also every few minutes by beat). A start never fails on it.
+    from django.db import DatabaseError
+
+    from hermes_web.importers.store import discard_abandoned
+
+    try:
+        discard_abandoned()
+    except DatabaseError as error:
+        logging.getLogger(__name__).warning("could not discard abandoned imports: %s", error)
 
 
 def consumed_queues(worker: object) -> set[str]:

@@ -23,9 +23,16 @@ def new_public_id() -> str:
     return uuid.uuid4().hex
 
 
+# ``Session.extra`` key of a session an import is still writing in batches (importers/store.py);
+# removed by its last batch, or the session is deleted (also after a killed worker: tasks).
+IMPORT_PENDING = "import_pending"
+
+
 class SessionQuerySet(models.QuerySet):
     def for_user(self, user) -> "SessionQuerySet":
-        return self.filter(owner=user)
+        """The user's sessions, without those an import is still writing: every page, API
+        list and search starts here, so a half-written (or abandoned) import is never shown."""
+        return self.filter(owner=user).exclude(extra__has_key=IMPORT_PENDING)
 
     def touch(self, now=None, **fields) -> int:
         """Bump ``updated_at`` (plus ``fields``) in one UPDATE; see ``Session.touch``."""

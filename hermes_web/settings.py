@@ -336,11 +336,23 @@ CELERY_TASK_ROUTES = {
 # HERMES_TEMP_MAX_AGE_SECONDS (past every import deadline: 120 s per request, 600 s a folder).
 HERMES_TEMP_SWEEP_SECONDS = env_int("HERMES_TEMP_SWEEP_SECONDS", 600)
 HERMES_TEMP_MAX_AGE_SECONDS = env_int("HERMES_TEMP_MAX_AGE_SECONDS", 3600)
+# Sessions a killed import left marked pending (past HERMES_IMPORT_CLI_SECONDS and a margin)
+# are deleted at a worker's start and this often; SQLite's WAL is checkpointed this often.
+HERMES_ABANDONED_IMPORT_SWEEP_SECONDS = env_int("HERMES_ABANDONED_IMPORT_SWEEP_SECONDS", 600)
+HERMES_WAL_CHECKPOINT_SECONDS = env_int("HERMES_WAL_CHECKPOINT_SECONDS", 300)
 CELERY_BEAT_SCHEDULE = {
     "recover-stranded-runs": {"task": "hermes_web.tasks.recover_stranded_runs", "schedule": 60.0},
     "sweep-temp-dirs": {
         "task": "hermes_web.tasks.sweep_temp_dirs",
         "schedule": float(HERMES_TEMP_SWEEP_SECONDS),
+    },
+    "discard-abandoned-imports": {
+        "task": "hermes_web.tasks.discard_abandoned_imports",
+        "schedule": float(HERMES_ABANDONED_IMPORT_SWEEP_SECONDS),
+    },
+    "checkpoint-wal": {
+        "task": "hermes_web.tasks.checkpoint_wal",
+        "schedule": float(HERMES_WAL_CHECKPOINT_SECONDS),
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")

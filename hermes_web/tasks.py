@@ -151,6 +151,24 @@ def sweep_temp_dirs() -> int:
     return sweep()
 
 
+@shared_task(name="hermes_web.tasks.discard_abandoned_imports")
+def discard_abandoned_imports() -> int:
+    """Delete sessions a killed import left half-written (importers.store.discard_abandoned)."""
+    from hermes_web.importers.store import discard_abandoned
+
+    return discard_abandoned()
+
+
+@shared_task(name="hermes_web.tasks.checkpoint_wal")
+def checkpoint_wal() -> None:
+    """Write SQLite's WAL back and cut it (``wal_checkpoint(TRUNCATE)``), so chat turns and
+    ``/v1`` writes between imports do not grow it for as long as the server runs; nothing on
+    PostgreSQL."""
+    from hermes_web.importers import checkpoint
+
+    checkpoint()
+
+
 # Run id -> when this process last re-sent it: the sweep runs every few seconds in every
 # worker, and a re-sent run needs a moment to be picked up and to show a live lease again.
 _recently_sent: dict[int, float] = {}

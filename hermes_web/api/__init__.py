@@ -11,6 +11,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import NinjaAPI, Schema, Swagger
+from ninja.openapi.schema import OpenAPISchema
 from ninja.operation import Operation
 from ninja.parser import Parser
 from ninja.security import django_auth
@@ -18,12 +19,22 @@ from ninja.security import django_auth
 from hermes_web.api import compactions, fate, import_export, messages, search, sessions
 from hermes_web.api.auth import ApiKeyAuth
 from hermes_web.api.errors import install as install_error_handlers
+from hermes_web.openai_compat.openapi import extend as extend_with_v1
 from hermes_web.schemas import ErrorOut
 
 __all__ = ["ApiKeyAuth", "ErrorOut", "api"]
 
 
 class HermesAPI(NinjaAPI):
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        """Ninja's document plus the ``/v1`` model endpoints (plain Django views, described
+        in ``openai_compat.openapi``), so ``/api/docs`` lists every endpoint a client calls."""
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        extend_with_v1(schema)  # in place: the document stays ninja's OpenAPISchema
+        return schema
+
     def get_openapi_operation_id(self, operation: Operation) -> str:
         # The ids the API had when its routes lived in one module (hermes_web.api_sessions),
         # kept so clients generated from the OpenAPI document keep their method names.

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import cast
 
+from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import Field, Q
 from django.utils import timezone
@@ -34,7 +36,7 @@ from hermes_web.importers.native import NativeRows
 from hermes_web.importers.validate import Invalid, check_text
 from hermes_web.jobs import queue_search_index
 from hermes_web.llm_models import context_length_for
-from hermes_web.models import Compaction, Message, Session
+from hermes_web.models import IMPORT_PENDING, Compaction, Message, Session
 
 
 class AlreadyImported(ImportProblem):
@@ -262,8 +264,9 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     return session
 
 
-# Marks a session whose batches are still being written (see ``_store_streamed``).
-PENDING = "import_pending"
+# Marks a session whose batches are still being written (see ``_store_streamed``); hidden
+# from every page (``SessionQuerySet.for_user``) until its last batch removes it.
+PENDING = IMPORT_PENDING
 # Characters (sizes.message_size) one batch transaction writes at most.
 _BATCH_CHARACTERS = 16 * 2**20
 
@@ -429,3 +432,22 @@ def _storage_problem(error: Exception, file: str, parsed: ParsedSession) -> Impo
     else:  # DataError, e.g. \u0000 in text, which PostgreSQL cannot store
         problem = "the database refused the text: " + " ".join(str(error).split())
     return ImportProblem(file, parsed.line, problem, parsed.public_id)
+
+
+# An import still marked pending this long after its session row was written is abandoned:
+# past the longest import's own time budget (the command line's), with a margin.
+ABANDON_MARGIN = timedelta(minutes=10)
+
+
+def discard_abandoned(now: datetime | None = None) -> int:
+    """Delete sessions a killed import left marked pending (``PENDING``) for longer than any
+    import may run; how many. Run at a worker's start and periodically (tasks)."""
+    limit = timedelta(seconds=settings.HERMES_IMPORT_CLI_SECONDS) + ABANDON_MARGIN
+    before = (now or timezone.now()) - limit
+    pks = list(
+        Session.objects.filter(extra__has_key=PENDING, updated_at__lt=before).values_list(
+            "pk", flat=True
+        )
+    )
+    discard(pks)
+    return len(pks)

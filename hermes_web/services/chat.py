@@ -117,6 +117,22 @@ def active_turn(session: Session) -> AgentTurn | None:
     return turns[0] if turns else None
 
 
+TITLE_CHARS = 80
+
+
+def chat_title(text: str) -> str:
+    """A chat's automatic title: its first message on one line, cut at a word before
+    ``TITLE_CHARS`` with an ellipsis (a cut word read as a typo in the sidebar)."""
+    line = " ".join(text.split())
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[: TITLE_CHARS - 1]
+    space = cut.rfind(" ")
+    if space >= TITLE_CHARS // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
 def send_message(*, session: Session, text: str) -> AgentTurn:
     """Store the user's message on the live session and queue the turn that answers it.
 
@@ -136,7 +152,7 @@ def send_message(*, session: Session, text: str) -> AgentTurn:
             tip = Session.objects.select_for_update().get(pk=child.pk)
         ahead = active_turn(tip)
         if not tip.title:
-            title = " ".join(text.split())[:80]
+            title = chat_title(text)
             Session.objects.filter(pk=tip.pk, title="").touch(title=title)
             tip.title = title
         if ahead is not None:

@@ -370,6 +370,10 @@ def chat_send(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     turn = send_message(session=session, text=text)
     if not request.htmx:
         return redirect("chat_detail", public_id=turn.session.public_id)
+    if turn.session_id != session.pk:
+        # Sent from a page whose session rotated meanwhile: the message went to the live
+        # session, and the page goes there too instead of growing the old transcript.
+        return HttpResponseClientRedirect(reverse("chat_detail", args=[turn.session.public_id]))
     turn.refresh_from_db()
     user_row = turn.user_message if not turn.queued_text else None
     context = {
@@ -471,6 +475,12 @@ def chat_turn_status(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         ).exclude(session=session)
         if moved.exists():  # the overflow recovery rotated: the page follows the turn
             return HttpResponseClientRedirect(reverse("chat_detail", args=[session.public_id]))
+    live = resolve_tip(session)
+    if live.pk != session.pk:
+        # A rotation committed while the turn ran or before this poll (an automatic one queued
+        # by the turn, say): the page follows it, so the URL, the sidebar and the live
+        # session's Undo/Regenerate are those of the session the chat goes on in.
+        return HttpResponseClientRedirect(reverse("chat_detail", args=[live.public_id]))
     compaction = latest_compaction(session)
     marker = []
     if (

@@ -288,3 +288,74 @@ def test_a_rotation_committed_between_two_reads_of_the_page_still_moves_the_chat
     # On the child's own page the same committed row does not ask again (no redirect loop).
     child_page = alice_client.get(reverse("chat_detail", args=[run.result_session.public_id]))
     assert 'hx-trigger="load"' not in child_page.content.decode()
+
+
+def test_a_turn_whose_session_rotated_meanwhile_moves_the_chat(alice_client, alice, llm):
+    """Issue #37: a rotation committed while a turn ran (or before its last poll) left the
+    URL and the sidebar on the old session, and Undo/Regenerate appeared only after a reload:
+    the turn's final poll now sends the page to the live session."""
+    session = big_session(alice)
+    alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "one more"}, headers=HTMX
+    )
+    turn = AgentTurn.objects.get(session=session)
+    llm.enqueue({"content": "answered", "prompt_tokens": 50})
+    run_turn(turn.pk)
+    alice_client.post(reverse("chat_compress", args=[session.public_id]), {"focus": ""})
+    run = run_compaction(Compaction.objects.get(session=session).pk)
+    assert run.status == "committed", run.error
+    child_url = reverse("chat_detail", args=[run.result_session.public_id])
+
+    final = alice_client.get(reverse("chat_turn_status", args=[turn.public_id]), headers=HTMX)
+    assert final.headers["HX-Redirect"] == child_url
+
+    # A message sent from the stale page goes to the live session, and the page follows.
+    sent = alice_client.post(
+        reverse("chat_send", args=[session.public_id]), {"message": "and then?"}, headers=HTMX
+    )
+    assert sent.headers["HX-Redirect"] == child_url
+    assert Message.objects.filter(session=run.result_session, content="and then?").exists()
+    assert not Message.objects.filter(session=session, content="and then?").exists()
+
+
+def test_the_composer_is_three_lines_high_on_a_phone(alice_client, alice):
+    """Issue #37: at 390 px the composer was one line high and cut its placeholder."""
+    import re
+    from pathlib import Path
+
+    from django.conf import settings
+
+    session = start_chat(owner=alice)
+    page = alice_client.get(reverse("chat_detail", args=[session.public_id])).content.decode()
+    textarea = re.search(r'<textarea id="message"[^>]*>', page)
+    assert textarea is not None
+    rows = re.search(r'rows="(\d+)"', textarea.group(0))
+    assert rows is not None
+    assert int(rows.group(1)) >= 3
+    css = (Path(settings.BASE_DIR) / "static/hermes_web/chat.css").read_text()
+    phone = css.split("@media (max-width: 600px)", 1)[1].split("\n}", 1)[0]
+    rule = re.search(r"\.composer textarea \{([^}]*)\}", phone)
+    assert rule is not None
+    assert "height: 2.6rem" not in rule.group(1)
+    least = re.search(r"min-height: ([\d.]+)rem", rule.group(1))
+    assert least is not None
+    assert float(least.group(1)) >= 4.5
+
+
+def test_a_chat_is_titled_from_its_first_message(alice_client, alice):
+    """Issue #37: each chat's title is its own first message, on one line, cut at a word."""
+    first = "Why did   ingest fail\\non March 14?".replace("\\n", "\n")
+    long = "Please read every file under src and explain " + "the pipeline stages " * 6
+    for text in (first, long):
+        alice_client.post(reverse("chat_new"), {"message": text})
+    titles = list(
+        Session.objects.filter(owner=alice).order_by("pk").values_list("title", flat=True)
+    )
+    assert titles[0] == "Why did ingest fail on March 14?"
+    assert titles[1].endswith("…")
+    assert len(titles[1]) <= 80
+    assert titles[1][:-1] == titles[1][:-1].rstrip()
+    assert long.startswith(titles[1][:-1])
+    assert long[len(titles[1]) - 1] == " "
+    page = alice_client.get(reverse("chat")).content.decode()
+    assert "Why did ingest fail on March 14?" in page
