@@ -47,7 +47,7 @@ def _discard_abandoned_imports() -> None:
     # import's time budget (also every few minutes by beat). A start never fails on it.
     from django.db import DatabaseError
 
-    from hermes_web.importers.store import discard_abandoned
+    from hermes_web.importers.discard import discard_abandoned
 
     try:
         discard_abandoned()

@@ -153,8 +153,8 @@ def sweep_temp_dirs() -> int:
 
 @shared_task(name="hermes_web.tasks.discard_abandoned_imports")
 def discard_abandoned_imports() -> int:
-    """Delete sessions a killed import left half-written (importers.store.discard_abandoned)."""
-    from hermes_web.importers.store import discard_abandoned
+    """Delete sessions a killed import left half-written (importers.discard.discard_abandoned)."""
+    from hermes_web.importers.discard import discard_abandoned
 
     return discard_abandoned()
 

@@ -19,7 +19,7 @@ is per thread: a web worker's concurrent imports never share one.
   whose 30 stubs all named one 9 MiB tool-results file stored 3.09 GB before this.
 
 Either way the session being stored rolls back, the sessions stored before it are deleted
-(a few thousand rows per transaction, ``store.discard``), and the refusal says why.
+(a few thousand rows per transaction, ``discard.discard``), and the refusal says why.
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ class Budget:
         earlier imports it had adopted get their own tree back."""
         if not self.sessions:
             return
+        from hermes_web.importers.discard import discard
         from hermes_web.importers.links import Links  # links imports the models
-        from hermes_web.importers.store import discard
         from hermes_web.models import Session
 
         owner = Session.objects.filter(pk__in=self.sessions).values_list("owner", flat=True)

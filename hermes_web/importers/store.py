@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import cast
 
-from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import Field, Q
 from django.utils import timezone
@@ -31,12 +29,13 @@ from hermes_web.importers.checks import (
     count_tokens,
     previous_summary,
 )
+from hermes_web.importers.discard import discard, discard_abandoned  # noqa: F401 - their home was here
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.native import NativeRows
 from hermes_web.importers.validate import Invalid, check_text
 from hermes_web.jobs import queue_search_index
 from hermes_web.llm_models import context_length_for
-from hermes_web.models import IMPORT_PENDING, Compaction, Message, Session
+from hermes_web.models import IMPORT_PENDING, Message, Session
 
 
 class AlreadyImported(ImportProblem):
@@ -314,37 +313,6 @@ def _finish_streamed(
     return report
 
 
-def discard(pks: list[int]) -> None:
-    """Delete sessions an import stored (their messages and native compactions first), a
-    few thousand rows per transaction so that other writers are never held for long."""
-    qn = connection.ops.quote_name
-    for start in range(0, len(pks), _BATCH):
-        chunk = pks[start : start + _BATCH]
-        while True:
-            with transaction.atomic():
-                ids = list(
-                    Message.objects.filter(session_id__in=chunk).values_list("pk", flat=True)[
-                        :_DISCARD_ROWS
-                    ]
-                )
-                if not ids:
-                    break
-                # Rows of our own import: no other row points at them, so a plain DELETE
-                # (the ORM's collector would load every row first).
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        f"DELETE FROM {qn(Message._meta.db_table)} WHERE "  # noqa: S608 - our table
-                        f"{qn('id')} IN ({', '.join(['%s'] * len(ids))})",
-                        ids,
-                    )
-        with transaction.atomic():
-            Compaction.objects.filter(session_id__in=chunk).delete()
-            Session.objects.filter(pk__in=chunk).delete()
-
-
-_DISCARD_ROWS = 2000
-
-
 _INSERT_FIELDS = (
     "session",
     "position",
@@ -436,18 +404,3 @@ def _storage_problem(error: Exception, file: str, parsed: ParsedSession) -> Impo
 
 # An import still marked pending this long after its session row was written is abandoned:
 # past the longest import's own time budget (the command line's), with a margin.
-ABANDON_MARGIN = timedelta(minutes=10)
-
-
-def discard_abandoned(now: datetime | None = None) -> int:
-    """Delete sessions a killed import left marked pending (``PENDING``) for longer than any
-    import may run; how many. Run at a worker's start and periodically (tasks)."""
-    limit = timedelta(seconds=settings.HERMES_IMPORT_CLI_SECONDS) + ABANDON_MARGIN
-    before = (now or timezone.now()) - limit
-    pks = list(
-        Session.objects.filter(extra__has_key=PENDING, updated_at__lt=before).values_list(
-            "pk", flat=True
-        )
-    )
-    discard(pks)
-    return len(pks)
