@@ -55,6 +55,8 @@ class Session(models.Model):
         IMPORT_SWE_AGENT = "import:swe-agent", "SWE-agent import"
         IMPORT_COPILOT_CLI = "import:copilot-cli", "Copilot CLI import"
         IMPORT_CURSOR = "import:cursor", "Cursor import"
+        IMPORT_QWEN_CODE = "import:qwen-code", "Qwen Code import"
+        IMPORT_KIMI_CLI = "import:kimi-cli", "Kimi CLI import"
         API = "api", "API client"
 
     class Mode(models.TextChoices):
@@ -286,6 +288,8 @@ class Compaction(models.Model):
         ROO_CODE = "roo-code", "Roo Code"
         CONTINUE = "continue", "Continue"
         HERMES = "hermes", "Hermes"
+        QWEN_CODE = "qwen-code", "Qwen Code"
+        KIMI_CLI = "kimi-cli", "Kimi CLI"
 
     class Mode(models.TextChoices):
         ROTATION = "rotation", "rotation"

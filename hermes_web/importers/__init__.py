@@ -42,9 +42,11 @@ from hermes_web.importers import (
     cursor,
     gemini_cli,
     hermes,
+    kimi_cli,
     openai,
     openhands,
     pi,
+    qwen_code,
     swe_agent,
 )
 from hermes_web.importers.archive import archive_kind, unpacked
@@ -98,6 +100,8 @@ AGENT_PARSERS = {
     "copilot-cli": copilot_cli.parse,
     "swe-agent": swe_agent.parse,
     "cursor": cursor.parse,
+    "qwen-code": qwen_code.parse,
+    "kimi-cli": kimi_cli.parse,
 }
 FORMATS += tuple(AGENT_PARSERS)
 logger = logging.getLogger(__name__)
