@@ -207,25 +207,25 @@ class _Reader:
             session.skip(QUIET_SUBTYPES.get(str(subtype), f"system record ({subtype})"))
 
     def _compression(self, payload: dict, extra: dict, when) -> None:
-        """Qwen Code's own compression: its figures, its summary verbatim, the rows before
-        it archived (the Contents it kept are recorded by count)."""
+        """Qwen Code's own compression: its figures and its summary verbatim. Its
+        ``compressedHistory`` is the summary turn, the model's acknowledgement and the
+        Contents it kept: the rows matching those stay active (``kept_by``) after the
+        summary row, every other row before it is archived as replaced."""
         session = self.session
         info: dict = payload["info"] if isinstance(payload.get("info"), dict) else {}
         history = payload.get("compressedHistory")
-        history = history if isinstance(history, list) else []
-        summary = ""
-        for content in history:
-            if isinstance(content, dict) and content.get("role") == "user":
-                summary = "\n".join(
-                    p["text"]
-                    for p in content.get("parts") or ()
-                    if isinstance(p, dict) and isinstance(p.get("text"), str)
-                )
-                break
+        history = [c for c in history if isinstance(c, dict)] if isinstance(history, list) else []
+        summary, tail = "", history
+        if history and history[0].get("role") == "user":
+            summary = _parts_text(history[0])
+            tail = history[2:] if len(history) > 1 and history[1].get("role") == "model" else []
+        kept = _kept_rows(session.messages, tail)
         compaction_extra = dict(extra)
         compaction_extra["compressed_history_contents"] = len(history)
+        compaction_extra["kept_rows"] = len(kept)
         if "compressionStatus" in info:
             compaction_extra["compression_status"] = info["compressionStatus"]
+        replaced = [m for m in session.messages if id(m) not in kept]
         index = compact(
             session,
             session.messages,
@@ -238,9 +238,15 @@ class _Reader:
                 marker="" if summary else "chat compressed (no summary recorded)",
                 extra=compaction_extra,
             ),
+            replaced,
         )
-        if summary:
-            session.messages.append(summary_row(summary, index, extra, when))
+        at = len(session.messages)
+        for position, message in enumerate(session.messages):
+            if id(message) in kept:
+                message.kept_by = index
+                at = min(at, position)
+        if summary:  # sent before the kept Contents, as Qwen Code rebuilds its history
+            session.messages.insert(at, summary_row(summary, index, extra, when))
         session.skip("chat compression record (kept as a native compaction)")
 
     def finish(self) -> ParsedSession:
@@ -251,6 +257,52 @@ class _Reader:
         session.title = clip_title(self.custom_title or self.title)
         session.extra = {"qwen_code": self.info}
         return session
+
+
+def _parts_text(content: dict) -> str:
+    return "\n".join(
+        p["text"]
+        for p in content.get("parts") or ()
+        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+    )
+
+
+def _kept_rows(messages: list[ParsedMessage], tail: list[dict]) -> set[int]:
+    """The rows (by ``id()``) a compression kept: its Contents after the summary matched to
+    the active rows, from the end (call ids for calls and results, text for the rest)."""
+    kept: set[int] = set()
+    rows = [m for m in messages if m.active and not m.meta]
+    cursor = len(rows)
+    for content in reversed(tail):
+        parts = [p for p in content.get("parts") or () if isinstance(p, dict)]
+        calls = {
+            p["functionCall"].get("id") for p in parts if isinstance(p.get("functionCall"), dict)
+        }
+        answers = {
+            p["functionResponse"].get("id")
+            for p in parts
+            if isinstance(p.get("functionResponse"), dict)
+        }
+        text = _parts_text(content)
+        for position in range(cursor - 1, -1, -1):
+            row = rows[position]
+            if answers and row.role == "tool" and row.tool_call_id in answers:
+                found = [r for r in rows[:cursor] if r.role == "tool" and r.tool_call_id in answers]
+                kept.update(id(r) for r in found)
+                cursor = min(rows.index(r) for r in found)
+                break
+            if calls and row.role == "assistant":
+                if {c["id"] for c in row.tool_calls or ()} & calls:
+                    kept.add(id(row))
+                    cursor = position
+                    break
+            elif not answers and not calls and text and row.role in ("user", "assistant"):
+                body = row.content if isinstance(row.content, str) else ""
+                if body == text:
+                    kept.add(id(row))
+                    cursor = position
+                    break
+    return kept
 
 
 def _output(response: Any) -> str:

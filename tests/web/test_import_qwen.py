@@ -78,10 +78,13 @@ def _rows():
         ),
         _record(6, "assistant", {"role": "model", "parts": [{"text": "It reads it whole."}]},
                 model="coder-model"),
-        _record(7, "system", subtype="slash_command",
+        _user(7, "And the tests?"),
+        _record(8, "assistant", {"role": "model", "parts": [
+            {"text": "Look at CI.", "thought": True}, {"text": "They pass."}]}),
+        _record(9, "system", subtype="slash_command",
                 systemPayload={"phase": "invocation", "rawCommand": "/compress"}),
         _record(
-            8,
+            10,
             "system",
             subtype="chat_compression",
             systemPayload={
@@ -90,15 +93,18 @@ def _rows():
                 "compressedHistory": [
                     {"role": "user", "parts": [{"text": SUMMARY}]},
                     {"role": "model", "parts": [{"text": "Got it. Thanks for the context!"}]},
+                    {"role": "user", "parts": [{"text": "And the tests?"}]},
+                    {"role": "model", "parts": [{"text": "Look at CI.", "thought": True},
+                                                {"text": "They pass."}]},
                 ],
             },
         ),
-        _record(9, "system", subtype="slash_command",
+        _record(11, "system", subtype="slash_command",
                 systemPayload={"phase": "result", "rawCommand": "/compress"}),
-        _user(10, "Now stream it."),
-        _record(11, "assistant", {"role": "model", "parts": [{"text": "Done: it streams."}]},
+        _user(12, "Now stream it."),
+        _record(13, "assistant", {"role": "model", "parts": [{"text": "Done: it streams."}]},
                 model="coder-model"),
-        _record(12, "system", subtype="custom_title",
+        _record(14, "system", subtype="custom_title",
                 systemPayload={"customTitle": "Streaming parser"}),
     ]  # fmt: skip
 
@@ -160,10 +166,17 @@ def test_chat_compression_is_a_native_compaction(chat):
     summary = next(m for m in turns if m.is_summary)
     assert summary.summary_of == 0
     assert summary.active
-    assert [m.content for m in turns[turns.index(summary) + 1 :]] == [
+    # Qwen Code sends the summary, then the Contents it kept, then what came after
+    after = turns[turns.index(summary) + 1 :]
+    assert [m.content for m in after] == [
+        "And the tests?",
+        "They pass.",
         "Now stream it.",
         "Done: it streams.",
     ]
+    assert [m.kept_by for m in after] == [0, 0, None, None]
+    assert all(m.active for m in after)
+    assert compaction.extra["kept_rows"] == 2
 
 
 def test_import_stores_the_session_its_compaction_and_a_fidelity_report(chat, alice):
