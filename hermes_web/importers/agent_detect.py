@@ -39,6 +39,7 @@ ANTHROPIC_BLOCK = re.compile(r'"type"\s*:\s*"(?:tool_use|tool_result)"')
 QWEN_MESSAGE = re.compile(r'"message"\s*:\s*\{\s*"role"\s*:\s*"(?:user|model)"\s*,\s*"parts"\s*:')
 # Kimi CLI's context.jsonl: its pseudo-roles, written by no other agent.
 KIMI_PSEUDO_ROLE = re.compile(r'^\s*\{\s*"role"\s*:\s*"_(?:checkpoint|usage)"', re.MULTILINE)
+KIMI_WIRE = re.compile(r'\A\s*\{\s*"type"\s*:\s*"metadata"\s*,\s*"protocol_version"\s*:')
 CONTINUE_SESSION = re.compile(r'\A\s*\{\s*"(?:history|sessionId|title|workspaceDirectory)"\s*:')
 
 
@@ -74,7 +75,9 @@ def sniff(path: Path, head: str, file: str = "") -> str:
         return "cline"
     if start.lstrip().startswith("{") and '"sessionId"' in start and QWEN_MESSAGE.search(head):
         return "qwen-code"
-    if start.lstrip().startswith("{") and KIMI_PSEUDO_ROLE.search(head):
+    if start.lstrip().startswith("{") and (
+        KIMI_PSEUDO_ROLE.search(head) or (name == "wire.jsonl" and KIMI_WIRE.match(start))
+    ):
         return "kimi-cli"
     if (
         CONTINUE_SESSION.match(start)

@@ -18,14 +18,20 @@ been compacted. Here is the compaction output:</system>`` (role ``assistant`` be
 ``NativeCompaction`` (source "kimi-cli") with its summary row; its size after is the next
 ``_usage``. ``<system>CHECKPOINT N</system>`` user messages (what the model is told of a
 checkpoint) are meta rows.
+
+``wire.jsonl`` beside the context file (the UI's event log: a ``metadata`` line, then
+``{timestamp, message: {type, payload}}`` records) gives the session its start and end
+times, which the context file does not record; imported on its own it is refused with a
+pointer to the context file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import IO, Any
 
 from hermes_web.importers.agent_common import as_text, clip_title, summary_row
@@ -34,6 +40,7 @@ from hermes_web.importers.base import (
     NativeCompaction,
     ParsedMessage,
     ParsedSession,
+    epoch,
     iter_lines,
     json_line,
     safe_id,
@@ -46,6 +53,9 @@ COMPACTED = "<system>Previous context has been compacted. Here is the compaction
 CHECKPOINT_NOTE = re.compile(r"\A\s*<system>CHECKPOINT \d+</system>\s*\Z")
 ROLES = ("user", "assistant", "tool", "system")
 HEAD = 4096
+# wire.jsonl's first line: {"type": "metadata", "protocol_version": "1.3"}.
+WIRE_HEADER = re.compile(r'\A\s*\{\s*"type"\s*:\s*"metadata"\s*,\s*"protocol_version"\s*:')
+WIRE_MAX_BYTES = 256 * 1024 * 1024  # read line by line; past this its times are not looked for
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
@@ -53,6 +63,13 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     reader = _Reader(file)
     reader.folder = _session_folder(stream, file)
     head = stream.read(HEAD)
+    if WIRE_HEADER.match(head.decode("utf-8", errors="replace").lstrip("\ufeff")):
+        raise ImportProblem(
+            file,
+            1,
+            "a Kimi CLI wire.jsonl (the UI's event log): import the context.jsonl beside it, "
+            "which holds the conversation",
+        )
     reader.digest = hashlib.sha256(head).hexdigest()[:16]
     stream.seek(0)
     for number, text in iter_lines(stream, file):
@@ -62,7 +79,11 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         if not isinstance(record, dict):
             raise ImportProblem(file, number, "a record that is not a JSON object")
         reader.add(record, number)
-    yield reader.finish()
+    session = reader.finish()
+    wire = _wire_beside(stream)
+    if wire is not None:
+        _read_wire(session, wire)
+    yield session
 
 
 class _Reader:
@@ -229,6 +250,51 @@ def _session_folder(stream: IO[bytes], file: str) -> str:
             if path.name == "context.jsonl" and path.parent.name:
                 return path.parent.name
     return ""
+
+
+def _wire_beside(stream: IO[bytes]) -> Path | None:
+    """The session's ``wire.jsonl`` beside the context file being read, if there is one."""
+    name = getattr(stream, "name", None)
+    if not isinstance(name, str) or PurePath(name).name != "context.jsonl":
+        return None
+    wire = Path(name).with_name("wire.jsonl")
+    try:
+        return wire if wire.is_file() and wire.stat().st_size <= WIRE_MAX_BYTES else None
+    except OSError:
+        return None
+
+
+def _read_wire(session: ParsedSession, wire: Path) -> None:
+    """What the wire log adds to the context: when the session ran (the first and last
+    record's ``timestamp``), its protocol version and how many turns and compactions it
+    shows. An unreadable line is counted, never a failure: the context is the session."""
+    info = session.extra["kimi_cli"]
+    kinds: dict[str, int] = {}
+    first = last = None
+    try:
+        with open(wire, "rb") as lines:
+            for number, raw in enumerate(lines, 1):
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    session.skip("wire.jsonl line that is not JSON")
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                if number == 1 and record.get("type") == "metadata":
+                    info["wire_protocol"] = str(record.get("protocol_version") or "")
+                    continue
+                when = epoch(record.get("timestamp"))
+                first, last = first or when, when or last
+                message = record.get("message")
+                if isinstance(message, dict) and isinstance(message.get("type"), str):
+                    kinds[message["type"]] = kinds.get(message["type"], 0) + 1
+    except OSError:
+        session.skip("wire.jsonl beside it could not be read")
+        return
+    session.created_at, session.ended_at = first, last
+    info["wire_turns"] = kinds.get("TurnBegin", 0)
+    info["wire_compactions"] = kinds.get("CompactionBegin", 0)
 
 
 def _text(content: Any) -> str:

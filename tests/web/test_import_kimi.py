@@ -141,3 +141,30 @@ def test_a_usage_record_without_a_count_is_refused_with_its_line(tmp_path, alice
     problem = refused(_write(tmp_path, rows), alice)
     assert problem.line == 4
     assert "token_count" in problem.problem
+
+
+def test_the_wire_log_beside_it_gives_the_session_its_times(context, alice):
+    wire = context.with_name("wire.jsonl")
+    wire.write_text(
+        json.dumps({"type": "metadata", "protocol_version": "1.3"})
+        + "\n"
+        + "".join(
+            json.dumps({"timestamp": t, "message": {"type": k, "payload": {}}}) + "\n"
+            for t, k in [(1767261600.5, "TurnBegin"), (1767261601.0, "StepBegin"),
+                         (1767261720.25, "TurnEnd")]
+        )
+        + "not json\n"
+    )  # fmt: skip
+    (session,) = imported(context, alice, "kimi-cli")
+    assert session.created_at.timestamp() == 1767261600.5
+    assert session.ended_at.timestamp() == 1767261720.25
+    assert session.extra["kimi_cli"]["wire_protocol"] == "1.3"
+    assert session.extra["kimi_cli"]["wire_turns"] == 1
+
+
+def test_a_wire_log_imported_alone_points_to_the_context_file(tmp_path, alice):
+    wire = tmp_path / "wire.jsonl"
+    wire.write_text(json.dumps({"type": "metadata", "protocol_version": "1.3"}) + "\n")
+    assert detect_format(wire, wire.name) == "kimi-cli"
+    problem = refused(wire, alice)
+    assert "context.jsonl" in problem.problem
