@@ -53,6 +53,8 @@ COMPACTED = "<system>Previous context has been compacted. Here is the compaction
 CHECKPOINT_NOTE = re.compile(r"\A\s*<system>CHECKPOINT \d+</system>\s*\Z")
 ROLES = ("user", "assistant", "tool", "system")
 HEAD = 4096
+# The earlier contexts of a session, renamed when it compacted or reverted to a checkpoint.
+ROTATED = re.compile(r"\Acontext_\d+\.jsonl\Z")
 # wire.jsonl's first line: {"type": "metadata", "protocol_version": "1.3"}.
 WIRE_HEADER = re.compile(r'\A\s*\{\s*"type"\s*:\s*"metadata"\s*,\s*"protocol_version"\s*:')
 WIRE_MAX_BYTES = 256 * 1024 * 1024  # read line by line; past this its times are not looked for
@@ -249,6 +251,8 @@ def _session_folder(stream: IO[bytes], file: str) -> str:
             path = PurePath(candidate.replace("\\", "/"))
             if path.name == "context.jsonl" and path.parent.name:
                 return path.parent.name
+            if ROTATED.match(path.name) and path.parent.name:  # an earlier context of it
+                return f"{path.parent.name}.{path.stem}"
     return ""
 
 

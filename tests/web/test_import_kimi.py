@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hermes_web.importers import kimi_cli
+from hermes_web.importers import import_directory, kimi_cli
 from hermes_web.importers.detect import detect_format
 from hermes_web.models import Compaction, Session
 from tests.web.agent_import_helpers import imported, pairs_ok, parsed, refused
@@ -168,3 +168,20 @@ def test_a_wire_log_imported_alone_points_to_the_context_file(tmp_path, alice):
     assert detect_format(wire, wire.name) == "kimi-cli"
     problem = refused(wire, alice)
     assert "context.jsonl" in problem.problem
+
+
+def test_a_sessions_folder_imports_each_context_and_reads_the_wire_log_with_it(tmp_path, alice):
+    context = _write(tmp_path, _rows())
+    context.with_name("context_1.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in _rows(compacted=False))
+    )
+    context.with_name("wire.jsonl").write_text(
+        json.dumps({"type": "metadata", "protocol_version": "1.3"}) + "\n"
+    )
+    reports, skipped = import_directory(tmp_path, owner=alice)
+    assert [str(e) for r in reports for e in r.refused] == []
+    ids = sorted(s.extra["source_id"] for r in reports for s in r.sessions)
+    assert ids == [SESSION_ID, f"{SESSION_ID}.context_1"]  # the earlier context beside it
+    assert [(path.name, why) for path, why in skipped] == [
+        ("wire.jsonl", "Kimi CLI wire log (read with its context.jsonl)")
+    ]
