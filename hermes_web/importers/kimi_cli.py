@@ -16,7 +16,7 @@ the new one with the summary: a message whose first part is ``<system>Previous c
 been compacted. Here is the compaction output:</system>`` (role ``assistant`` before 0.50,
 ``user`` after), followed by the preserved last messages. That message becomes a
 ``NativeCompaction`` (source "kimi-cli") with its summary row; its size after is the next
-``_usage``. ``<system>CHECKPOINT N</system>`` user messages (what the model is told of a
+``_usage``, its size before the last ``_usage`` of the newest ``context_N.jsonl`` beside it. ``<system>CHECKPOINT N</system>`` user messages (what the model is told of a
 checkpoint) are meta rows.
 
 ``wire.jsonl`` beside the context file (the UI's event log: a ``metadata`` line, then
@@ -82,6 +82,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
             raise ImportProblem(file, number, "a record that is not a JSON object")
         reader.add(record, number)
     session = reader.finish()
+    if reader.head_compaction is not None:
+        reader.head_compaction.tokens_before = _tokens_before(stream)
     wire = _wire_beside(stream)
     if wire is not None:
         _read_wire(session, wire)
@@ -94,6 +96,7 @@ class _Reader:
         self.session = ParsedSession(source=SOURCE, line=1)
         self.checkpoint: int | None = None
         self.folder = ""
+        self.head_compaction: NativeCompaction | None = None  # the file starts with it
         self.digest = ""
         self.checkpoints = 0
         self.tokens: int | None = None
@@ -215,6 +218,8 @@ class _Reader:
             marker="" if summary else "context compacted (no summary recorded)",
             extra={**extra, "preceding_context_tokens": self.tokens},
         )
+        if not any(not m.meta for m in session.messages):
+            self.head_compaction = compaction
         session.native_compactions.append(compaction)
         index = len(session.native_compactions) - 1
         # Rows before it in the same file (a compaction after a revert) are what it replaced.
@@ -266,6 +271,40 @@ def _wire_beside(stream: IO[bytes]) -> Path | None:
         return wire if wire.is_file() and wire.stat().st_size <= WIRE_MAX_BYTES else None
     except OSError:
         return None
+
+
+def _tokens_before(stream: IO[bytes]) -> int | None:
+    """The size of the context a compaction at the head of ``context.jsonl`` replaced: the
+    last ``_usage`` of the newest rotated file beside it (``context_N.jsonl``, highest N:
+    Kimi CLI renames the old context there when it compacts)."""
+    name = getattr(stream, "name", None)
+    if not isinstance(name, str) or PurePath(name).name != "context.jsonl":
+        return None
+    folder = Path(name).parent
+    try:
+        rotated = [p for p in folder.iterdir() if ROTATED.match(p.name) and p.is_file()]
+    except OSError:
+        return None
+    if not rotated:
+        return None
+    newest = max(rotated, key=lambda p: int(p.stem.split("_", 1)[1]))
+    count = None
+    try:
+        if newest.stat().st_size > WIRE_MAX_BYTES:
+            return None
+        with open(newest, "rb") as lines:
+            for raw in lines:
+                if b'"_usage"' not in raw:
+                    continue
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("token_count"), int):
+                    count = record["token_count"]
+    except OSError:
+        return None
+    return count
 
 
 def _read_wire(session: ParsedSession, wire: Path) -> None:

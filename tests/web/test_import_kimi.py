@@ -108,6 +108,7 @@ def test_the_compacted_head_of_a_context_file_is_a_native_compaction(context):
     assert compaction.source == "kimi-cli"
     assert compaction.summary == SUMMARY
     assert compaction.tokens_after == 2100  # the _usage written right after it
+    assert compaction.tokens_before is None  # no rotated context_N.jsonl beside it
     summary = session.messages[0]
     assert summary.is_summary
     assert summary.summary_of == 0
@@ -182,6 +183,9 @@ def test_a_sessions_folder_imports_each_context_and_reads_the_wire_log_with_it(t
     assert [str(e) for r in reports for e in r.refused] == []
     ids = sorted(s.extra["source_id"] for r in reports for s in r.sessions)
     assert ids == [SESSION_ID, f"{SESSION_ID}.context_1"]  # the earlier context beside it
+    # the compaction's size before: the last _usage of the context it replaced
+    compaction = Compaction.objects.get(session__extra__source_id=SESSION_ID)
+    assert (compaction.tokens_before, compaction.tokens_after) == (10595, 2100)
     assert [(path.name, why) for path, why in skipped] == [
         ("wire.jsonl", "Kimi CLI wire log (read with its context.jsonl)")
     ]
