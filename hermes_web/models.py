@@ -64,6 +64,8 @@ class Session(models.Model):
         IMPORT_CURSOR = "import:cursor", "Cursor import"
         IMPORT_OPENCODE = "import:opencode", "opencode import"
         IMPORT_CRUSH = "import:crush", "Crush import"
+        IMPORT_QWEN_CODE = "import:qwen-code", "Qwen Code import"
+        IMPORT_KIMI_CLI = "import:kimi-cli", "Kimi CLI import"
         API = "api", "API client"
 
     class Mode(models.TextChoices):
@@ -297,6 +299,8 @@ class Compaction(models.Model):
         HERMES = "hermes", "Hermes"
         OPENCODE = "opencode", "opencode"
         CRUSH = "crush", "Crush"
+        QWEN_CODE = "qwen-code", "Qwen Code"
+        KIMI_CLI = "kimi-cli", "Kimi CLI"
 
     class Mode(models.TextChoices):
         ROTATION = "rotation", "rotation"

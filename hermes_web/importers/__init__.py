@@ -43,10 +43,12 @@ from hermes_web.importers import (
     cursor,
     gemini_cli,
     hermes,
+    kimi_cli,
     openai,
     opencode,
     openhands,
     pi,
+    qwen_code,
     swe_agent,
 )
 from hermes_web.importers.archive import archive_kind, unpacked
@@ -100,6 +102,8 @@ AGENT_PARSERS = {
     "copilot-cli": copilot_cli.parse,
     "swe-agent": swe_agent.parse,
     "cursor": cursor.parse,
+    "qwen-code": qwen_code.parse,
+    "kimi-cli": kimi_cli.parse,
 }
 # Agents whose file is read from its path (a SQLite database and its -wal, a storage folder).
 PATH_PARSERS = {

@@ -1,4 +1,5 @@
-"""Which other agent wrote a file (Gemini CLI, Aider, OpenHands, Cline / Roo Code, Continue),
+"""Which other agent wrote a file (Gemini CLI, Aider, OpenHands, Cline / Roo Code, Continue,
+Qwen Code, Kimi CLI),
 from its name and the keys at the start of its text.
 
 Asked before the Hermes / OpenAI / Claude Code / Codex checks, so each test here looks
@@ -35,6 +36,12 @@ CLINE_UI = re.compile(r'\A\s*\[\s*\{\s*"(?:ts|type|say|ask)"\s*:')
 CLINE_UI_TYPE = re.compile(r'"type"\s*:\s*"(?:say|ask)"\s*,\s*"(?:say|ask)"\s*:')
 CLINE_API_NAMES = ("api_conversation_history.json", "claude_messages.json")
 ANTHROPIC_BLOCK = re.compile(r'"type"\s*:\s*"(?:tool_use|tool_result)"')
+# Qwen Code: Claude-Code-like records whose message is a Gemini Content (role user|model
+# with parts), a shape Claude Code never writes. Unescaped quotes: JSON structure only.
+QWEN_MESSAGE = re.compile(r'"message"\s*:\s*\{\s*"role"\s*:\s*"(?:user|model)"\s*,\s*"parts"\s*:')
+# Kimi CLI's context.jsonl: its pseudo-roles, written by no other agent.
+KIMI_PSEUDO_ROLE = re.compile(r'^\s*\{\s*"role"\s*:\s*"_(?:checkpoint|usage)"', re.MULTILINE)
+KIMI_WIRE = re.compile(r'\A\s*\{\s*"type"\s*:\s*"metadata"\s*,\s*"protocol_version"\s*:')
 CONTINUE_SESSION = re.compile(r'\A\s*\{\s*"(?:history|sessionId|title|workspaceDirectory)"\s*:')
 
 
@@ -68,6 +75,12 @@ def sniff(path: Path, head: str, file: str = "") -> str:
         name in CLINE_API_NAMES or (ANTHROPIC_BLOCK.search(head) and '"role"' in start)
     ):
         return "cline"
+    if start.lstrip().startswith("{") and '"sessionId"' in start and QWEN_MESSAGE.search(head):
+        return "qwen-code"
+    if start.lstrip().startswith("{") and (
+        KIMI_PSEUDO_ROLE.search(head) or (name == "wire.jsonl" and KIMI_WIRE.match(start))
+    ):
+        return "kimi-cli"
     if (
         CONTINUE_SESSION.match(start)
         and '"history"' in head

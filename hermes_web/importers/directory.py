@@ -93,6 +93,12 @@ def _opencode_storage_file(path: Path) -> bool:
     )
 
 
+def _kimi_wire_log(path: Path) -> bool:
+    """A Kimi CLI session's ``wire.jsonl`` (the UI's event log), read with the
+    ``context.jsonl`` beside it."""
+    return path.name == "wire.jsonl" and (path.parent / "context.jsonl").is_file()
+
+
 def plan_directory(root: Path) -> DirectoryPlan:
     """Every regular file under ``root`` (links not followed), sorted by path; the files of
     a Claude Code session folder (``<id>/subagents/``, ``<id>/tool-results/``) are grouped
@@ -138,6 +144,9 @@ def plan_directory(root: Path) -> DirectoryPlan:
             plan.skipped.append((path, "OpenHands event cache (the session's events/ are read)"))
         elif path not in owner and _opencode_storage_file(path):
             plan.skipped.append((path, "opencode message or part (read with its session)"))
+
+        elif path not in owner and _kimi_wire_log(path):
+            plan.skipped.append((path, "Kimi CLI wire log (read with its context.jsonl)"))
         elif path not in owner and (
             path.suffix.lower() in SUFFIXES or path.name.endswith(NAMES) or is_specstory(path)
         ):

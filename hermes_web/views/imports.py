@@ -108,6 +108,18 @@ FORMAT_HELP: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         (".crush/crush.db",),
         "summarize becomes a compaction; sub-agents become linked sessions.",
     ),
+    "qwen-code": (
+        "Qwen Code chat (JSONL)",
+        "Qwen Code",
+        ("~/.qwen/projects/<project>/chats/<id>.jsonl",),
+        "its chat compression becomes a compaction.",
+    ),
+    "kimi-cli": (
+        "Kimi CLI context.jsonl",
+        "Kimi CLI",
+        ("~/.kimi/sessions/<hash>/<id>/context.jsonl",),
+        "its compaction becomes a compaction; checkpoints and token counts are kept.",
+    ),
 }
 FORMAT_CHOICES = [("auto", "Detect automatically")] + [
     (fmt, FORMAT_HELP[fmt][0]) for fmt in FORMATS if fmt in FORMAT_HELP
