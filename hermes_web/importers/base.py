@@ -467,6 +467,27 @@ def damage_report(parsed: ParsedSession) -> dict:
     return report
 
 
+def damage_lines(report: dict | None) -> list[str]:
+    """What a session's fidelity report (``damage_report``) says of its file's damaged
+    lines, as sentences for its pages and the CLI; empty when every line was read."""
+    if not isinstance(report, dict):
+        return []
+    said: list[str] = []
+    lines = report.get("unreadable_lines")
+    if isinstance(lines, list) and lines:
+        count = report.get("unreadable_count", len(lines))
+        listed = ", ".join(str(n) for n in lines[:50])
+        more = f" and {count - min(len(lines), 50)} more" if count > min(len(lines), 50) else ""
+        what = "line" if count == 1 else "lines"
+        said.append(
+            f"{count} {what} could not be read and {'was' if count == 1 else 'were'} left out: {what} {listed}{more}"
+        )
+    torn = report.get("last_line_incomplete")
+    if isinstance(torn, int) and torn:
+        said.append(f"line {torn}: {TORN_LINE}; everything before it was imported")
+    return said
+
+
 def max_bytes() -> int:
     return settings.HERMES_MAX_UPLOAD_BYTES
 
