@@ -70,6 +70,10 @@ class SessionOut(Schema):
 class SessionDetailOut(SessionOut):
     tip: str
     previous_summary: str
+    # An imported session's fidelity report, as the import wrote it (None otherwise): what
+    # was kept, and the lines of its file that could not be read (``unreadable_lines``,
+    # ``last_line_incomplete``).
+    import_report: dict[str, Any] | None = None
 
 
 class SessionPage(Schema):

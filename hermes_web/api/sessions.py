@@ -48,6 +48,7 @@ def session_detail(request: HttpRequest, session_id: str) -> dict:
         **SessionOut.from_session(session),
         "tip": resolve_tip(session).public_id,
         "previous_summary": session.previous_summary,
+        "import_report": (session.extra or {}).get("import_report"),
     }
 
 

@@ -199,6 +199,11 @@ class ParsedSession:
     # Characters the session stores (``checks.Checker``), once checked: what the import's
     # amplification budget is charged (budget.py).
     stored_chars: int = 0
+    # Lines of a JSONL file that could not be read and were left out, (line, what was
+    # wrong), and the last line when it was cut short (a running agent's file): the rest of
+    # the session is imported and its pages and the API show them (``json_lines``).
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
+    torn_line: int = 0
 
     def skip(self, why: str, n: int = 1) -> None:
         """Count records not stored as messages, by reason (the fidelity report lists them)."""
@@ -375,6 +380,112 @@ def json_line(text: str, file: str, line: int) -> Any:
         raise ImportProblem(file, line, UNREADABLE_NUMBER) from None
     except RecursionError:
         raise ImportProblem(file, line, "JSON nested too deeply to read") from None
+
+
+TORN_LINE = "last line incomplete (still being written?)"
+# Line numbers of unreadable lines a fidelity report lists (the count is always whole).
+MAX_LISTED_LINES = 1000
+
+
+def json_lines(stream: IO[bytes], file: str, parsed: ParsedSession) -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each readable line of a JSONL file.
+
+    A line that cannot be read (broken JSON, not UTF-8, a number too long, nested too
+    deeply) is damage, not a reason to lose the session: it is left out and recorded on
+    ``parsed`` (``unreadable``), or, when it is the file's last line, recorded as
+    ``torn_line``: what an agent still writing its file leaves. A file in which no line at
+    all could be read is refused with its first problem. A line over ``MAX_LINE_BYTES`` is
+    a limit, not damage: raised as it is.
+    """
+    damage = LineDamage(parsed)
+    for number, text in iter_lines(stream, file):
+        if isinstance(text, ImportProblem):
+            if text.problem.startswith("line longer than"):
+                raise text
+            damage.bad(text)
+            continue
+        try:
+            value = json_line(text, file, number)
+        except ImportProblem as problem:
+            damage.bad(problem)
+            continue
+        damage.good()
+        yield number, value
+    damage.end(file)
+
+
+class LineDamage:
+    """The unreadable lines of one pass over a JSONL file, told line by line (``bad`` or
+    ``good``), recorded on ``parsed``: the newest bad line is held until the next line
+    shows it was not the last (``end``: the file ended on it, a torn last line)."""
+
+    def __init__(self, parsed: ParsedSession) -> None:
+        self.parsed = parsed
+        self.pending: ImportProblem | None = None
+        self.readable = False
+
+    def bad(self, problem: ImportProblem) -> None:
+        self._settle()
+        self.pending = problem
+
+    def good(self) -> None:
+        self._settle()
+        self.readable = True
+
+    def _settle(self) -> None:
+        if self.pending is not None:
+            self.parsed.unreadable.append((self.pending.line, self.pending.problem))
+            self.pending = None
+
+    def end(self, file: str) -> None:
+        """The file is read: a held bad line was its last; a file with no readable line
+        is refused with its first problem."""
+        if self.readable:
+            if self.pending is not None:
+                self.parsed.torn_line = self.pending.line
+            return
+        if self.parsed.unreadable:
+            line, problem = self.parsed.unreadable[0]
+            raise ImportProblem(file, line, f"{problem} (no line of the file could be read)")
+        if self.pending is not None:
+            self.pending.problem = f"{self.pending.problem} ({TORN_LINE})"
+            raise self.pending
+
+
+def damage_report(parsed: ParsedSession) -> dict:
+    """The fidelity report's keys for the lines ``json_lines`` could not read (none when
+    every line was read)."""
+    report: dict[str, Any] = {}
+    if parsed.unreadable:
+        report["unreadable_lines"] = [line for line, _ in parsed.unreadable[:MAX_LISTED_LINES]]
+        report["unreadable_count"] = len(parsed.unreadable)
+        report["unreadable"] = [
+            f"line {line}: {problem}" for line, problem in parsed.unreadable[:20]
+        ]
+    if parsed.torn_line:
+        report["last_line_incomplete"] = parsed.torn_line
+    return report
+
+
+def damage_lines(report: dict | None) -> list[str]:
+    """What a session's fidelity report (``damage_report``) says of its file's damaged
+    lines, as sentences for its pages and the CLI; empty when every line was read."""
+    if not isinstance(report, dict):
+        return []
+    said: list[str] = []
+    lines = report.get("unreadable_lines")
+    if isinstance(lines, list) and lines:
+        count = report.get("unreadable_count", len(lines))
+        listed = ", ".join(str(n) for n in lines[:50])
+        more = f" and {count - min(len(lines), 50)} more" if count > min(len(lines), 50) else ""
+        what = "line" if count == 1 else "lines"
+        said.append(
+            f"{count} {what} could not be read and {'was' if count == 1 else 'were'} left out: {what} {listed}{more}"
+        )
+    torn = report.get("last_line_incomplete")
+    if isinstance(torn, int) and torn:
+        said.append(f"line {torn}: {TORN_LINE}; everything before it was imported")
+    return said
 
 
 def max_bytes() -> int:
@@ -565,6 +676,17 @@ def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
     results: dict[str, ParsedMessage] = {}
     held: list[ParsedMessage] = []
     answered: set[str] = set()
+    # Results whose call has not come yet (Claude Code 2.1.114 wrote some before their
+    # tool_use): paired when the call comes; still unanswered at the next user turn (or the
+    # end), they answer no call in the file.
+    early: dict[str, ParsedMessage] = {}
+
+    def give_up() -> None:
+        for message in early.values():
+            message.meta = "tool_result_unknown"
+            parsed.skip("tool result answering no call in the file (kept as a meta row)")
+            (held if turn is not None else out).append(message)
+        early.clear()
 
     def close() -> None:
         nonlocal turn, results, held
@@ -576,6 +698,8 @@ def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
     for message in messages:
         yield from out
         out.clear()
+        if message.role == "user" and not message.meta:
+            give_up()
         if not message.active or message.meta:
             (held if turn is not None else out).append(message)
             continue
@@ -592,10 +716,14 @@ def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
                 parsed.skip("second result for an answered call (kept as a meta row)")
                 (held if turn is not None else out).append(message)
             elif parsed.source != "import:openai":  # a hand-made OpenAI list is refused
-                # e.g. an export that starts after the call: kept, but never sent alone
-                message.meta = "tool_result_unknown"
-                parsed.skip("tool result answering no call in the file (kept as a meta row)")
-                (held if turn is not None else out).append(message)
+                # its call may come later; else (an export that starts after the call) it
+                # is kept, but never sent alone
+                if message.tool_call_id in early:
+                    message.meta = "tool_result_duplicate"
+                    parsed.skip("second result for an answered call (kept as a meta row)")
+                    (held if turn is not None else out).append(message)
+                else:
+                    early[message.tool_call_id] = message
             else:
                 (held if turn is not None else out).append(message)
             continue
@@ -603,9 +731,15 @@ def pair_stream(messages, parsed: ParsedSession) -> Iterator[ParsedMessage]:
             close()
             if message.tool_calls:
                 turn = message
+                for call in message.tool_calls:
+                    call_id = call.get("id") if isinstance(call, dict) else None
+                    if call_id in early:
+                        results[call_id] = early.pop(call_id)
+                        parsed.counts["tool_results_before_their_call"] += 1
             else:
                 out.append(message)
             continue
         (held if turn is not None else out).append(message)
     close()
+    give_up()
     yield from out

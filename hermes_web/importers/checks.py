@@ -11,6 +11,7 @@ from hermes_web.importers import sizes
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
+    damage_report,
     keep_session_controls_visible,
     text_of,
 )
@@ -211,6 +212,7 @@ class Tally:
             "kind": parsed.kind or "session",
             **dict(sorted(parsed.counts.items())),
         }
+        report.update(damage_report(parsed))
         if parsed.controls_replaced:  # NUL shown as ␀ (keep_session_controls_visible)
             report["control_characters_replaced"] = parsed.controls_replaced
         return report

@@ -38,8 +38,7 @@ from hermes_web.importers.base import (
     append_turn,
     epoch,
     image_part,
-    iter_lines,
-    json_line,
+    json_lines,
     safe_id,
     spooled_session,
     strip_ansi,
@@ -125,6 +124,15 @@ class _Builder:
         self.names: dict[str, str] = {}
         self.closed_calls: set[str] = set()
         self.awaiting_summary = False  # a compact_boundary whose summary has not come yet
+        # Results written before their tool_use (Claude Code 2.1.114): paired when the call
+        # comes, orphans if the user speaks first (``give_up``).
+        self.early: dict[str, ParsedMessage] = {}
+
+    def give_up(self) -> None:
+        """Results still waiting for their call answer none in the file."""
+        early, self.early = self.early, {}
+        for result in early.values():
+            self._orphan(result)
 
     def close(self) -> None:
         """Emit the open assistant message, then its results in call order."""
@@ -203,6 +211,7 @@ class _Builder:
             turn.content = "\n".join(t for t in (turn.content or "", *texts) if t) or None
             if calls:
                 turn.tool_calls = (turn.tool_calls or []) + calls
+                self._take_early(calls)
             if thinking:
                 turn.reasoning = "\n".join(t for t in (turn.reasoning or "", *thinking) if t)
             if signatures:
@@ -224,6 +233,16 @@ class _Builder:
             created_at=epoch(record.get("timestamp")),
         )
         self.turn_id = message_id
+        self._take_early(calls)
+
+    def _take_early(self, calls: list[dict]) -> None:
+        """The results of ``calls`` that were written before them join the open turn."""
+        for call in calls:
+            result = self.early.pop(call["id"], None)
+            if result is not None:
+                result.tool_name = result.tool_name or call["function"]["name"]
+                self.results[call["id"]] = result
+                self.session.counts["tool_results_before_their_call"] += 1
 
     def result(self, block: dict, record: dict, number: int, extra: dict) -> None:
         call_id = block.get("tool_use_id")
@@ -253,6 +272,8 @@ class _Builder:
         open_calls = {c["id"] for c in (self.turn.tool_calls or ())} if self.turn else set()
         if call_id in open_calls and call_id not in self.results:
             self.results[call_id] = message
+        elif call_id not in open_calls | self.closed_calls and call_id not in self.early:
+            self.early[call_id] = message  # its call may come next
         else:
             self._orphan(message)
 
@@ -340,12 +361,9 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     agent_id, sidechain_records, main_records = "", 0, 0
     meta_keys: dict[str, Any] = {}
     uuids: set[str] = set()
-    for number, text in iter_lines(stream, file):
+    for number, record in json_lines(stream, file, session):
         spool.write(build.messages)
-        if isinstance(text, ImportProblem):
-            raise text
         session.records += 1
-        record = json_line(text, file, number)
         if not isinstance(record, dict):
             raise ImportProblem(
                 file, number, f"expected a record object, got a JSON {type(record).__name__}"
@@ -463,12 +481,14 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
             if not value:
                 continue
         build.close()
+        build.give_up()
         build.messages.append(
             ParsedMessage(role="user", content=value, extra=extra, created_at=when)
         )
         if not title and not text_of(value).lstrip().startswith("<"):
             title = text_of(value)
     build.close()
+    build.give_up()
     spool.write(build.messages)
     if not spool.turns and not (session_ids or summary_title or "teleported_from" in meta_keys):
         # else an empty session (left out by the import), e.g. one moved from the web unused

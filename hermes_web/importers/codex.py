@@ -31,8 +31,7 @@ from hermes_web.importers.base import (
     append_turn,
     epoch,
     image_part,
-    iter_lines,
-    json_line,
+    json_lines,
     safe_id,
     spooled_session,
     text_of,
@@ -270,12 +269,9 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
     build = _Builder(session, file, spool)
     session_id, model, created, title = "", "", None, ""
     meta: dict[str, Any] = {}
-    for number, text in iter_lines(stream, file):
+    for number, record in json_lines(stream, file, session):
         spool.write(build.messages)
-        if isinstance(text, ImportProblem):
-            raise text
         session.records += 1
-        record = json_line(text, file, number)
         if not isinstance(record, dict):
             raise ImportProblem(
                 file, number, f"expected a record object, got a JSON {type(record).__name__}"

@@ -34,8 +34,7 @@ from hermes_web.importers.base import (
     ParsedMessage,
     ParsedSession,
     epoch,
-    iter_lines,
-    json_line,
+    json_lines,
     pair_stream,
     safe_id,
     text_of,
@@ -89,6 +88,27 @@ class _Thread:
             if data.get(key) not in (None, ""):
                 extra[f"copilot_{key}"] = data[key]
         content = data.get("content")
+        turn = next((row for row in reversed(self.rows) if not row.meta), None)
+        if (
+            calls
+            and not _text(content)
+            and turn is not None
+            and turn.role == "assistant"
+            and turn.tool_calls
+        ):
+            # The old flat session-state/<id>.jsonl writes one event per call of a parallel
+            # response: the calls join the turn they continue, so their results follow it
+            # (else each event's calls would get stub results, the real ones left over).
+            turn.tool_calls = turn.tool_calls + calls
+            if reasoning:
+                turn.reasoning = "\n".join(t for t in (turn.reasoning or "", reasoning) if t)
+            turn.extra.setdefault("merged_events", 1)
+            turn.extra["merged_events"] += 1
+            self.session.counts["assistant_events_merged"] += 1
+            for call in calls:
+                self.calls[call["id"]] = turn
+                self.names[call["id"]] = call["function"]["name"]
+            return
         message = ParsedMessage(
             role="assistant",
             content=_text(content) or None,
@@ -116,17 +136,21 @@ class _Thread:
                 if listed["id"] == call["id"] and listed["function"]["arguments"] in ("", "{}"):
                     listed["function"]["arguments"] = call["function"]["arguments"]
             return
-        turn = None
-        for row in reversed(self.rows):  # the open turn: the assistant row before its results
-            if row.meta or row.role == "tool":
-                continue
-            turn = row if row.role == "assistant" else None
-            break
+        turn = self._open_turn()
         if turn is None:
             turn = ParsedMessage(role="assistant", content=None, extra=extra, created_at=when)
             self.add(turn)
         turn.tool_calls = (turn.tool_calls or []) + [call]
         self.calls[call["id"]] = turn
+
+    def _open_turn(self) -> ParsedMessage | None:
+        """The open turn: the newest assistant row, if only its results (or meta rows) came
+        after it."""
+        for row in reversed(self.rows):
+            if row.meta or row.role == "tool":
+                continue
+            return row if row.role == "assistant" else None
+        return None
 
     def complete(self, data: dict, extra: dict, when) -> None:
         call_id = data.get("toolCallId")
@@ -185,11 +209,8 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     compaction_start: dict = {}
     compacting: list[ParsedMessage] | None = None
     seen_start = False
-    for number, text in iter_lines(stream, file):
-        if isinstance(text, ImportProblem):
-            raise text
+    for number, event in json_lines(stream, file, main):
         main.records += 1
-        event = json_line(text, file, number)
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise ImportProblem(file, number, "expected an event object with a 'type'")
         kind, data = event["type"], event.get("data")

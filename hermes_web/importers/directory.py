@@ -63,13 +63,15 @@ class DirectoryPlan:
 
 
 def _copilot_side_file(path: Path) -> bool:
-    """A JSON file of a Copilot session folder (``session-state/<id>/``) other than its
-    event log: VS Code's ``vscode.metadata.json`` and ``vscode.requests.metadata.json``."""
-    return (
-        path.suffix.lower() == ".json"
-        and path.name.startswith("vscode.")
-        and (path.parent / "events.jsonl").is_file()
-    )
+    """A file of a Copilot session folder (``session-state/<id>/``) other than its event
+    log: VS Code's ``vscode.metadata.json`` and ``vscode.requests.metadata.json``, and the
+    CLI's own ``session.db`` (1.0.60: its todos and checkpoints, no conversation; never a
+    Hermes state.db)."""
+    if not (path.parent / "events.jsonl").is_file():
+        return False
+    if path.name.startswith("session.db"):  # with its -wal / -shm
+        return True
+    return path.suffix.lower() == ".json" and path.name.startswith("vscode.")
 
 
 def _openhands_event_cache(path: Path) -> bool:

@@ -43,6 +43,7 @@ from hermes_web.importers.base import (
     MAX_LINE_BYTES,
     UTF8_BOM,
     ImportProblem,
+    LineDamage,
     NativeCompaction,
     ParsedMessage,
     ParsedSession,
@@ -494,12 +495,14 @@ def _jsonl(stream: IO[bytes], file: str) -> ParsedSession:
     ``Spool`` like the JSON recording."""
     spool = Spool()
     try:
-        meta, records, order = _jsonl_index(stream, file)
+        damage = ParsedSession(source=SOURCE)  # the lines that could not be read
+        meta, records, order = _jsonl_index(stream, file, damage)
         recorder = _Recorder(file, spool)
         for number, record in enumerate(_jsonl_records(stream, file, order), 1):
             recorder.add(record, number)
         session = recorder.finish(meta)
         session.records = records
+        session.unreadable, session.torn_line = damage.unreadable, damage.torn_line
         session.stream = spool.replay()
         return session
     except BaseException:
@@ -513,14 +516,18 @@ _Place = tuple[int, int, int]
 _REWRITE = (-1, -1, 0)  # in ``order``: the history rewrite that archived what precedes
 
 
-def _jsonl_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, int, dict]]:
-    """(offset, line number, record) of every non-blank line."""
+def _jsonl_lines(
+    stream: IO[bytes], file: str, damage: LineDamage
+) -> Iterator[tuple[int, int, dict]]:
+    """(offset, line number, record) of every readable non-blank line (the others are
+    ``damage``: see ``base.json_lines``)."""
     stream.seek(0)
     number = 0
     while True:
         offset = stream.tell()
         raw = stream.readline(MAX_LINE_BYTES + 1)
         if not raw:
+            damage.end(file)
             return
         number += 1
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
@@ -531,23 +538,27 @@ def _jsonl_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, int, dict]
             continue
         try:
             text = raw.decode("utf-8")
+            value = json_line(text, file, number)
         except UnicodeDecodeError as error:
-            raise ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})") from None
-        yield (
-            offset,
-            number,
-            expect(json_line(text, file, number), dict, file, "the record", number),
-        )
+            damage.bad(ImportProblem(file, number, f"not valid UTF-8 (byte {error.start})"))
+            continue
+        except ImportProblem as problem:
+            damage.bad(problem)
+            continue
+        damage.good()
+        yield offset, number, expect(value, dict, file, "the record", number)
 
 
-def _jsonl_index(stream: IO[bytes], file: str) -> tuple[dict, int, list[_Place]]:
+def _jsonl_index(
+    stream: IO[bytes], file: str, damage: ParsedSession
+) -> tuple[dict, int, list[_Place]]:
     """The session metadata, the records read, and where the messages to import are: what
     history rewrites dropped (each followed by ``_REWRITE``), then the current messages."""
     meta: dict = {}
     current: dict[str, _Place] = {}  # id -> place, in the order the CLI shows them
     dropped: list[_Place] = []
     records = 0
-    for offset, number, record in _jsonl_lines(stream, file):
+    for offset, number, record in _jsonl_lines(stream, file, LineDamage(damage)):
         records += 1
         if isinstance(record.get("$rewindTo"), str):
             ids = list(current)

@@ -44,6 +44,7 @@ from hermes_web.importers.base import (
     epoch,
     iter_lines,
     json_line,
+    json_lines,
     max_bytes,
     safe_id,
     text_of,
@@ -363,11 +364,8 @@ def _transcript_rows(
 ) -> Iterator[ParsedMessage]:
     metas: list[dict] = parsed.extra["hermes"]["session_meta"]
     count = 0
-    for number, text in iter_lines(stream, file):
-        if isinstance(text, ImportProblem):
-            raise text
+    for number, row in json_lines(stream, file, parsed):
         parsed.records += 1
-        row = json_line(text, file, number)
         if isinstance(row, dict) and row.get("role") == META_ROLE:
             metas.append(_meta(row))
             parsed.skip("session_meta row (kept as session metadata)")

@@ -35,8 +35,7 @@ from hermes_web.importers.base import (
     ParsedSession,
     epoch,
     image_part,
-    iter_lines,
-    json_line,
+    json_lines,
     pair_stream,
     records_of,
     safe_id,
@@ -60,7 +59,8 @@ class _Entry:
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
     """The main conversation, then one session per branch (a bad line fails the file)."""
-    header, entries, order = _read(stream, file)
+    damage = ParsedSession(source=SOURCE)  # the lines that could not be read
+    header, entries, order = _read(stream, file, damage)
     session_id = header.get("id") if isinstance(header.get("id"), str) else ""
     if not session_id:
         session_id = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -101,6 +101,9 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         for public_id, path, parent in segments
     ]
     main, branches = sessions[0], sessions[1:]
+    main.unreadable, main.torn_line = damage.unreadable, damage.torn_line
+    if damage.counts:
+        main.counts.update(damage.counts)
     for branch in branches:
         if not any(not m.meta for m in branch.messages):  # a label or a model change only
             main.skip("branch without messages (not imported)")
@@ -108,15 +111,14 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
     yield from (b for b in branches if any(not m.meta for m in b.messages))
 
 
-def _read(stream: IO[bytes], file: str) -> tuple[dict, dict[str, _Entry], list[str]]:
+def _read(
+    stream: IO[bytes], file: str, damage: ParsedSession
+) -> tuple[dict, dict[str, _Entry], list[str]]:
     header: dict = {}
     entries: dict[str, _Entry] = {}
     order: list[str] = []
     previous: str | None = None
-    for number, text in iter_lines(stream, file):
-        if isinstance(text, ImportProblem):
-            raise text
-        record = json_line(text, file, number)
+    for number, record in json_lines(stream, file, damage):
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise ImportProblem(file, number, "expected an entry object with a 'type'")
         if record["type"] == "session":
@@ -145,6 +147,15 @@ def _read(stream: IO[bytes], file: str) -> tuple[dict, dict[str, _Entry], list[s
         parent = entries[entry_id].parent
         if parent is not None and parent in entries:
             entries[parent].children.append(entry_id)
+        elif parent is not None and damage.unreadable:
+            # Its parent was most likely on a line that could not be read: Pi appends, so
+            # the entry written before it stands in, rather than a root that would split
+            # the conversation into a branch.
+            at = order.index(entry_id)
+            entries[entry_id].parent = order[at - 1] if at else None
+            if at:
+                entries[order[at - 1]].children.append(entry_id)
+            damage.counts["entries_reattached_over_unreadable_lines"] += 1
         elif parent is not None:  # a parent that is not in the file: a root, as Pi treats it
             entries[entry_id].parent = None
     if not header:

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from hermes_web.caching import FRAGMENT_SECONDS, LazyPanels
 from hermes_web.http import HtmxHttpRequest
+from hermes_web.importers.base import damage_lines
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.chat import chains_of
 from hermes_web.presenters.messages import anchor_for, message_view
@@ -250,6 +251,8 @@ def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpRespons
     # updated_at on every append and commit); ``page`` is read only when it renders anew.
     context = {
         "session": session,
+        # The file it was imported from had lines that could not be read (issue #36).
+        "damage": damage_lines((session.extra or {}).get("import_report")),
         "page": LazyPanels(
             messages=lambda: chunk()[0],
             next_start=lambda: chunk()[1],

@@ -152,14 +152,17 @@ def test_oversized_line_is_refused_without_buffering_it(alice, tmp_path, monkeyp
     assert [s.extra["source_id"] for s in report.sessions] == ["api-de1f3305a7c44380"]
 
 
-def test_claude_code_broken_line_fails_the_transcript(alice, tmp_path):
+def test_claude_code_broken_line_is_left_out_and_named(alice, tmp_path):
+    """Issue #36: one damaged line no longer refuses the transcript; it is named instead."""
     lines = (FIXTURES / "claude_code_session.jsonl").read_bytes().splitlines(keepends=True)
     lines[4] = lines[4][:40] + b"\n"
-    problem = _only_problem(
-        import_path(_write(tmp_path, "t.jsonl", b"".join(lines)), owner=alice, fmt="claude-code")
+    report = import_path(
+        _write(tmp_path, "t.jsonl", b"".join(lines)), owner=alice, fmt="claude-code"
     )
-    assert problem.line == 5
-    assert not Session.objects.exists()
+    assert not report.errors
+    (session,) = report.sessions
+    assert session.fidelity["unreadable_lines"] == [5]
+    assert "last_line_incomplete" not in session.fidelity
 
 
 def test_codex_unknown_role(alice, tmp_path):

@@ -133,13 +133,14 @@ def test_a_bad_line_near_the_end_of_a_big_file_stores_nothing(fmt, alice, tmp_pa
     if fmt == "claude-code":
         record["message"]["role"] = "robot"
         lines[bad] = json.dumps(record)
-    else:
-        lines[bad] = lines[bad][:-2]  # cut short: broken JSON
+    else:  # (a line cut short is left out and named, not a refusal: issue #36)
+        record["payload"]["type"] = 5
+        lines[bad] = json.dumps(record)
     path = _write(tmp_path / f"{CLAUDE_SID}.jsonl", lines)
     report = import_path(path, owner=alice, fmt=fmt)
     (problem,) = report.errors
     assert problem.line == bad + 1
-    expected = "unknown role 'robot'" if fmt == "claude-code" else "broken JSON"
+    expected = "unknown role 'robot'" if fmt == "claude-code" else "record has no item 'type'"
     assert expected in problem.problem
     assert not Session.objects.exists()
     assert not Message.objects.exists()

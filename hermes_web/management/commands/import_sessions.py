@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from hermes_web.importers import FORMATS, import_directory, import_path, summary_line
+from hermes_web.importers.base import damage_lines
 from hermes_web.importers.directory import file_kind
 
 
@@ -32,6 +33,7 @@ def fidelity_line(report: dict) -> str:
             parts.append(f"{report[key]} {label}")
     if report.get("metadata"):
         parts.append("metadata: " + ", ".join(report["metadata"]))
+    parts.extend(damage_lines(report))
     return "; ".join(parts)
 
 
