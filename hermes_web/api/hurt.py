@@ -44,14 +44,17 @@ class HurtOut(Schema):
     by_agent: list[GroupOut]
     by_project: list[GroupOut]
     quick: int = Field(description="compactions within a few replies of the previous one")
-    loops: list[ItemOut]
-    freed_little: list[ItemOut]
+    loop_chains: int = Field(description="chains with repeated quick compactions")
+    loops: list[ItemOut] = Field(description="the chains with the most, at most 50")
+    freed_little_count: int
+    freed_little: list[ItemOut] = Field(description="those that freed least, at most 50")
     ratios: int = Field(description="successive summary pairs compared")
     grown: int = Field(description="of them, summaries that grew")
     median_ratio: float | None
     max_ratio: float | None
     growth: list[ItemOut] = Field(description="the chains whose summaries grew most")
-    miscounts: list[ItemOut]
+    miscount_count: int
+    miscounts: list[ItemOut] = Field(description="the highest recorded counts, at most 50")
     deep_checked: int = Field(description="newest compactions checked for rules lost and re-reads")
     rules_lost: list[ItemOut]
     rereads: list[ItemOut]

@@ -36,14 +36,13 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, IntegerField, Max, TextField, Value
+from django.db.models import Count, IntegerField, Max, Q, TextField, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf
 
 from compaction.ledger import extract
-from compaction.probes import normalize
+from compaction.probes import message_text, normalize
 from hermes_web.models import Compaction, Message, Session
-from hermes_web.services.fate import context_after, input_messages
 
 __all__ = [
     "DEEP_LIMIT",
@@ -66,6 +65,7 @@ REREAD_TURNS = 5  # model replies after a compaction searched for re-reads
 REREAD_ROWS = 80  # rows after a compaction read at most, for re-reads
 DEEP_LIMIT = 100  # newest compactions checked for rules lost and re-reads
 WORST = 10  # rows of each "worst" table
+LISTED = 50  # rows of the other tables (their counts are whole)
 HOURS = 48  # bars of the per-hour chart: the newest hours that had compactions
 CACHE_SECONDS = 600
 
@@ -122,13 +122,16 @@ class HurtReport:
     by_agent: list[Group] = field(default_factory=list)
     by_project: list[Group] = field(default_factory=list)
     quick: int = 0
+    loop_chains: int = 0
     loops: list[Item] = field(default_factory=list)
+    freed_little_count: int = 0
     freed_little: list[Item] = field(default_factory=list)
     ratios: int = 0
     grown: int = 0
     median_ratio: float | None = None
     max_ratio: float | None = None
     growth: list[Item] = field(default_factory=list)
+    miscount_count: int = 0
     miscounts: list[Item] = field(default_factory=list)
     deep_checked: int = 0
     rules_lost: list[Item] = field(default_factory=list)
@@ -360,8 +363,9 @@ def _loops(report: HurtReport, chains: Mapping[int, list[_Row]]) -> None:
                     report.freed_little.append(
                         _item([r], round(freed, 4), f"{r.tokens_before:,} → {r.tokens_after:,}")
                     )
-    report.loops.sort(key=lambda i: -i.value)
-    report.freed_little.sort(key=lambda i: i.value)
+    report.loop_chains, report.freed_little_count = len(report.loops), len(report.freed_little)
+    report.loops = sorted(report.loops, key=lambda i: -i.value)[:LISTED]
+    report.freed_little = sorted(report.freed_little, key=lambda i: i.value)[:LISTED]
 
 
 def _growth(report: HurtReport, chains: Mapping[int, list[_Row]]) -> None:
@@ -398,33 +402,21 @@ def _miscounts(report: HurtReport, rows: Iterable[_Row]) -> None:
             why.append(f"{before:,} recorded, {counted:,} counted in the prompt it replaced")
         if why:
             report.miscounts.append(_item([r], before, "; ".join(why)))
-    report.miscounts.sort(key=lambda i: -i.value)
+    report.miscount_count = len(report.miscounts)
+    report.miscounts = sorted(report.miscounts, key=lambda i: -i.value)[:LISTED]
 
 
-def _after_rows(run: Compaction) -> list[dict[str, Any]]:
-    """The rows written after ``run``'s context, up to ``REREAD_TURNS`` model replies."""
-    if run.result_session_id is None:
-        return []
-    count = ((run.report or {}).get("counts") or {}).get("messages_after") or 0
-    rows = Message.objects.filter(session_id=run.result_session_id)
-    if run.mode == Compaction.Mode.IN_PLACE and run.snapshot_position is not None:
-        rows = rows.filter(position__gt=run.snapshot_position)
-    values = rows.order_by("position").values_list("token_count", *Message.ENGINE_COLUMNS)
+def _window(after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``after`` up to ``REREAD_TURNS`` model replies."""
     out: list[dict[str, Any]] = []
     replies = 0
-    for tokens, *columns in values[count : count + REREAD_ROWS]:
-        message = Message.engine_dict(*columns)
+    for message in after:
         if message["role"] == Message.Role.ASSISTANT:
             if replies == REREAD_TURNS:
                 break
             replies += 1
-        message["_tokens"] = tokens
         out.append(message)
     return out
-
-
-def _read_paths(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    return {f.text for f in extract(messages).of("files") if "r" in f.detail}
 
 
 def _rereads(before: set[str], after: Sequence[dict[str, Any]]) -> tuple[list[str], int]:
@@ -433,46 +425,100 @@ def _rereads(before: set[str], after: Sequence[dict[str, Any]]) -> tuple[list[st
     call_ids: set[str] = set()
     for message in after:
         for call in message.get("tool_calls") or ():
-            again = _read_paths([{"role": "assistant", "content": None, "tool_calls": [call]}])
-            if again & before:
-                paths |= again & before
+            one = {"role": "assistant", "content": None, "tool_calls": [call]}
+            again = {f.text for f in extract([one]).of("files") if "r" in f.detail} & before
+            if again:
+                paths |= again
                 if isinstance(call, Mapping) and call.get("id"):
                     call_ids.add(str(call["id"]))
     tokens = sum(
         int(m["_tokens"])
         for m in after
-        if m["role"] == "tool" and m.get("tool_call_id") in call_ids
+        if m["role"] == Message.Role.TOOL and m.get("tool_call_id") in call_ids
     )
     return sorted(paths), tokens
+
+
+def _load(runs: Sequence[Compaction]) -> tuple[dict[int, list], dict[int, list]]:
+    """Each run's input rows and the rows after its snapshot (its context, then what followed),
+    as engine dicts with ``_tokens``, in two queries for all the runs.
+
+    The same rows as ``Compaction.input_rows`` and ``final_rows`` of a committed run: an
+    in-place run's archived rows and the result session's rows past its snapshot; a rotation's
+    parent rows up to its snapshot and the child's rows from the start.
+    """
+    inputs: dict[int, list] = defaultdict(list)
+    after: dict[int, list] = defaultdict(list)
+    archived = [r.pk for r in runs if r.mode == Compaction.Mode.IN_PLACE]
+    rotated = Q()
+    after_q = Q()
+    ranges: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # session -> (lo, hi, pk)
+    for run in runs:
+        count = ((run.report or {}).get("counts") or {}).get("messages_after") or 0
+        if run.mode != Compaction.Mode.IN_PLACE:
+            snapshot = run.snapshot_position if run.snapshot_position is not None else 10**9
+            rotated |= Q(session_id=run.session_id, active=True, position__lte=snapshot)
+            low = -1
+        else:
+            low = run.snapshot_position if run.snapshot_position is not None else -1
+        if run.result_session_id is not None:
+            high = low + count + REREAD_ROWS
+            after_q |= Q(session_id=run.result_session_id, position__gt=low, position__lte=high)
+            ranges[run.result_session_id].append((low, high, run.pk))
+    columns = ("token_count", *Message.ENGINE_COLUMNS)
+    if archived:
+        rows = Message.objects.filter(archived_by_id__in=archived).order_by("position")
+        for pk, *values in rows.values_list("archived_by_id", *Message.ENGINE_COLUMNS):
+            inputs[pk].append(Message.engine_dict(*values))
+    if rotated:
+        by_session = defaultdict(list)
+        for run in runs:
+            if run.mode != Compaction.Mode.IN_PLACE:
+                by_session[run.session_id].append(run)
+        rows = Message.objects.filter(rotated).order_by("position")
+        for session_id, position, *values in rows.values_list(
+            "session_id", "position", *Message.ENGINE_COLUMNS
+        ):
+            for run in by_session[session_id]:
+                if run.snapshot_position is None or position <= run.snapshot_position:
+                    inputs[run.pk].append(Message.engine_dict(*values))
+    if after_q:
+        rows = Message.objects.filter(after_q).order_by("position")
+        for session_id, position, tokens, *values in rows.values_list(
+            "session_id", "position", *columns
+        ):
+            for low, high, pk in ranges[session_id]:
+                if low < position <= high:
+                    message = Message.engine_dict(*values)
+                    message["_tokens"] = tokens
+                    after[pk].append(message)
+    return inputs, after
 
 
 def _deep(report: HurtReport, rows: Sequence[_Row]) -> None:
     newest = sorted(rows, key=lambda r: (r.queued_at, r.pk))[-DEEP_LIMIT:]
     by_pk = {r.pk: r for r in newest}
-    runs = Compaction.objects.filter(pk__in=by_pk).only(
-        "public_id",
-        "status",
-        "mode",
-        "session_id",
-        "result_session_id",
-        "snapshot_position",
-        "replay_of_id",
-        "report",
+    runs = list(
+        Compaction.objects.filter(pk__in=by_pk).only(
+            "mode", "session_id", "result_session_id", "snapshot_position", "report"
+        )
     )
-    report.deep_checked = len(by_pk)
+    report.deep_checked = len(runs)
+    inputs, afters = _load(runs)
     for run in runs:
         row = by_pk[run.pk]
-        inputs = input_messages(run)
-        ledger = extract(inputs)
+        ledger = extract(inputs[run.pk])
+        count = ((run.report or {}).get("counts") or {}).get("messages_after") or 0
+        context, following = afters[run.pk][:count], afters[run.pk][count:]
         constraints = [f.text for f in ledger.of("constraints")]
         if constraints:
-            final = [normalize(text) for text in context_after(run, inputs)]
+            final = [normalize(message_text(m)) for m in context]
             lost = [c for c in constraints if not any(normalize(c) in text for text in final)]
             if lost:
                 report.rules_lost.append(_item([row], len(lost), " | ".join(lost)))
         read = {f.text for f in ledger.of("files") if "r" in f.detail}
         if read:
-            paths, tokens = _rereads(read, _after_rows(run))
+            paths, tokens = _rereads(read, _window(following))
             if paths:
                 report.rereads.append(_item([row], tokens, ", ".join(paths)))
                 report.reread_tokens += tokens

@@ -170,13 +170,14 @@ def test_the_api_equals_a_recomputation_from_the_stored_rows(hurt_data, alice_cl
     assert data["compactions"] == truth["compactions"] == 5
     assert {g["name"]: g["compactions"] for g in data["by_agent"]} == truth["agents"]
     assert data["quick"] == len(truth["quick"])
-    assert len(data["loops"]) == truth["loops"]
+    assert data["loop_chains"] == len(data["loops"]) == truth["loops"]
     assert sorted(data["loops"][0]["compactions"]) == sorted(
         set(truth["quick"]) & set(data["loops"][0]["compactions"])
     )
     assert data["ratios"] == truth["ratios"]
     assert data["grown"] == truth["grown"]
     assert data["max_ratio"] == truth["max_ratio"]
+    assert data["miscount_count"] == len(truth["miscounts"])
     assert sorted(i["compactions"][0] for i in data["miscounts"]) == truth["miscounts"]
     assert any("window 200,000" in i["detail"] for i in data["miscounts"])
     assert sorted(i["compactions"][0] for i in data["rules_lost"]) == truth["rules_lost"]
