@@ -31,7 +31,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.cache import cache
@@ -161,7 +161,7 @@ class _Row:
     summary_tokens: int | None
     counted_before: int | None
     turns: int | None = None
-    hour: str = ""
+    hour: int = 0
 
 
 def _int(name: str) -> Cast:
@@ -250,7 +250,8 @@ def _rows(user) -> list[_Row]:
                 native,
                 summary,
                 counted,
-                hour=_hour(queued_at),
+                # Hours since the epoch: a number per row, words only for the hours shown.
+                hour=int(queued_at.timestamp()) // 3600,
             )
         )
     return rows
@@ -304,9 +305,9 @@ def _item(rows: Sequence[_Row], value: float, detail: str) -> Item:
     )
 
 
-def _hour(moment: datetime) -> str:
-    # str() is several times cheaper than strftime, and this runs once per compaction.
-    return str(moment)[:13] + ":00"
+def _hour_words(hour: int) -> str:
+    """ "2026-07-23 10:00" (UTC) for an hour number (hours since the epoch)."""
+    return datetime.fromtimestamp(hour * 3600, UTC).strftime("%Y-%m-%d %H:00")
 
 
 def _groups(user, rows: Sequence[_Row], key: str) -> list[Group]:
@@ -331,10 +332,11 @@ def _groups(user, rows: Sequence[_Row], key: str) -> list[Group]:
             sessions[c["project"] or NO_PROJECT] += c["n"]
     groups = []
     for name, members in by.items():
-        hours: dict[str, int] = defaultdict(int)
+        hours: dict[int, int] = defaultdict(int)
         for r in members:
             hours[r.hour] += 1
-        peak = max(hours.items(), key=lambda kv: (kv[1], kv[0])) if hours else ("", 0)
+        busiest = max(hours.items(), key=lambda kv: (kv[1], kv[0]))
+        peak = (_hour_words(busiest[0]), busiest[1])
         n = sessions.get(name, 0)
         groups.append(
             Group(
@@ -555,10 +557,12 @@ def compute(user) -> HurtReport:
     if not rows:
         return report
     _turns(user, rows)
-    hours: dict[str, list[str]] = defaultdict(list)
+    hours: dict[int, list[str]] = defaultdict(list)
     for r in sorted(rows, key=lambda r: (r.queued_at, r.pk)):
         hours[r.hour].append(r.public_id)
-    report.hours = [(hour, len(ids), ids[-5:]) for hour, ids in sorted(hours.items())[-HOURS:]]
+    report.hours = [
+        (_hour_words(hour), len(ids), ids[-5:]) for hour, ids in sorted(hours.items())[-HOURS:]
+    ]
     report.by_agent = _groups(user, rows, "agent")
     report.by_project = _groups(user, rows, "project")
     chains = _chains(rows)

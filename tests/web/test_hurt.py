@@ -185,6 +185,16 @@ def test_the_api_equals_a_recomputation_from_the_stored_rows(hurt_data, alice_cl
     assert sorted(i["compactions"][0] for i in data["rereads"]) == truth["rereads"]
     assert data["reread_tokens"] == truth["reread_tokens"] > 0
     assert all(READ_PATH in i["detail"] for i in data["rereads"])
+    hours = defaultdict(int)
+    for run in _counted(hurt_data):
+        hours[run.queued_at.strftime("%Y-%m-%d %H:00")] += 1
+    assert {h["hour"]: h["compactions"] for h in data["hours"]} == dict(hours)
+    sessions = defaultdict(int)
+    for session in Session.objects.filter(owner=hurt_data):
+        sessions[session.get_source_display()] += 1
+    for group in data["by_agent"]:
+        assert group["sessions"] == sessions[group["name"]]
+        assert group["per_session"] == round(group["compactions"] / group["sessions"], 2)
     projects = {g["name"]: g for g in data["by_project"]}
     assert projects["/work/app"]["compactions"] == 3
     assert projects["/work/app"]["native"] == 3
