@@ -179,16 +179,6 @@ def run(sessions: int) -> int:
     page = client.get("/hurt/")
     assert page.status_code == 200, page.status_code
     assert b"fig-compactions" in page.content
-    if os.environ.get("HURT_PROFILE"):
-        import cProfile
-        import pstats
-
-        from hermes_web.services.hurt import compute
-
-        cProfile.runctx(
-            "compute(user)", globals(), {"compute": compute, "user": user}, "/tmp/hurt/prof"
-        )
-        pstats.Stats("/tmp/hurt/prof").sort_stats("cumulative").print_stats(25)
     cold, warm = [], []
     for _ in range(COLD):
         cache.clear()

@@ -265,3 +265,18 @@ def test_the_page_and_the_api_need_a_signed_in_user(client):
     assert client.get(reverse("hurt")).status_code == 302
     assert client.get("/api/hurt").status_code == 401
     assert client.post(reverse("hurt")).status_code in (302, 405)
+
+
+def test_a_compaction_that_freed_little_is_listed_and_linked(hurt_data, alice_client):
+    ours = Compaction.objects.filter(session__owner=hurt_data, source="").order_by("pk").last()
+    # A stored run that freed 5 %: what the rows say is what the page says.
+    Compaction.objects.filter(pk=ours.pk).update(tokens_before=40_000, tokens_after=38_000)
+    Session.objects.filter(pk=ours.session_id).touch()
+    data = alice_client.get("/api/hurt").json()
+    assert data["freed_little_count"] == 1
+    assert data["freed_little"][0]["compactions"] == [ours.public_id]
+    assert data["freed_little"][0]["value"] == 0.05
+    html = alice_client.get(reverse("hurt")).content.decode()
+    assert re.search(r'id="fig-freed-little">1<', html)
+    assert reverse("compaction_detail", args=[ours.public_id]) in html
+    assert "<td>5 %</td>" in html
