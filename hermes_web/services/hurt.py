@@ -178,16 +178,34 @@ def _project(extra: str) -> Coalesce:
     )
 
 
-def _rows(user) -> list[_Row]:
+AGENTS = {value: str(label) for value, label in Session.Source.choices}
+
+
+@dataclass(slots=True)
+class _Sessions:
+    """Every session of the user (one query): its project, and the count per agent and project."""
+
+    project: dict[int, str] = field(default_factory=dict)
+    count: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, user) -> _Sessions:
+        found = cls(count={"agent": defaultdict(int), "project": defaultdict(int)})
+        rows = (
+            Session.objects.for_user(user)
+            .annotate(project=_project("extra"))
+            .values_list("pk", "source", "project")
+        )
+        for pk, source, project in rows.iterator(chunk_size=2000):
+            found.project[pk] = project = project or NO_PROJECT
+            found.count["agent"][AGENTS.get(source, source)] += 1
+            found.count["project"][project] += 1
+        return found
+
+
+def _rows(user, projects: Mapping[int, str]) -> list[_Row]:
     """Every counted compaction of ``user``, by chain then time (one query)."""
-    agents = {value: str(label) for value, label in Session.Source.choices}
-    projects = dict(
-        Session.objects.for_user(user)
-        .filter(compactions__isnull=False)
-        .distinct()
-        .annotate(project=_project("extra"))
-        .values_list("pk", "project")
-    )
+    agents = AGENTS
     values = (
         Compaction.objects.for_user(user)
         .real()
@@ -310,26 +328,12 @@ def _hour_words(hour: int) -> str:
     return datetime.fromtimestamp(hour * 3600, UTC).strftime("%Y-%m-%d %H:00")
 
 
-def _groups(user, rows: Sequence[_Row], key: str) -> list[Group]:
+def _groups(rows: Sequence[_Row], key: str, sessions: Mapping[str, int]) -> list[Group]:
+    """Compactions grouped by ``key`` ("agent" or "project"); ``sessions``: every session of
+    each group, compacted or not."""
     by: dict[str, list[_Row]] = defaultdict(list)
     for row in rows:
         by[getattr(row, key)].append(row)
-    # Every session counts, compacted or not: one grouped query each.
-    agents = {value: str(label) for value, label in Session.Source.choices}
-    sessions: dict[str, int] = defaultdict(int)
-    if key == "agent":
-        counts = Session.objects.for_user(user).values("source").annotate(n=Count("pk"))
-        for c in counts:
-            sessions[agents.get(c["source"], c["source"])] += c["n"]
-    else:
-        counts = (
-            Session.objects.for_user(user)
-            .annotate(project=_project("extra"))
-            .values("project")
-            .annotate(n=Count("pk"))
-        )
-        for c in counts:
-            sessions[c["project"] or NO_PROJECT] += c["n"]
     groups = []
     for name, members in by.items():
         hours: dict[int, int] = defaultdict(int)
@@ -551,8 +555,9 @@ def _deep(report: HurtReport, rows: Sequence[_Row]) -> None:
 
 def compute(user) -> HurtReport:
     """The report for ``user``, from the stored rows (uncached; see ``hurt_report``)."""
-    report = HurtReport(sessions=Session.objects.for_user(user).count())
-    rows = _rows(user)
+    sessions = _Sessions.of(user)
+    report = HurtReport(sessions=len(sessions.project))
+    rows = _rows(user, sessions.project)
     report.compactions = len(rows)
     if not rows:
         return report
@@ -563,8 +568,8 @@ def compute(user) -> HurtReport:
     report.hours = [
         (_hour_words(hour), len(ids), ids[-5:]) for hour, ids in sorted(hours.items())[-HOURS:]
     ]
-    report.by_agent = _groups(user, rows, "agent")
-    report.by_project = _groups(user, rows, "project")
+    report.by_agent = _groups(rows, "agent", sessions.count["agent"])
+    report.by_project = _groups(rows, "project", sessions.count["project"])
     chains = _chains(rows)
     _loops(report, chains)
     _growth(report, chains)
