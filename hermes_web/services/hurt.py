@@ -42,6 +42,7 @@ from django.db.models.functions import Cast, Coalesce, NullIf
 
 from compaction.ledger import extract
 from compaction.probes import message_text, normalize
+from hermes_web.caching import HURT_SECONDS, hurt_key
 from hermes_web.models import Compaction, Message, Session
 
 __all__ = [
@@ -67,7 +68,6 @@ DEEP_LIMIT = 100  # newest compactions checked for rules lost and re-reads
 WORST = 10  # rows of each "worst" table
 LISTED = 50  # rows of the other tables (their counts are whole)
 HOURS = 48  # bars of the per-hour chart: the newest hours that had compactions
-CACHE_SECONDS = 600
 
 # Where an importer keeps the working directory of a session: ``extra[<agent>]["cwd"]``.
 PROJECT_KEYS = (
@@ -581,9 +581,7 @@ def compute(user) -> HurtReport:
 def cache_key(user) -> str:
     """The user's report until one of their sessions is touched (or a session is deleted)."""
     stats = Session.objects.for_user(user).aggregate(newest=Max("updated_at"), n=Count("pk"))
-    newest = stats["newest"]
-    stamp = newest.timestamp() if newest is not None else 0
-    return f"hurt:{user.pk}:{stamp}:{stats['n']}"
+    return hurt_key(user.pk, stats["newest"], stats["n"])
 
 
 def hurt_report(user) -> HurtReport:
@@ -593,5 +591,5 @@ def hurt_report(user) -> HurtReport:
     if isinstance(found, HurtReport):
         return found
     report = compute(user)
-    cache.set(key, report, CACHE_SECONDS)
+    cache.set(key, report, HURT_SECONDS)
     return report
