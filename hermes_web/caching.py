@@ -11,6 +11,8 @@ What is cached and when it goes stale:
   ``finished_at`` (an undo or redo changes the status): a finished report never changes.
 - A run's undo history (a key of its report) is keyed by its status and the ``updated_at`` of
   its session and result session: every undo and redo writes the history and touches both.
+- The "where compaction hurt" report of a user (``services.hurt``) is keyed by the newest
+  ``updated_at`` of the user's sessions and their count (a deleted session changes the count).
 - The signed-in user and API keys are dropped by the model signals (``hermes_web.auth``) and
   expire anyway in case a bulk ``update()`` bypassed them.
 - Template fragments (``{% cache %}``) take their lifetime from ``FRAGMENT_SECONDS``, handed
@@ -42,6 +44,7 @@ MESSAGE_PAGE_MAX_BYTES = 1024 * 1024
 PANEL_SECONDS = 600  # a finished compaction's inspector panels and cards
 AUDIT_SECONDS = 3600  # a finished compaction's fact-survival audit
 UNDO_HISTORY_SECONDS = 600  # the inspector's list of a run's undos and redos
+HURT_SECONDS = 600  # a user's "where compaction hurt" report
 WORKER_STATUS_SECONDS = 5  # the "no worker is running" banner, checked on every page
 SIGNUP_WINDOW_SECONDS = 3600  # sign-up attempts are counted per address and hour
 # ``{% cache %}`` fragments, by name (the template reads ``fragment_seconds.<name>``).
@@ -101,6 +104,11 @@ def undo_history_key(compaction: Any) -> str:
         f"undo-history:{compaction.pk}:{compaction.status}:"
         f"{_stamp(compaction.session.updated_at)}:{_stamp(result.updated_at if result else None)}"
     )
+
+
+def hurt_key(user_id: Any, newest: datetime | None, sessions: int) -> str:
+    """A user's "where compaction hurt" report, until one of their sessions changes."""
+    return f"hurt:{user_id}:{_stamp(newest)}:{sessions}"
 
 
 WORKER_STATUS_KEY = "hermes:health:no-worker"

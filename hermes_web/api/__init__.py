@@ -1,7 +1,7 @@
 """The JSON API (django-ninja); OpenAPI docs at /api/docs.
 
 One router per resource: ``sessions``, ``messages``, ``compactions``, ``import_export``,
-``search``;
+``search``, ``hurt``;
 lookups and paging shared in ``common``; refusals raised as ``errors.ApiRefusal`` and
 answered by one exception handler each.
 """
@@ -16,7 +16,7 @@ from ninja.operation import Operation
 from ninja.parser import Parser
 from ninja.security import django_auth
 
-from hermes_web.api import compactions, fate, import_export, messages, search, sessions
+from hermes_web.api import compactions, fate, hurt, import_export, messages, search, sessions
 from hermes_web.api.auth import ApiKeyAuth
 from hermes_web.api.errors import install as install_error_handlers
 from hermes_web.openai_compat.openapi import extend as extend_with_v1
@@ -68,7 +68,7 @@ api = HermesAPI(
     docs=Swagger(settings={"deepLinking": False}),
 )
 install_error_handlers(api)
-for module in (sessions, messages, compactions, import_export, fate, search):
+for module in (sessions, messages, compactions, import_export, fate, search, hurt):
     api.add_router("/", module.router)
 
 
