@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import ijson
+
 from hermes_web.importers import agent_detect, sqlite_detect, sqlite_file
 from hermes_web.importers.base import MAX_LINE_BYTES, ImportProblem, size_text
 
@@ -96,6 +98,11 @@ def _by_text(path: Path, stream, first: str, file: str) -> str:
             1,
             f"line 1 is longer than {size_text(MAX_LINE_BYTES)}, the most one line may hold",
         )
+    document = _top_level(stream)
+    if document is not None:  # a pretty-printed document: its own keys decide, not its text
+        kind = _kind_of(document)
+        if kind and kind != "claude-code-preamble":
+            return kind
     stream.seek(0)
     text = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     if re.match(r'\s*\{\s*"(?:environment|trajectory|history|info|replay_config)"', text) and (
@@ -117,6 +124,40 @@ def _by_text(path: Path, stream, first: str, file: str) -> str:
     if path.suffix.lower() == ".jsonl":
         raise ImportProblem(file, 1, "cannot tell the format from the first line; pass --format")
     return "openai"
+
+
+def _top_level(stream) -> dict | None:
+    """The top-level keys of the JSON object the file starts with, each with its value when
+    a scalar and an empty list or dict in place of an array or object (read by ijson, never
+    held whole); None when the file does not start with one readable object. Words inside
+    its strings (a system prompt quoting ``"sessionId"``) decide nothing."""
+    stream.seek(0)
+    record: dict = {}
+    key = None
+    try:
+        for prefix, event, value in ijson.parse(stream):
+            if prefix == "" and event == "map_key":
+                key = value
+            elif prefix == "" and event == "end_map":
+                return record
+            elif key is not None and prefix == key:
+                if event == "start_array":
+                    record[key] = []
+                elif event == "start_map":
+                    record[key] = {}
+                else:
+                    record[key] = value
+                key = None
+            if stream.tell() > _DOCUMENT_BYTES:
+                return None
+    except (ijson.JSONError, ijson.IncompleteJSONError, ValueError, RecursionError):
+        return None
+    return None
+
+
+# How far a document's top-level keys are looked for (its messages may come after a long
+# system prompt and tool list).
+_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
 def _line_longer_than_limit(stream) -> bool:
