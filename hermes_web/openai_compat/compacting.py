@@ -1,0 +1,137 @@
+"""Compaction that a client asks for through a provider's own API (OpenAI's
+``/v1/responses/compact``, ``compaction_trigger``, ``context_management``), run by our engine.
+
+The conversation is stored as any request's is (the one conversation service), compacted at
+once by ``request_compaction`` (a committed compaction, in the inspector like any other), and
+handed back as a ``compaction`` item whose ``encrypted_content`` is an opaque, signed
+reference to that stored compaction (``django.core.signing``, keyed by the server's secret and
+bound to the key's owner). Sent back in a later ``input``, the item stands for everything
+before it: the model receives the compaction's head + summary + tail and what follows.
+"""
+
+from __future__ import annotations
+
+from django.core import signing
+
+from hermes_web.models import ApiKey, Compaction, Message
+from hermes_web.openai_compat import service
+from hermes_web.openai_compat.errors import ApiError
+from hermes_web.openai_compat.validation import ChatRequest
+from hermes_web.services.compactions import (
+    CompactionBusy,
+    CompactionRefused,
+    request_compaction,
+    run_compaction,
+)
+
+SALT = "hermes-web.v1.compaction-item"
+
+
+def seal(compaction: Compaction, owner_id: int) -> str:
+    """The item's ``encrypted_content``: which compaction, for whom, signed. It names the
+    stored compaction only (its summary never travels in it)."""
+    return signing.dumps({"c": compaction.public_id, "o": owner_id}, salt=SALT, compress=True)
+
+
+def item(compaction: Compaction, owner_id: int) -> dict:
+    """The Responses ``compaction`` item for a committed compaction."""
+    return {
+        "type": "compaction",
+        "id": f"cmp_{compaction.public_id}",
+        "encrypted_content": seal(compaction, owner_id),
+        "created_by": "hermes-web",
+    }
+
+
+def unseal(token: object, owner_id: int, where: str) -> Compaction:
+    """The committed compaction an item names; ApiError 400 when the item was altered, was
+    sealed for someone else, or its compaction is gone or undone."""
+    if not isinstance(token, str):
+        raise ApiError(
+            400,
+            f"{where}.encrypted_content: must be a string.",
+            code="invalid_type",
+            param=f"{where}.encrypted_content",
+        )
+    try:
+        data = signing.loads(token, salt=SALT)
+    except signing.BadSignature:
+        data = None
+    if not isinstance(data, dict) or data.get("o") != owner_id:
+        raise ApiError(
+            400,
+            f"{where}: the encrypted content of this compaction item could not be verified "
+            "(altered, or not made by this server for this API key's user).",
+            code="invalid_encrypted_content",
+            param=f"{where}.encrypted_content",
+        )
+    compaction = Compaction.objects.filter(
+        public_id=data.get("c"), session__owner_id=owner_id, status=Compaction.Status.COMMITTED
+    ).first()
+    if compaction is None:
+        raise ApiError(
+            400,
+            f"{where}: the compaction this item names is no longer committed (undone or "
+            "deleted); send the conversation without it.",
+            code="compaction_not_found",
+            param=f"{where}.encrypted_content",
+        )
+    return compaction
+
+
+def history_of(compaction: Compaction) -> list[dict]:
+    """The messages a compaction replaced, as the client held them: what an item stands for
+    (the conversation service then finds the session and sends its compacted context)."""
+    rows = compaction.input_rows().values_list(*Message.ENGINE_COLUMNS)
+    return [Message.engine_dict(*row) for row in rows]
+
+
+def compact_conversation(
+    key: ApiKey, chat: ChatRequest, *, instructions: str = "", user_agent: str = ""
+) -> Compaction:
+    """Store the conversation (a continued session takes only what is new) and compact it now
+    with our engine; the committed compaction, or ApiError (nothing compacted: 400 when the
+    conversation is too short, 409 when it cannot be compacted now)."""
+    prepared = service.prepare(key, chat, user_agent=user_agent)
+    session, _ = service.store(prepared, None)
+    try:
+        run = request_compaction(
+            session=session,
+            trigger=Compaction.Trigger.MANUAL,
+            focus=instructions,
+            run_now=True,
+        )
+    except CompactionBusy as busy:
+        if busy.running is None or busy.running.status != Compaction.Status.QUEUED:
+            raise ApiError(
+                409, str(busy), type="invalid_request_error", code="compaction_in_progress"
+            ) from None
+        run = run_compaction(busy.running.pk)  # an automatic run was waiting: it is this one
+    except CompactionRefused as refused:
+        raise ApiError(
+            409, str(refused), type="invalid_request_error", code="compaction_refused"
+        ) from None
+    if run.status != Compaction.Status.COMMITTED:
+        raise ApiError(
+            400,
+            f"Nothing was compacted ({run.reason or run.status}): the conversation is too "
+            "short to summarize anything.",
+            code="compaction_nothing_to_summarize",
+        )
+    return run
+
+
+def usage(compaction: Compaction) -> dict:
+    """What the compaction pass read and wrote, in Responses usage fields (the summary's
+    tokens are its output)."""
+    report = compaction.report or {}
+    tokens = report.get("tokens") or {}
+    read = int(compaction.tokens_before or 0)
+    written = int(tokens.get("summary") or 0)
+    return {
+        "input_tokens": read,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": written,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": read + written,
+    }

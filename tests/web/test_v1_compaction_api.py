@@ -1,0 +1,193 @@
+"""The providers' own compaction requests served by our engine, through the official SDKs
+against a live hermes-web and the local fake upstream: OpenAI's ``responses.compact`` and
+Codex's ``compaction_trigger`` (a stored compaction, its item sent back continues from our
+summary), and what a tampered or foreign item gets."""
+
+import json
+
+import openai
+import pytest
+from django.urls import reverse
+
+from compaction import PREFIX_OPENING, validate_tool_pairs
+from hermes_web.models import Compaction, Session
+from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
+from tests.web.v1_helpers import issue_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def sdk(live_server, alice, upstream):
+    return openai.OpenAI(
+        base_url=f"{live_server.url}/v1", api_key=issue_key(alice), max_retries=0, timeout=30
+    )
+
+
+def conversation(turns: int = 6) -> list[dict]:
+    """A Responses input of ``turns`` tool rounds (about 4,000 tokens of output each), the
+    first after the marker-bearing file, ending with a user turn."""
+    items: list[dict] = [{"type": "message", "role": "developer", "content": "You read files."}]
+    for number in range(turns):
+        path = f"src/{number}.txt"
+        items += [
+            {"type": "message", "role": "user", "content": f"Read {path}."},
+            {
+                "type": "function_call",
+                "call_id": f"call_{number}",
+                "name": "read_file",
+                "arguments": json.dumps({"path": path}),
+            },
+            {
+                "type": "function_call_output",
+                "call_id": f"call_{number}",
+                "output": file_text(path, MIDDLE_MARKER if number == 1 else ""),
+            },
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"File {number} is read."}],
+            },
+        ]
+    items.append({"type": "message", "role": "user", "content": "Now summarise the gateways."})
+    return items
+
+
+def compaction_item(output) -> dict:
+    items = [item for item in output if item.type == "compaction"]
+    assert len(items) == 1
+    return items[0].model_dump(exclude_none=True)
+
+
+def test_responses_compact_stores_our_compaction_and_the_item_continues_from_its_summary(
+    sdk, upstream, alice, alice_client
+):
+    items = conversation()
+    compacted = sdk.responses.compact(model="fake-chat", input=items)
+
+    assert compacted.object == "response.compaction"
+    # The user messages, verbatim in order, then one compaction item.
+    users = [item for item in compacted.output if item.type == "message"]
+    assert [user.content[0].text for user in users] == [
+        item["content"] for item in items if item.get("role") == "user"
+    ]
+    assert compacted.output[-1].type == "compaction"
+    token = compacted.output[-1].encrypted_content
+    assert MIDDLE_MARKER not in token  # a reference to the stored compaction, not its text
+
+    run = Compaction.objects.get()
+    assert run.status == Compaction.Status.COMMITTED
+    assert run.session.owner == alice
+    assert compacted.output[-1].id == f"cmp_{run.public_id}"
+    assert compacted.usage.input_tokens == run.tokens_before > 0
+    assert compacted.usage.output_tokens > 0
+    page = alice_client.get(reverse("compaction_detail", args=[run.public_id]))
+    assert page.status_code == 200
+    assert PREFIX_OPENING in page.content.decode()
+
+    # The item sent back (everything before it may go): the model reads our summary.
+    upstream.clear()
+    upstream.enqueue({"content": "Gateway 3 is the busiest.", "prompt_tokens": 9_000})
+    follow_up = [
+        *[item.model_dump(exclude_none=True) for item in compacted.output],
+        {"type": "message", "role": "user", "content": "Which gateway is busiest?"},
+    ]
+    answer = sdk.responses.create(model="fake-chat", input=follow_up)
+    assert answer.output_text == "Gateway 3 is the busiest."
+    sent = upstream.requests[-1]["messages"]
+    text = json.dumps(sent, ensure_ascii=False)
+    assert PREFIX_OPENING in text
+    assert MIDDLE_MARKER not in text
+    assert validate_tool_pairs(sent) == []
+    assert sent[-1]["content"] in (
+        "Which gateway is busiest?",
+        [{"type": "text", "text": "Which gateway is busiest?"}],
+    )
+    # Stored on the compaction's continuation, not as a conversation of its own.
+    live = run.result_session or run.session
+    assert live.messages.filter(content="Gateway 3 is the busiest.").exists()
+    assert Session.objects.filter(owner=alice).count() == 2
+
+    # The next turn, the answer appended to the same items, matches that session again.
+    upstream.enqueue({"content": "Gateway 4 is next.", "prompt_tokens": 9_500})
+    again = sdk.responses.create(
+        model="fake-chat",
+        input=[
+            *follow_up,
+            {"type": "message", "role": "assistant", "content": answer.output_text},
+            {"type": "message", "role": "user", "content": "And then?"},
+        ],
+    )
+    assert again.output_text == "Gateway 4 is next."
+    assert PREFIX_OPENING in json.dumps(upstream.requests[-1]["messages"], ensure_ascii=False)
+    assert live.messages.filter(content="Gateway 4 is next.").exists()
+    assert Session.objects.filter(owner=alice).count() == 2
+
+
+def test_responses_compact_with_previous_response_id_and_instructions(sdk, upstream):
+    upstream.enqueue({"content": "All six files are read.", "prompt_tokens": 30_000})
+    first = sdk.responses.create(model="fake-chat", input=conversation())
+    compacted = sdk.responses.compact(
+        model="fake-chat", previous_response_id=first.id, instructions="Focus on gateways."
+    )
+    run = Compaction.objects.get()
+    assert run.status == Compaction.Status.COMMITTED
+    assert run.focus == "Focus on gateways."
+    assert compacted.output[-1].type == "compaction"
+    # The stored reply was part of what was compacted (one conversation, not two).
+    assert run.session.messages.filter(content="All six files are read.").exists()
+
+
+def test_a_changed_or_foreign_compaction_item_is_refused(sdk, live_server, bob, upstream):
+    compacted = sdk.responses.compact(model="fake-chat", input=conversation())
+    item = compaction_item(compacted.output)
+    tampered = {**item, "encrypted_content": item["encrypted_content"][:-2] + "xx"}
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.create(
+            model="fake-chat", input=[tampered, {"role": "user", "content": "Go on."}]
+        )
+    assert refused.value.code == "invalid_encrypted_content"
+    assert refused.value.param == "input[0].encrypted_content"
+
+    # Another user's key cannot open alice's compaction.
+    other = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=issue_key(bob), max_retries=0)
+    with pytest.raises(openai.BadRequestError) as foreign:
+        other.responses.create(model="fake-chat", input=[item, {"role": "user", "content": "Hi"}])
+    assert foreign.value.code == "invalid_encrypted_content"
+    assert not Session.objects.filter(owner=bob).exists()  # nothing stored for a refusal
+
+
+def test_a_conversation_too_short_to_compact_is_a_clear_400(sdk):
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.compact(
+            model="fake-chat", input=[{"role": "user", "content": "Hello there."}]
+        )
+    assert refused.value.code == "compaction_nothing_to_summarize"
+    assert not Compaction.objects.committed().exists()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_codex_compaction_trigger_answers_exactly_one_compaction_item(sdk, upstream, streamed):
+    items = [*conversation(), {"type": "compaction_trigger"}]
+    if streamed:
+        with sdk.responses.stream(model="fake-chat", input=items) as stream:
+            events = [event.type for event in stream]
+            response = stream.get_final_response()
+        assert events[0] == "response.created"
+        assert events[-1] == "response.completed"
+    else:
+        response = sdk.responses.create(model="fake-chat", input=items)
+    assert [item.type for item in response.output] == ["compaction"]
+    # No model turn: at most the summarizer was asked (its requests offer no tools).
+    assert all("tools" not in request for request in upstream.requests)
+    run = Compaction.objects.get()
+    assert run.status == Compaction.Status.COMMITTED
+    assert response.output[0].id == f"cmp_{run.public_id}"
+
+
+def test_compaction_trigger_must_be_the_last_item(sdk):
+    items = [{"type": "compaction_trigger"}, {"role": "user", "content": "Hi"}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.create(model="fake-chat", input=items)
+    assert refused.value.param == "input[0]"
+    assert not Session.objects.exists()
