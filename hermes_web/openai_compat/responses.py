@@ -22,6 +22,7 @@ request may send only its new input with ``previous_response_id``; with ``store:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -35,13 +36,19 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from compaction import CompactionConfig, count_messages_tokens
 from hermes_web import validation
 from hermes_web.models import ApiKey, Message
 from hermes_web.openai_compat import compacting, fields, service, views
 from hermes_web.openai_compat.errors import ApiError, invalid, scrub
 from hermes_web.openai_compat.translations import RESPONSES as TRANSLATED
 from hermes_web.openai_compat.translations import conversation_key
-from hermes_web.openai_compat.upstream import Reply, StreamGatherer, _import_litellm
+from hermes_web.openai_compat.upstream import (
+    Reply,
+    StreamGatherer,
+    _import_litellm,
+    resolve_model,
+)
 from hermes_web.openai_compat.validation import ChatRequest, load_body, request_from
 
 log = logging.getLogger(__name__)
@@ -518,7 +525,8 @@ def _response(
 def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
     """The reply as a Responses body: a message item for its text, a function_call item
     for each tool call."""
-    output = [_reasoning_item(reply)] if reply.reasoning else []
+    output = [chat.extra["compaction_item"]] if chat.extra.get("compaction_item") else []
+    output += [_reasoning_item(reply)] if reply.reasoning else []
     if reply.content or not reply.tool_calls:
         output.append(_message_item(reply, reply.content))
     output += [_call_item(call) for call in reply.tool_calls]
@@ -547,6 +555,13 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
     reasoning_index: int | None = None
     call_index: dict[int, int] = {}  # tool call number → output index
     output = 0
+    items: list[tuple[int, dict[str, Any]]] = []
+    compaction_item = chat.extra.get("compaction_item")
+    if compaction_item:  # compacted before the model call (context_management): said first
+        yield seq.event("response.output_item.added", {"output_index": 0, "item": compaction_item})
+        yield seq.event("response.output_item.done", {"output_index": 0, "item": compaction_item})
+        items.append((0, compaction_item))
+        output = 1
     try:
         for upstream_chunk in chunks:
             thought = len(gatherer.reply.reasoning)
@@ -647,7 +662,6 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
             },
         )
         return
-    items: list[tuple[int, dict[str, Any]]] = []
     if reasoning_index is not None:
         item = _reasoning_item(reply)
         yield seq.event(
@@ -690,7 +704,8 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         )
         items.append((index, item))
     for index, item in sorted(items, key=lambda pair: pair[0]):
-        yield seq.event("response.output_item.done", {"output_index": index, "item": item})
+        if item is not compaction_item:  # (its done event went first)
+            yield seq.event("response.output_item.done", {"output_index": index, "item": item})
     final = [item for _, item in sorted(items, key=lambda pair: pair[0])]
     yield seq.event("response.completed", {"response": _response(chat, reply, final, "completed")})
 
@@ -766,18 +781,62 @@ def create(request: HttpRequest) -> HttpResponseBase:
     key = None
     with contextlib.suppress(ApiError):  # serve answers the 401
         key = views.authenticate(request)
+    owner_id = key.owner_id if key is not None else None
+    parse = parse_for(owner_id)
     if key is not None and request.method == "POST":
         try:
             body = views.read_body(request)
-            # Only a body that names the trigger is read twice (a cheap look first).
-            if b'"compaction_trigger"' in body:
-                chat = parse_data(load_body(body), key.owner_id, len(body))
+            # A body that asks for compaction is parsed here (a cheap look first), once.
+            if b'"compaction_trigger"' in body or b'"context_management"' in body:
+                data = load_body(body)
+                chat = parse_data(data, key.owner_id, len(body))
                 if chat.extra.get("compaction_trigger"):
                     return _triggered(request, key, chat)
+                chat = _compacted_first(request, key, chat, data.get("context_management"))
+                parse = lambda _body: chat  # noqa: E731  (already parsed)
         except ApiError as error:
             return error.response("openai")
-    owner_id = key.owner_id if key is not None else None
-    return views.serve(request, views.Protocol("openai", parse_for(owner_id), render, events))
+    return views.serve(request, views.Protocol("openai", parse, render, events))
+
+
+def _compact_threshold(entries: Any) -> int | None:
+    """The lowest ``compact_threshold`` of the request's compaction entries (checked by
+    ``fields``), or None."""
+    thresholds = [
+        entry["compact_threshold"]
+        for entry in entries or ()
+        if entry.get("type") == "compaction" and entry.get("compact_threshold") is not None
+    ]
+    return min(thresholds) if thresholds else None
+
+
+def _compacted_first(
+    request: HttpRequest, key: ApiKey, chat: ChatRequest, entries: Any
+) -> ChatRequest:
+    """``context_management`` compaction: when the rendered input reaches the threshold, the
+    conversation is stored and compacted before the model call, which then reads the
+    compacted context; the reply's output opens with the compaction item. A conversation
+    too short to compact is answered as it is."""
+    threshold = _compact_threshold(entries)
+    if threshold is None:
+        return chat
+    config = CompactionConfig(model=resolve_model(chat.model))
+    if sum(count_messages_tokens(chat.messages, config)) < threshold:
+        return chat
+    try:
+        run = compacting.compact_conversation(
+            key, chat, user_agent=request.headers.get("User-Agent", "")
+        )
+    except ApiError as error:
+        if error.code != "compaction_nothing_to_summarize":
+            raise
+        return chat
+    extra = {
+        **chat.extra,
+        "compaction": None,
+        "compaction_item": compacting.item(run, key.owner_id),
+    }
+    return dataclasses.replace(chat, extra=extra)
 
 
 COMPACT_FIELDS = ("model", "input", "previous_response_id")

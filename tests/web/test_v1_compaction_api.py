@@ -12,9 +12,24 @@ from django.urls import reverse
 from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
-from tests.web.v1_helpers import issue_key
+from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+READ_FILE = {
+    "type": "function",
+    "name": "read_file",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
+
+
+@pytest.fixture
+def upstream(settings):
+    """Queued replies go to the agent's requests (they offer tools), the summarizer's get the
+    default reply: a compaction before the model call does not take the model's answer."""
+    server = start_upstream(settings, AgentUpstream)
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -92,7 +107,7 @@ def test_responses_compact_stores_our_compaction_and_the_item_continues_from_its
         *[item.model_dump(exclude_none=True) for item in compacted.output],
         {"type": "message", "role": "user", "content": "Which gateway is busiest?"},
     ]
-    answer = sdk.responses.create(model="fake-chat", input=follow_up)
+    answer = sdk.responses.create(model="fake-chat", input=follow_up, tools=[READ_FILE])
     assert answer.output_text == "Gateway 3 is the busiest."
     sent = upstream.requests[-1]["messages"]
     text = json.dumps(sent, ensure_ascii=False)
@@ -112,6 +127,7 @@ def test_responses_compact_stores_our_compaction_and_the_item_continues_from_its
     upstream.enqueue({"content": "Gateway 4 is next.", "prompt_tokens": 9_500})
     again = sdk.responses.create(
         model="fake-chat",
+        tools=[READ_FILE],
         input=[
             *follow_up,
             {"type": "message", "role": "assistant", "content": answer.output_text},
@@ -126,7 +142,7 @@ def test_responses_compact_stores_our_compaction_and_the_item_continues_from_its
 
 def test_responses_compact_with_previous_response_id_and_instructions(sdk, upstream):
     upstream.enqueue({"content": "All six files are read.", "prompt_tokens": 30_000})
-    first = sdk.responses.create(model="fake-chat", input=conversation())
+    first = sdk.responses.create(model="fake-chat", input=conversation(), tools=[READ_FILE])
     compacted = sdk.responses.compact(
         model="fake-chat", previous_response_id=first.id, instructions="Focus on gateways."
     )
@@ -190,4 +206,58 @@ def test_compaction_trigger_must_be_the_last_item(sdk):
     with pytest.raises(openai.BadRequestError) as refused:
         sdk.responses.create(model="fake-chat", input=items)
     assert refused.value.param == "input[0]"
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_context_management_compacts_before_the_model_call_past_the_threshold(
+    sdk, upstream, streamed
+):
+    # Under the threshold: answered as it is, nothing compacted.
+    upstream.enqueue({"content": "Fine.", "prompt_tokens": 9_000})
+    response = sdk.responses.create(
+        model="fake-chat",
+        input=conversation(5),
+        tools=[READ_FILE],
+        context_management=[{"type": "compaction", "compact_threshold": 5_000_000}],
+    )
+    assert [item.type for item in response.output] == ["message"]
+    assert not Compaction.objects.exists()
+    assert MIDDLE_MARKER in json.dumps(upstream.requests[-1]["messages"])
+
+    upstream.enqueue({"content": "Gateway 3 is the busiest.", "prompt_tokens": 9_000})
+    options = {
+        "model": "fake-chat",
+        "input": conversation(),
+        "tools": [READ_FILE],
+        "context_management": [{"type": "compaction", "compact_threshold": 10_000}],
+    }
+    if streamed:
+        with sdk.responses.stream(**options) as stream:
+            added = [event.item.type for event in stream if event.type.endswith("item.added")]
+            response = stream.get_final_response()
+        assert added[0] == "compaction"
+    else:
+        response = sdk.responses.create(**options)
+    assert [item.type for item in response.output] == ["compaction", "message"]
+    assert response.output_text == "Gateway 3 is the busiest."
+    run = Compaction.objects.get()
+    assert run.status == Compaction.Status.COMMITTED
+    assert response.output[0].id == f"cmp_{run.public_id}"
+    # The model answered from our summary, not from the tool outputs it replaced.
+    sent = json.dumps(upstream.requests[-1]["messages"], ensure_ascii=False)
+    assert PREFIX_OPENING in sent
+    assert MIDDLE_MARKER not in sent
+    live = run.result_session or run.session
+    assert live.messages.filter(content="Gateway 3 is the busiest.").exists()
+
+
+def test_a_bad_context_management_entry_is_named(sdk):
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.create(
+            model="fake-chat",
+            input="Hi",
+            context_management=[{"type": "compaction", "compact_threshold": "lots"}],
+        )
+    assert refused.value.param == "context_management[0].compact_threshold"
     assert not Session.objects.exists()
