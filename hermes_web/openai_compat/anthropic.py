@@ -12,6 +12,8 @@ stored before ``message_stop``.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -232,14 +234,26 @@ def _translate(body: dict[str, Any]) -> dict[str, Any]:
 
 def parse(body: bytes) -> ChatRequest:
     """The Messages request as the service's chat request (ApiError 400 when it is not one)."""
-    data = load_body(body)
+    return parse_data(load_body(body), len(body))
+
+
+def parse_data(
+    data: dict[str, Any],
+    size: int = 0,
+    history: list[dict] | None = None,
+    carried: dict[str, Any] | None = None,
+) -> ChatRequest:
+    """``parse`` of a loaded body. ``history``: what a compaction block sent back stands for
+    (its messages, system prompt included, come before the body's messages)."""
     # What this conversation's previous request checked and translated is not done again.
-    key = conversation_key(data, "messages")
+    key = conversation_key(data, "messages") if history is None else None
     start, done, ends = TRANSLATED.known(key, data.get("messages") or [])
     check_body(data, start)
     translated, kept, ends = translate_body(data, start, done, ends)
+    if history is not None:
+        translated = {**translated, "messages": history + kept}
     chat = request_from(translated)
-    TRANSLATED.remember(key, data["messages"], kept, len(body), ends)
+    TRANSLATED.remember(key, data["messages"], kept, size, ends)
     params, messages = chat.params, chat.messages
     if resolve_model(chat.model).startswith(THINKING_PROVIDERS):
         # Claude behind litellm takes the thinking blocks back (signed) and the setting.
@@ -258,7 +272,7 @@ def parse(body: bytes) -> ChatRequest:
         stream=chat.stream,
         params=params,
         known=chat.known,
-        extra={"id": f"msg_{random.getrandbits(96):024x}"},
+        extra={"id": f"msg_{random.getrandbits(96):024x}", **(carried or {})},
     )
 
 
@@ -415,8 +429,29 @@ MESSAGES = views.Protocol("anthropic", parse, render, events)
 @csrf_exempt
 def messages(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages`` (``?beta=true`` and ``anthropic-beta`` headers are tolerated:
-    the features they switch on either translate or are dropped)."""
-    return views.serve(request, MESSAGES)
+    the features they switch on either translate or are dropped). A request with
+    ``compaction`` (on-demand compaction) or a ``compaction`` block sent back is read here
+    (``anthropic_compaction``)."""
+    # Imported here: that module builds on this one's parser.
+    from hermes_web.openai_compat import anthropic_compaction
+
+    key = None
+    with contextlib.suppress(ApiError):  # serve answers the 401
+        key = views.authenticate(request)
+    if key is None or request.method != "POST":
+        return views.serve(request, MESSAGES)
+    try:
+        body = views.read_body(request)
+        if b'"compaction"' not in body:  # a cheap look first: most requests are plain
+            return views.serve(request, MESSAGES)
+        data = load_body(body)
+        data, history, carried = anthropic_compaction.after_block(data, key.owner_id)
+        if data.get("compaction") is not None:
+            return anthropic_compaction.on_demand(request, key, data, history, carried)
+        chat = parse_data(data, len(body), history, carried)
+    except ApiError as error:
+        return error.response("anthropic")
+    return views.serve(request, dataclasses.replace(MESSAGES, parse=lambda _body: chat))
 
 
 @csrf_exempt

@@ -11,6 +11,8 @@ before it: the model receives the compaction's head + summary + tail and what fo
 
 from __future__ import annotations
 
+import hashlib
+
 from django.core import signing
 
 from hermes_web.models import ApiKey, Compaction, Message
@@ -135,3 +137,69 @@ def usage(compaction: Compaction) -> dict:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": read + written,
     }
+
+
+# -- Anthropic's signed compaction block (on-demand compaction, beta compact-2026-09-04) ------
+
+BLOCK_SALT = "hermes-web.v1.compaction-block"
+
+
+def summary_of(compaction: Compaction) -> str:
+    """The summary our engine wrote for ``compaction`` (the block's ``content``)."""
+    return str((compaction.report or {}).get("summary") or "")
+
+
+def _digest(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def block(compaction: Compaction, owner_id: int) -> dict:
+    """The ``compaction`` content block: our summary, signed with the server's secret and
+    bound to the compaction, its owner and the exact content."""
+    content = summary_of(compaction)
+    signature = signing.dumps(
+        {"c": compaction.public_id, "o": owner_id, "h": _digest(content)},
+        salt=BLOCK_SALT,
+        compress=True,
+    )
+    return {"type": "compaction", "content": content, "signature": signature}
+
+
+def _block_error(message: str, code: str, where: str) -> ApiError:
+    return ApiError(400, message, code=code, param=where)
+
+
+def open_block(value: dict, owner_id: int, where: str) -> Compaction:
+    """The committed compaction a block sent back names; ApiError 400 (Anthropic's
+    ``compaction_signature_invalid`` / ``compaction_content_mismatch``) when it does not
+    verify."""
+    try:
+        data = signing.loads(str(value.get("signature") or ""), salt=BLOCK_SALT)
+    except signing.BadSignature:
+        data = None
+    if not isinstance(data, dict) or data.get("o") != owner_id:
+        raise _block_error(
+            f"{where}.signature: the compaction block's signature does not verify (altered, "
+            "or not made by this server for this API key's user).",
+            "compaction_signature_invalid",
+            where,
+        )
+    content = value.get("content")
+    if not isinstance(content, str) or _digest(content) != data.get("h"):
+        raise _block_error(
+            f"{where}.content differs from the text its signature recorded: send the block "
+            "back exactly as it was returned.",
+            "compaction_content_mismatch",
+            where,
+        )
+    compaction = Compaction.objects.filter(
+        public_id=data.get("c"), session__owner_id=owner_id, status=Compaction.Status.COMMITTED
+    ).first()
+    if compaction is None:
+        raise _block_error(
+            f"{where}: the compaction this block names is no longer committed (undone or "
+            "deleted); send the conversation without it.",
+            "compaction_not_found",
+            where,
+        )
+    return compaction

@@ -5,6 +5,7 @@ summary), and what a tampered or foreign item gets."""
 
 import json
 
+import anthropic
 import openai
 import pytest
 from django.urls import reverse
@@ -261,3 +262,162 @@ def test_a_bad_context_management_entry_is_named(sdk):
         )
     assert refused.value.param == "context_management[0].compact_threshold"
     assert not Session.objects.exists()
+
+
+# -- Anthropic on-demand compaction (beta compact-2026-09-04) -----------------------------------
+
+COMPACT_BETA = ["compact-2026-09-04"]
+TOOL = {
+    "name": "read_file",
+    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
+
+
+@pytest.fixture
+def claude(live_server, alice, upstream):
+    return anthropic.Anthropic(
+        base_url=live_server.url, api_key=issue_key(alice), max_retries=0, timeout=30
+    )
+
+
+def claude_conversation(turns: int = 6) -> list[dict]:
+    """Messages of ``turns`` tool rounds (the marker in the second file's output), ending
+    with a user turn."""
+    messages: list[dict] = []
+    for number in range(turns):
+        path = f"src/{number}.txt"
+        use = {"type": "tool_use", "id": f"toolu_{number}", "name": "read_file"}
+        messages += [
+            {"role": "user", "content": f"Read {path}."},
+            {"role": "assistant", "content": [{**use, "input": {"path": path}}]},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{number}",
+                        "content": file_text(path, MIDDLE_MARKER if number == 1 else ""),
+                    }
+                ],
+            },
+            {"role": "assistant", "content": f"File {number} is read."},
+        ]
+    messages.append({"role": "user", "content": "Now summarise the gateways."})
+    return messages
+
+
+def compact_on_demand(claude, messages, **kwargs):
+    return claude.beta.messages.create(
+        model="fake-chat",
+        max_tokens=1024,
+        system="You read files.",
+        messages=messages,
+        compaction={"type": "summarize", **kwargs},
+        betas=COMPACT_BETA,
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_anthropic_on_demand_compaction_answers_one_signed_block_and_it_continues(
+    claude, upstream, alice, alice_client, streamed
+):
+    if streamed:
+        with claude.beta.messages.stream(
+            model="fake-chat",
+            max_tokens=1024,
+            system="You read files.",
+            messages=claude_conversation(),
+            compaction={"type": "summarize", "instructions": "Keep the gateways."},
+            betas=COMPACT_BETA,
+        ) as stream:
+            reply = stream.get_final_message()
+    else:
+        reply = compact_on_demand(claude, claude_conversation(), instructions="Keep the gateways.")
+    assert reply.stop_reason == "compaction"
+    assert [block.type for block in reply.content] == ["compaction"]
+    block = reply.content[0]
+    assert block.signature
+    assert PREFIX_OPENING in block.content
+    assert MIDDLE_MARKER not in block.content
+    run = Compaction.objects.get()
+    assert run.status == Compaction.Status.COMMITTED
+    assert run.focus == "Keep the gateways."
+    assert run.session.owner == alice
+    assert block.content == run.report["summary"]
+    assert reply.usage.iterations[0].type == "compaction"
+    assert reply.usage.iterations[0].input_tokens == run.tokens_before
+    page = alice_client.get(reverse("compaction_detail", args=[run.public_id]))
+    assert page.status_code == 200
+
+    # The block sent back first, byte-exact: the model reads our summary.
+    upstream.clear()
+    upstream.enqueue({"content": "Gateway 3 is the busiest.", "prompt_tokens": 9_000})
+    answer = claude.beta.messages.create(
+        model="fake-chat",
+        max_tokens=1024,
+        system="You read files.",
+        tools=[TOOL],
+        messages=[
+            {"role": "assistant", "content": [block.model_dump(exclude_none=True)]},
+            {"role": "user", "content": "Which gateway is busiest?"},
+        ],
+        betas=COMPACT_BETA,
+    )
+    assert answer.content[0].text == "Gateway 3 is the busiest."
+    sent = json.dumps(upstream.requests[-1]["messages"], ensure_ascii=False)
+    assert PREFIX_OPENING in sent
+    assert MIDDLE_MARKER not in sent
+    live = run.result_session or run.session
+    assert live.messages.filter(content="Gateway 3 is the busiest.").exists()
+    assert Session.objects.filter(owner=alice).count() == 2
+
+
+def block_back(block: dict, *rest: dict) -> list[dict]:
+    return [{"role": "assistant", "content": [block]}, *rest]
+
+
+def test_anthropic_compaction_block_errors(claude, live_server, bob):
+    reply = compact_on_demand(claude, claude_conversation())
+    block = reply.content[0].model_dump(exclude_none=True)
+    go_on = {"role": "user", "content": "Go on."}
+
+    def refused(messages, **kwargs):
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            claude.beta.messages.create(
+                model="fake-chat", max_tokens=64, messages=messages, betas=COMPACT_BETA, **kwargs
+            )
+        assert caught.value.body["error"]["type"] == "invalid_request_error"
+        return caught.value.error_code
+
+    signature = block["signature"]
+    forged = {**block, "signature": signature[:-3] + ("AAA" if signature[-3:] != "AAA" else "BBB")}
+    assert refused(block_back(forged, go_on)) == "compaction_signature_invalid"
+    changed = {**block, "content": block["content"] + " (edited)"}
+    assert refused(block_back(changed, go_on)) == "compaction_content_mismatch"
+    misplaced = [go_on, {"role": "assistant", "content": [block]}, go_on]
+    assert refused(misplaced) == "compaction_block_misplaced"
+    twice = [{"role": "assistant", "content": [block, block]}, go_on]
+    assert refused(twice) == "compaction_block_ambiguous"
+    assert (
+        refused(block_back(block), compaction={"type": "summarize"})
+        == "compaction_nothing_to_summarize"
+    )
+    pending = [
+        go_on,
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_x", "name": "read_file", "input": {}}],
+        },
+    ]
+    assert refused(pending, compaction={"type": "summarize"}) == "compaction_incomplete_turn"
+    both = {"compaction": {"type": "summarize"}, "extra_body": {"context_management": {}}}
+    refused(claude_conversation(), **both)
+    # Another user's key cannot use alice's block.
+    other = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(bob), max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as foreign:
+        other.beta.messages.create(
+            model="fake-chat", max_tokens=64, messages=block_back(block, go_on), betas=COMPACT_BETA
+        )
+    assert foreign.value.error_code == "compaction_signature_invalid"
+    assert Compaction.objects.count() == 1  # no refused request compacted anything
+    assert not Session.objects.filter(owner=bob).exists()

@@ -1,0 +1,210 @@
+"""Anthropic's on-demand compaction (beta ``compact-2026-09-04``) served by our engine for any
+model: a ``/v1/messages`` request with ``"compaction": {"type": "summarize"}`` stores and
+compacts the conversation (``compacting.compact_conversation``) and answers with one signed
+``compaction`` block and ``stop_reason: "compaction"``; a later request that sends the block
+back first, byte-exact, continues from it (the model reads our head + summary + tail).
+
+A block anywhere but first is ``compaction_block_misplaced``, two blocks
+``compaction_block_ambiguous``, a changed signature ``compaction_signature_invalid``, changed
+content ``compaction_content_mismatch`` (in ``error.details.error_code``, as the SDK reads it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.urls import reverse
+
+from hermes_web.models import ApiKey, Compaction
+from hermes_web.openai_compat import compacting, views
+from hermes_web.openai_compat.anthropic import parse_data
+from hermes_web.openai_compat.errors import ApiError, invalid
+
+INSTRUCTIONS_MAX = 16_384
+
+
+def after_block(
+    data: dict[str, Any], owner_id: int
+) -> tuple[dict[str, Any], list[dict] | None, dict[str, Any]]:
+    """A body that sends a compaction block back: the body without the block, the history the
+    block stands for, and what the request carries for the conversation service (the
+    compaction it continues). A body without one is returned as it is (history None)."""
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        return data, None, {}
+    found = [
+        (index, number)
+        for index, message in enumerate(messages)
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for number, part in enumerate(message["content"])
+        if isinstance(part, dict) and part.get("type") == "compaction"
+    ]
+    if not found:
+        return data, None, {}
+    if len(found) > 1:
+        index, number = found[1]
+        raise ApiError(
+            400,
+            f"messages holds {len(found)} compaction blocks; send only the block the "
+            "conversation returned last.",
+            code="compaction_block_ambiguous",
+            param=f"messages.{index}.content.{number}",
+        )
+    index, number = found[0]
+    where = f"messages.{index}.content.{number}"
+    if (index, number) != (0, 0) or messages[0].get("role") == "system":
+        raise ApiError(
+            400,
+            f"{where}: a compaction block must be the first block of the first message.",
+            code="compaction_block_misplaced",
+            param=where,
+        )
+    compaction = compacting.open_block(messages[0]["content"][0], owner_id, where)
+    after = messages[0]["content"][1:]
+    rest = ([{**messages[0], "content": after}] if after else []) + messages[1:]
+    history = compacting.history_of(compaction)
+    carried = {"compaction": compaction, "compaction_covers": len(history)}
+    return {**data, "messages": rest}, history, carried
+
+
+def _instructions(config: Any) -> str:
+    if not isinstance(config, dict):
+        raise invalid("compaction: must be an object.", code="invalid_type", param="compaction")
+    if config.get("type") != "summarize":
+        raise invalid(
+            "compaction.type: must be summarize.", code="invalid_value", param="compaction.type"
+        )
+    instructions = config.get("instructions")
+    if instructions is None:
+        return ""
+    if not isinstance(instructions, str) or len(instructions) > INSTRUCTIONS_MAX:
+        raise invalid(
+            f"compaction.instructions: must be a string of at most {INSTRUCTIONS_MAX:,} "
+            "characters.",
+            code="invalid_value",
+            param="compaction.instructions",
+        )
+    return instructions.strip()  # empty or whitespace only: the default prompt
+
+
+def _ends_in_pending_call(messages: list[Any]) -> bool:
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return False
+    content = last.get("content")
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") == "tool_use" for part in content
+    )
+
+
+def on_demand(
+    request: HttpRequest,
+    key: ApiKey,
+    data: dict[str, Any],
+    history: list[dict] | None,
+    carried: dict[str, Any],
+) -> HttpResponseBase:
+    """Compact the conversation now; answer with the signed block alone."""
+    instructions = _instructions(data.get("compaction"))
+    if data.get("context_management") is not None:
+        raise invalid(
+            "compaction and context_management cannot be combined in one request.",
+            code="invalid_value",
+            param="compaction",
+        )
+    messages = data.get("messages") or []
+    if not any(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in messages):
+        raise ApiError(
+            400,
+            "messages holds no user or assistant content to summarize after the compaction block.",
+            code="compaction_nothing_to_summarize",
+            param="messages",
+        )
+    if _ends_in_pending_call(messages):
+        raise ApiError(
+            400,
+            f"messages.{len(messages) - 1}: the last assistant turn ends in a tool call with "
+            "no result; send its tool_result (or leave that turn out) before compacting.",
+            code="compaction_incomplete_turn",
+            param=f"messages.{len(messages) - 1}",
+        )
+    body = {name: value for name, value in data.items() if name != "compaction"}
+    chat = parse_data(body, history=history, carried=carried)
+    run = compacting.compact_conversation(
+        key, chat, instructions=instructions, user_agent=request.headers.get("User-Agent", "")
+    )
+    spent = compacting.usage(run)
+    usage = {
+        # What the compaction cost is reported only in its iteration, as Anthropic does.
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "iterations": [
+            {
+                "type": "compaction",
+                "input_tokens": spent["input_tokens"],
+                "output_tokens": spent["output_tokens"],
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            }
+        ],
+    }
+    message = {
+        "id": chat.extra["id"],
+        "type": "message",
+        "role": "assistant",
+        "model": chat.model,
+        "content": [compacting.block(run, key.owner_id)],
+        "stop_reason": "compaction",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    response: HttpResponseBase
+    if data.get("stream"):
+        response = StreamingHttpResponse(_events(message), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+    else:
+        response = JsonResponse(message)
+    _headers(request, response, run)
+    return response
+
+
+def _event(name: str, payload: dict[str, Any]) -> bytes:
+    data = json.dumps({"type": name, **payload}, ensure_ascii=False)
+    return f"event: {name}\ndata: {data}\n\n".encode()
+
+
+def _events(message: dict[str, Any]) -> Iterator[bytes]:
+    """The block streamed as Anthropic streams one: its start (with the signature), one
+    ``compaction_delta`` carrying the whole summary, its stop."""
+    block = message["content"][0]
+    yield _event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
+    yield _event(
+        "content_block_start",
+        {"index": 0, "content_block": {**block, "content": None}},
+    )
+    yield _event(
+        "content_block_delta",
+        {"index": 0, "delta": {"type": "compaction_delta", "content": block["content"]}},
+    )
+    yield _event("content_block_stop", {"index": 0})
+    yield _event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": "compaction", "stop_sequence": None},
+            "usage": message["usage"],
+        },
+    )
+    yield _event("message_stop", {})
+
+
+def _headers(request: HttpRequest, response: HttpResponseBase, run: Compaction) -> None:
+    response[views.SESSION_HEADER] = (run.result_session or run.session).public_id
+    response[views.COMPACTION_HEADER] = request.build_absolute_uri(
+        reverse("compaction_detail", args=[run.public_id])
+    )
