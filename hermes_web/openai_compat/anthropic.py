@@ -285,13 +285,19 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def usage(reply: Reply) -> dict[str, int]:
-    return {
+def usage(reply: Reply, chat: ChatRequest | None = None) -> dict[str, Any]:
+    """Anthropic's usage; after a compaction this request ran first, its cost and the
+    message's each in ``iterations`` (the top-level numbers are the message's)."""
+    counted: dict[str, Any] = {
         "input_tokens": reply.usage.get("prompt_tokens", 0),
         "output_tokens": reply.usage.get("completion_tokens", 0),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
     }
+    spent = chat.extra.get("compaction_iteration") if chat is not None else None
+    if spent:
+        counted["iterations"] = [spent, {"type": "message", **counted}]
+    return counted
 
 
 def stop_reason(reply: Reply) -> str:
@@ -303,6 +309,8 @@ def stop_reason(reply: Reply) -> str:
 def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
     """The reply as a Messages response body."""
     content: list[dict[str, Any]] = []
+    if chat.extra.get("compaction_block"):
+        content.append(chat.extra["compaction_block"])
     if reply.reasoning:
         content.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
     if reply.content:
@@ -325,7 +333,7 @@ def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
         "content": content,
         "stop_reason": stop_reason(reply),
         "stop_sequence": None,
-        "usage": usage(reply),
+        "usage": usage(reply, chat),
     }
 
 
@@ -373,6 +381,11 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
     }
     yield _event("message_start", {"message": message})
     yield _event("ping", {})
+    compacted = chat.extra.get("compaction_block")
+    if compacted:  # compacted before the model call (compact_20260112): the first block
+        yield from blocks.start("compaction", {**compacted, "content": None})
+        yield blocks.delta({"type": "compaction_delta", "content": compacted["content"]})
+        yield from blocks.stop()
     try:
         for upstream_chunk in chunks:
             thought = len(gatherer.reply.reasoning)
@@ -417,7 +430,7 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         "message_delta",
         {
             "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
-            "usage": usage(reply),
+            "usage": usage(reply, chat),
         },
     )
     yield _event("message_stop", {})
@@ -442,13 +455,17 @@ def messages(request: HttpRequest) -> HttpResponseBase:
         return views.serve(request, MESSAGES)
     try:
         body = views.read_body(request)
-        if b'"compaction"' not in body:  # a cheap look first: most requests are plain
+        # A cheap look first: most requests ask for no compaction.
+        if b'"compaction' not in body and b'"context_management"' not in body:
             return views.serve(request, MESSAGES)
         data = load_body(body)
         data, history, carried = anthropic_compaction.after_block(data, key.owner_id)
         if data.get("compaction") is not None:
             return anthropic_compaction.on_demand(request, key, data, history, carried)
         chat = parse_data(data, len(body), history, carried)
+        chat = anthropic_compaction.threshold_first(request, key, chat, data)
+        if chat.extra.get("paused"):
+            return anthropic_compaction.paused(request, chat)
     except ApiError as error:
         return error.response("anthropic")
     return views.serve(request, dataclasses.replace(MESSAGES, parse=lambda _body: chat))

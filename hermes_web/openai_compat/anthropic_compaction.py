@@ -11,6 +11,7 @@ content ``compaction_content_mismatch`` (in ``error.details.error_code``, as the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -19,10 +20,12 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 
+from compaction import CompactionConfig, count_messages_tokens
 from hermes_web.models import ApiKey, Compaction
 from hermes_web.openai_compat import compacting, views
 from hermes_web.openai_compat.anthropic import parse_data
 from hermes_web.openai_compat.errors import ApiError, invalid
+from hermes_web.openai_compat.upstream import resolve_model
 
 INSTRUCTIONS_MAX = 16_384
 
@@ -208,3 +211,127 @@ def _headers(request: HttpRequest, response: HttpResponseBase, run: Compaction) 
     response[views.COMPACTION_HEADER] = request.build_absolute_uri(
         reverse("compaction_detail", args=[run.public_id])
     )
+
+
+# -- threshold compaction: context_management edit compact_20260112 (beta compact-2026-01-12) -
+
+THRESHOLD_EDIT = "compact_20260112"
+TRIGGER_DEFAULT = 150_000
+TRIGGER_MIN = 50_000
+
+
+def _threshold_edit(management: Any) -> dict[str, Any] | None:
+    """The request's ``compact_20260112`` edit, checked (trigger, pause, instructions), or
+    None. Other edits pass as before (not applied yet)."""
+    if management is None:
+        return None
+    if not isinstance(management, dict) or not isinstance(management.get("edits", []), list):
+        raise invalid(
+            "context_management: must be an object with an edits array.",
+            code="invalid_type",
+            param="context_management",
+        )
+    for number, edit in enumerate(management.get("edits") or ()):
+        where = f"context_management.edits.{number}"
+        if not isinstance(edit, dict) or edit.get("type") != THRESHOLD_EDIT:
+            continue
+        trigger = edit.get("trigger") or {"type": "input_tokens", "value": TRIGGER_DEFAULT}
+        value = trigger.get("value") if isinstance(trigger, dict) else None
+        if (
+            not isinstance(trigger, dict)
+            or trigger.get("type") != "input_tokens"
+            or isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < TRIGGER_MIN
+        ):
+            raise invalid(
+                f"{where}.trigger: must be {{type: input_tokens, value: an integer of at least "
+                f"{TRIGGER_MIN:,}}}.",
+                code="invalid_value",
+                param=f"{where}.trigger",
+            )
+        pause = edit.get("pause_after_compaction", False)
+        if not isinstance(pause, bool):
+            raise invalid(
+                f"{where}.pause_after_compaction: must be a boolean.",
+                code="invalid_type",
+                param=f"{where}.pause_after_compaction",
+            )
+        instructions = edit.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            raise invalid(
+                f"{where}.instructions: must be a string.",
+                code="invalid_type",
+                param=f"{where}.instructions",
+            )
+        return {"trigger": value, "pause": pause, "instructions": (instructions or "").strip()}
+    return None
+
+
+def threshold_first(request: HttpRequest, key: ApiKey, chat: Any, data: dict[str, Any]) -> Any:
+    """``compact_20260112``: when the request's input tokens reach the edit's trigger, the
+    conversation is stored and compacted before the model call, which reads the compacted
+    context; the reply opens with the (signed) compaction block, or is that block alone with
+    ``pause_after_compaction``. Under the trigger (or too short to compact): as it is."""
+    edit = _threshold_edit(data.get("context_management"))
+    if edit is None:
+        return chat
+    config = CompactionConfig(model=resolve_model(chat.model))
+    if sum(count_messages_tokens(chat.messages, config)) < edit["trigger"]:
+        return chat
+    try:
+        run = compacting.compact_conversation(
+            key,
+            chat,
+            instructions=edit["instructions"],
+            user_agent=request.headers.get("User-Agent", ""),
+        )
+    except ApiError as error:
+        if error.code != "compaction_nothing_to_summarize":
+            raise
+        return chat
+    spent = compacting.usage(run)
+    iteration = {
+        "type": "compaction",
+        "input_tokens": spent["input_tokens"],
+        "output_tokens": spent["output_tokens"],
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    extra = {
+        **chat.extra,
+        "compaction": None,
+        "compaction_block": compacting.block(run, key.owner_id),
+        "compaction_iteration": iteration,
+        "compaction_run": run,
+        "paused": edit["pause"],
+    }
+    return dataclasses.replace(chat, extra=extra)
+
+
+def paused(request: HttpRequest, chat: Any) -> HttpResponseBase:
+    """``pause_after_compaction``: the compaction block alone, ``stop_reason: compaction``."""
+    message = {
+        "id": chat.extra["id"],
+        "type": "message",
+        "role": "assistant",
+        "model": chat.model,
+        "content": [chat.extra["compaction_block"]],
+        "stop_reason": "compaction",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "iterations": [chat.extra["compaction_iteration"]],
+        },
+    }
+    response: HttpResponseBase
+    if chat.stream:
+        response = StreamingHttpResponse(_events(message), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+    else:
+        response = JsonResponse(message)
+    _headers(request, response, chat.extra["compaction_run"])
+    return response

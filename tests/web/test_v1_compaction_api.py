@@ -421,3 +421,77 @@ def test_anthropic_compaction_block_errors(claude, live_server, bob):
     assert foreign.value.error_code == "compaction_signature_invalid"
     assert Compaction.objects.count() == 1  # no refused request compacted anything
     assert not Session.objects.filter(owner=bob).exists()
+
+
+THRESHOLD_BETA = ["compact-2026-01-12"]
+
+
+def threshold_edit(**fields) -> dict:
+    trigger = {"type": "input_tokens", "value": 50_000}
+    return {"edits": [{"type": "compact_20260112", "trigger": trigger, **fields}]}
+
+
+def test_anthropic_threshold_compaction_opens_the_reply_with_our_block(claude, upstream):
+    upstream.enqueue({"content": "Gateway 3 is the busiest.", "prompt_tokens": 9_000})
+    reply = claude.beta.messages.create(
+        model="fake-chat",
+        max_tokens=1024,
+        system="You read files.",
+        tools=[TOOL],
+        messages=claude_conversation(14),  # about 56,000 tokens: past the 50,000 trigger
+        context_management=threshold_edit(),
+        betas=THRESHOLD_BETA,
+    )
+    assert [block.type for block in reply.content] == ["compaction", "text"]
+    assert reply.content[1].text == "Gateway 3 is the busiest."
+    run = Compaction.objects.get()
+    assert run.status == Compaction.Status.COMMITTED
+    assert reply.content[0].content == run.report["summary"]
+    assert [step.type for step in reply.usage.iterations] == ["compaction", "message"]
+    assert reply.usage.iterations[0].input_tokens == run.tokens_before
+    assert reply.usage.input_tokens == 9_000  # the message's own, not the compaction's
+    sent = json.dumps(upstream.requests[-1]["messages"], ensure_ascii=False)
+    assert PREFIX_OPENING in sent
+    assert MIDDLE_MARKER not in sent
+
+
+def test_anthropic_threshold_compaction_paused_streams_the_block_alone(claude, upstream):
+    with claude.beta.messages.stream(
+        model="fake-chat",
+        max_tokens=1024,
+        system="You read files.",
+        tools=[TOOL],
+        messages=claude_conversation(14),
+        context_management=threshold_edit(pause_after_compaction=True),
+        betas=THRESHOLD_BETA,
+    ) as stream:
+        reply = stream.get_final_message()
+    assert reply.stop_reason == "compaction"
+    assert [block.type for block in reply.content] == ["compaction"]
+    assert PREFIX_OPENING in reply.content[0].content
+    assert all("tools" not in request for request in upstream.requests)  # no model turn
+    assert Compaction.objects.get().status == Compaction.Status.COMMITTED
+
+
+def test_anthropic_threshold_under_its_trigger_and_a_bad_trigger(claude, upstream):
+    upstream.enqueue({"content": "Fine.", "prompt_tokens": 9_000})
+    reply = claude.beta.messages.create(
+        model="fake-chat",
+        max_tokens=1024,
+        tools=[TOOL],
+        messages=claude_conversation(3),
+        context_management=threshold_edit(),
+        betas=THRESHOLD_BETA,
+    )
+    assert [block.type for block in reply.content] == ["text"]
+    assert not Compaction.objects.exists()
+    low = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 9}}]}
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.beta.messages.create(
+            model="fake-chat",
+            max_tokens=64,
+            messages=claude_conversation(3),
+            context_management=low,
+            betas=THRESHOLD_BETA,
+        )
+    assert "context_management.edits.0.trigger" in refused.value.message
