@@ -475,13 +475,23 @@ def messages(request: HttpRequest) -> HttpResponseBase:
 def count_tokens(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages/count_tokens``: the prompt's tokens by the served model's
     tokenizer (what the compaction counts with), ``{"input_tokens": n}``."""
+    # Imported here: those modules build on this one's parser.
     if request.method != "POST":
         return views.method_not_allowed("POST", "anthropic")
+    from hermes_web.openai_compat import anthropic_compaction, compacting
+
     try:
-        views.authenticate(request)
+        key = views.authenticate(request)
         data = load_body(views.read_body(request))
-        check_body(data)
-        chat = request_from(to_chat(data))
+        # A compaction block sent back counts as the context it stands for (our head +
+        # summary + tail); a ``compaction`` parameter is ignored: counting never compacts.
+        data, history, carried = anthropic_compaction.after_block(data, key.owner_id)
+        if history is not None:
+            context = compacting.context_of(carried["compaction"])
+            chat = parse_data(data, history=context)
+        else:
+            check_body(data)
+            chat = request_from(to_chat(data))
         config = CompactionConfig(model=resolve_model(chat.model))
         total = sum(count_message_tokens(message, config) for message in chat.messages)
         if chat.params.get("tools"):

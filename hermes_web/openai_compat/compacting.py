@@ -88,6 +88,17 @@ def history_of(compaction: Compaction) -> list[dict]:
     return [Message.engine_dict(*row) for row in rows]
 
 
+def context_of(compaction: Compaction) -> list[dict]:
+    """The context a committed compaction left (head + summary + tail), as the model reads
+    it before what follows."""
+    rows = compaction.final_rows(CONTEXT_ROWS_MAX).values_list(*Message.ENGINE_COLUMNS)
+    return [Message.engine_dict(*row) for row in rows]
+
+
+# A compacted context holds a head, one summary and a tail: far fewer rows than this.
+CONTEXT_ROWS_MAX = 100_000
+
+
 def compact_conversation(
     key: ApiKey, chat: ChatRequest, *, instructions: str = "", user_agent: str = ""
 ) -> Compaction:

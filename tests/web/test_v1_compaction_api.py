@@ -495,3 +495,21 @@ def test_anthropic_threshold_under_its_trigger_and_a_bad_trigger(claude, upstrea
             betas=THRESHOLD_BETA,
         )
     assert "context_management.edits.0.trigger" in refused.value.message
+
+
+def test_count_tokens_reads_a_block_as_its_context_and_never_compacts(claude):
+    full = claude_conversation()
+    before = claude.beta.messages.count_tokens(
+        model="fake-chat", messages=full, betas=COMPACT_BETA
+    ).input_tokens
+    block = compact_on_demand(claude, full).content[0].model_dump(exclude_none=True)
+    go_on = {"role": "user", "content": "Go on."}
+    after = claude.beta.messages.count_tokens(
+        model="fake-chat",
+        messages=block_back(block, go_on),
+        compaction={"type": "summarize"},  # accepted and ignored
+        betas=COMPACT_BETA,
+    ).input_tokens
+    run = Compaction.objects.get()  # the count compacted nothing more
+    assert after < before / 2
+    assert after >= run.tokens_after
