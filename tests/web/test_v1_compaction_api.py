@@ -513,3 +513,18 @@ def test_count_tokens_reads_a_block_as_its_context_and_never_compacts(claude):
     run = Compaction.objects.get()  # the count compacted nothing more
     assert after < before / 2
     assert after >= run.tokens_after
+
+
+def test_compacting_again_from_an_item_compacts_the_continuation(sdk, upstream):
+    first = sdk.responses.compact(model="fake-chat", input=conversation())
+    more = [item.model_dump(exclude_none=True) for item in first.output]
+    for number in range(6, 12):  # six more tool rounds after the item
+        more += conversation(1)[1:-1]
+        more[-3]["call_id"] = more[-2]["call_id"] = f"call_{number}"
+    more.append({"type": "message", "role": "user", "content": "Compact again."})
+    second = sdk.responses.compact(model="fake-chat", input=more)
+    earlier, later = Compaction.objects.order_by("pk")
+    assert later.status == Compaction.Status.COMMITTED
+    # The second compaction continues the first one's session chain.
+    assert later.session == (earlier.result_session or earlier.session)
+    assert second.output[-1].id == f"cmp_{later.public_id}"
