@@ -325,7 +325,9 @@ def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
                 "input": tool_input(function["arguments"]),
             }
         )
+    managed = _context_management(chat)
     return {
+        **managed,
         "id": chat.extra.get("id") or f"msg_{reply.id[-24:]}",
         "type": "message",
         "role": "assistant",
@@ -335,6 +337,12 @@ def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
         "stop_sequence": None,
         "usage": usage(reply, chat),
     }
+
+
+def _context_management(chat: ChatRequest) -> dict[str, Any]:
+    """``context_management.applied_edits`` when the request asked for edits."""
+    applied = chat.extra.get("applied_edits")
+    return {} if applied is None else {"context_management": {"applied_edits": applied}}
 
 
 def _event(name: str, payload: dict[str, Any]) -> bytes:
@@ -431,6 +439,7 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         {
             "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
             "usage": usage(reply, chat),
+            **_context_management(chat),
         },
     )
     yield _event("message_stop", {})
@@ -464,6 +473,7 @@ def messages(request: HttpRequest) -> HttpResponseBase:
             return anthropic_compaction.on_demand(request, key, data, history, carried)
         chat = parse_data(data, len(body), history, carried)
         chat = anthropic_compaction.threshold_first(request, key, chat, data)
+        chat = anthropic_compaction.with_clearing(chat, data)
         if chat.extra.get("paused"):
             return anthropic_compaction.paused(request, chat)
     except ApiError as error:

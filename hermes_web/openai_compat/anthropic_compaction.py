@@ -335,3 +335,128 @@ def paused(request: HttpRequest, chat: Any) -> HttpResponseBase:
         response = JsonResponse(message)
     _headers(request, response, chat.extra["compaction_run"])
     return response
+
+
+# -- context editing: clear_tool_uses_20250919 (beta context-management-2025-06-27) ------------
+
+CLEAR_TOOL_USES = "clear_tool_uses_20250919"
+CLEARED = "[Old tool result content cleared]"
+
+
+def _amount(edit: dict[str, Any], name: str, kind: str, default: int, where: str) -> int:
+    value = edit.get(name)
+    if value is None:
+        return default
+    amount = value.get("value") if isinstance(value, dict) else None
+    if (
+        not isinstance(value, dict)
+        or value.get("type") != kind
+        or isinstance(amount, bool)
+        or not isinstance(amount, int)
+        or amount < 0
+    ):
+        raise invalid(
+            f"{where}.{name}: must be {{type: {kind}, value: a non-negative integer}}.",
+            code="invalid_value",
+            param=f"{where}.{name}",
+        )
+    return amount
+
+
+def _clearing_edit(management: Any) -> dict[str, Any] | None:
+    if not isinstance(management, dict):
+        return None
+    for number, edit in enumerate(management.get("edits") or ()):
+        if not isinstance(edit, dict) or edit.get("type") != CLEAR_TOOL_USES:
+            continue
+        where = f"context_management.edits.{number}"
+        excluded = edit.get("exclude_tools") or []
+        if not isinstance(excluded, list) or not all(isinstance(n, str) for n in excluded):
+            raise invalid(
+                f"{where}.exclude_tools: must be an array of tool names.",
+                code="invalid_value",
+                param=f"{where}.exclude_tools",
+            )
+        return {
+            "trigger": _amount(edit, "trigger", "input_tokens", 100_000, where),
+            "keep": _amount(edit, "keep", "tool_uses", 3, where),
+            "clear_at_least": _amount(edit, "clear_at_least", "input_tokens", 0, where),
+            "exclude": frozenset(excluded),
+            "inputs": edit.get("clear_tool_inputs") is True,
+        }
+    return None
+
+
+def clear_tool_uses(
+    messages: list[dict], edit: dict[str, Any], model: str
+) -> tuple[list[dict], dict[str, Any] | None]:
+    """Anthropic's tool-use clearing on what the model reads: past the trigger, every tool
+    result but the newest ``keep`` (excluded tools aside) becomes a placeholder (and its
+    call's input ``{}`` with ``clear_tool_inputs``), when that frees at least
+    ``clear_at_least`` tokens. The messages and the applied edit (or None)."""
+    config = CompactionConfig(model=model)
+    counts = count_messages_tokens(messages, config)
+    if sum(counts) < edit["trigger"]:
+        return messages, None
+    names = {
+        call.get("id"): (call.get("function") or {}).get("name")
+        for message in messages
+        for call in message.get("tool_calls") or ()
+    }
+    results = [
+        index
+        for index, message in enumerate(messages)
+        if message.get("role") == "tool"
+        and names.get(message.get("tool_call_id")) not in edit["exclude"]
+        and message.get("content") != CLEARED
+    ]
+    chosen = results[: max(len(results) - edit["keep"], 0)]
+    if not chosen:
+        return messages, None
+    edited = list(messages)
+    cleared_ids = set()
+    for index in chosen:
+        edited[index] = {**messages[index], "content": CLEARED}
+        cleared_ids.add(messages[index].get("tool_call_id"))
+    if edit["inputs"]:
+        for index, message in enumerate(edited):
+            calls = message.get("tool_calls") or ()
+            if any(call.get("id") in cleared_ids for call in calls):
+                edited[index] = {
+                    **message,
+                    "tool_calls": [
+                        {**call, "function": {**call["function"], "arguments": "{}"}}
+                        if call.get("id") in cleared_ids
+                        else call
+                        for call in calls
+                    ],
+                }
+    saved = sum(counts) - sum(count_messages_tokens(edited, config))
+    if saved < edit["clear_at_least"]:
+        return messages, None
+    applied = {
+        "type": CLEAR_TOOL_USES,
+        "cleared_tool_uses": len(chosen),
+        "cleared_input_tokens": saved,
+    }
+    return edited, applied
+
+
+def with_clearing(chat: Any, data: dict[str, Any]) -> Any:
+    """The request with its ``clear_tool_uses`` edit to apply to what the model reads (after
+    the conversation service put in a stored compacted context), and ``applied_edits`` to
+    report (empty when nothing was cleared)."""
+    edit = _clearing_edit(data.get("context_management"))
+    if edit is None:
+        return chat
+    applied: list[dict[str, Any]] = []
+    model = resolve_model(chat.model)
+
+    def edit_upstream(messages: list[dict]) -> list[dict]:
+        edited, done = clear_tool_uses(messages, edit, model)
+        if done is not None:
+            applied.append(done)
+        return edited
+
+    extra = {**chat.extra, "edit_upstream": edit_upstream, "applied_edits": applied}
+    return dataclasses.replace(chat, extra=extra)

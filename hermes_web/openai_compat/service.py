@@ -132,6 +132,11 @@ def prepare(
         prepared.public_id = match.session.public_id
         if match.session.compression_count:
             _use_compacted_context(prepared, match.session)
+    edit = request.extra.get("edit_upstream")
+    if callable(edit):
+        # A protocol's context edits (Anthropic's clear_tool_uses) change what the model
+        # reads this time only: the client keeps its history, and so does the store.
+        prepared.upstream_messages = edit(prepared.upstream_messages)
     return prepared
 
 

@@ -528,3 +528,43 @@ def test_compacting_again_from_an_item_compacts_the_continuation(sdk, upstream):
     # The second compaction continues the first one's session chain.
     assert later.session == (earlier.result_session or earlier.session)
     assert second.output[-1].id == f"cmp_{later.public_id}"
+
+
+CLEARING_BETA = ["context-management-2025-06-27"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_anthropic_clear_tool_uses_clears_what_the_model_reads_and_reports_it(
+    claude, upstream, streamed
+):
+    upstream.enqueue({"content": "Done.", "prompt_tokens": 9_000})
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 10_000},
+        "keep": {"type": "tool_uses", "value": 2},
+    }
+    options = {
+        "model": "fake-chat",
+        "max_tokens": 1024,
+        "tools": [TOOL],
+        "messages": claude_conversation(6),
+        "context_management": {"edits": [edit]},
+        "betas": CLEARING_BETA,
+    }
+    if streamed:
+        with claude.beta.messages.stream(**options) as stream:
+            deltas = [event for event in stream if event.type == "message_delta"]
+        applied = deltas[-1].context_management.applied_edits
+    else:
+        applied = claude.beta.messages.create(**options).context_management.applied_edits
+    assert applied[0].type == "clear_tool_uses_20250919"
+    assert applied[0].cleared_tool_uses == 4
+    assert applied[0].cleared_input_tokens > 10_000
+    sent = upstream.requests[-1]["messages"]
+    results = [message["content"] for message in sent if message["role"] == "tool"]
+    assert results[:4] == ["[Old tool result content cleared]"] * 4
+    assert results[4] == file_text("src/4.txt")
+    assert MIDDLE_MARKER not in json.dumps(sent)
+    # The client keeps its history, and so does the store.
+    stored = Session.objects.get().messages.values_list("content", flat=True)
+    assert any(MIDDLE_MARKER in str(content) for content in stored)
