@@ -468,7 +468,10 @@ def messages(request: HttpRequest) -> HttpResponseBase:
         if b'"compaction' not in body and b'"context_management"' not in body:
             return views.serve(request, MESSAGES)
         data = load_body(body)
-        data, history, carried = anthropic_compaction.after_block(data, key.owner_id)
+        anywhere = anthropic_compaction.threshold_blocks(request, data)
+        data, history, carried = anthropic_compaction.after_block(
+            data, key.owner_id, anywhere=anywhere
+        )
         if data.get("compaction") is not None:
             return anthropic_compaction.on_demand(request, key, data, history, carried)
         chat = parse_data(data, len(body), history, carried)

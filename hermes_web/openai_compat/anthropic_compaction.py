@@ -31,11 +31,13 @@ INSTRUCTIONS_MAX = 16_384
 
 
 def after_block(
-    data: dict[str, Any], owner_id: int
+    data: dict[str, Any], owner_id: int, *, anywhere: bool = False
 ) -> tuple[dict[str, Any], list[dict] | None, dict[str, Any]]:
-    """A body that sends a compaction block back: the body without the block, the history the
-    block stands for, and what the request carries for the conversation service (the
-    compaction it continues). A body without one is returned as it is (history None)."""
+    """A body that sends a compaction block back: the body without the block (and, with
+    ``anywhere``, without everything before it: threshold compaction's clients append the
+    reply that opened with the block to their history), the history the block stands for,
+    and what the request carries for the conversation service (the compaction it
+    continues). A body without one is returned as it is (history None)."""
     messages = data.get("messages")
     if not isinstance(messages, list):
         return data, None, {}
@@ -59,16 +61,16 @@ def after_block(
         )
     index, number = found[0]
     where = f"messages.{index}.content.{number}"
-    if (index, number) != (0, 0) or messages[0].get("role") == "system":
+    if messages[index].get("role") == "system" or ((index, number) != (0, 0) and not anywhere):
         raise ApiError(
             400,
             f"{where}: a compaction block must be the first block of the first message.",
             code="compaction_block_misplaced",
             param=where,
         )
-    compaction = compacting.open_block(messages[0]["content"][0], owner_id, where)
-    after = messages[0]["content"][1:]
-    rest = ([{**messages[0], "content": after}] if after else []) + messages[1:]
+    compaction = compacting.open_block(messages[index]["content"][number], owner_id, where)
+    after = messages[index]["content"][number + 1 :]
+    rest = ([{**messages[index], "content": after}] if after else []) + messages[index + 1 :]
     history = compacting.history_of(compaction)
     carried = {"compaction": compaction, "compaction_covers": len(history)}
     return {**data, "messages": rest}, history, carried
@@ -216,6 +218,19 @@ def _headers(request: HttpRequest, response: HttpResponseBase, run: Compaction) 
 # -- threshold compaction: context_management edit compact_20260112 (beta compact-2026-01-12) -
 
 THRESHOLD_EDIT = "compact_20260112"
+THRESHOLD_BETA = "compact-2026-01-12"
+
+
+def threshold_blocks(request: HttpRequest, data: dict[str, Any]) -> bool:
+    """Whether a compaction block may come back after the history it replaced (threshold
+    compaction's way: the beta header, or the edit in the request)."""
+    if THRESHOLD_BETA in request.headers.get("anthropic-beta", ""):
+        return True
+    management = data.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return any(isinstance(e, dict) and e.get("type") == THRESHOLD_EDIT for e in edits or ())
+
+
 TRIGGER_DEFAULT = 150_000
 TRIGGER_MIN = 50_000
 
@@ -277,7 +292,7 @@ def threshold_first(request: HttpRequest, key: ApiKey, chat: Any, data: dict[str
     if edit is None:
         return chat
     config = CompactionConfig(model=resolve_model(chat.model))
-    if sum(count_messages_tokens(chat.messages, config)) < edit["trigger"]:
+    if sum(count_messages_tokens(compacting.rendered(chat), config)) < edit["trigger"]:
         return chat
     try:
         run = compacting.compact_conversation(

@@ -95,6 +95,16 @@ def context_of(compaction: Compaction) -> list[dict]:
     return [Message.engine_dict(*row) for row in rows]
 
 
+def rendered(chat: ChatRequest) -> list[dict]:
+    """What the model will read of a request, for a threshold: after a compaction item or
+    block sent back, that compaction's context and what follows it (the history it stands
+    for is there for matching only)."""
+    compaction = chat.extra.get("compaction")
+    if not isinstance(compaction, Compaction):
+        return chat.messages
+    return context_of(compaction) + chat.messages[chat.extra.get("compaction_covers") or 0 :]
+
+
 # A compacted context holds a head, one summary and a tail: far fewer rows than this.
 CONTEXT_ROWS_MAX = 100_000
 

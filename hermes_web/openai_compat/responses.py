@@ -821,7 +821,7 @@ def _compacted_first(
     if threshold is None:
         return chat
     config = CompactionConfig(model=resolve_model(chat.model))
-    if sum(count_messages_tokens(chat.messages, config)) < threshold:
+    if sum(count_messages_tokens(compacting.rendered(chat), config)) < threshold:
         return chat
     try:
         run = compacting.compact_conversation(

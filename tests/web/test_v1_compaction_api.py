@@ -454,6 +454,32 @@ def test_anthropic_threshold_compaction_opens_the_reply_with_our_block(claude, u
     assert PREFIX_OPENING in sent
     assert MIDDLE_MARKER not in sent
 
+    # The reply appended to the history as usual: everything before the block is ignored.
+    upstream.enqueue({"content": "Gateway 4 is next.", "prompt_tokens": 9_500})
+    later = claude.beta.messages.create(
+        model="fake-chat",
+        max_tokens=1024,
+        system="You read files.",
+        tools=[TOOL],
+        messages=[
+            *claude_conversation(14),
+            {
+                "role": "assistant",
+                "content": [b.model_dump(exclude_none=True) for b in reply.content],
+            },
+            {"role": "user", "content": "And then?"},
+        ],
+        context_management=threshold_edit(),
+        betas=THRESHOLD_BETA,
+    )
+    assert later.content[0].text == "Gateway 4 is next."
+    sent = json.dumps(upstream.requests[-1]["messages"], ensure_ascii=False)
+    assert PREFIX_OPENING in sent
+    assert MIDDLE_MARKER not in sent
+    assert Compaction.objects.count() == 1
+    live = run.result_session or run.session
+    assert live.messages.filter(content="Gateway 4 is next.").exists()
+
 
 def test_anthropic_threshold_compaction_paused_streams_the_block_alone(claude, upstream):
     with claude.beta.messages.stream(
