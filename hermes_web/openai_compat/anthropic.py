@@ -12,6 +12,8 @@ stored before ``message_stop``.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -232,14 +234,26 @@ def _translate(body: dict[str, Any]) -> dict[str, Any]:
 
 def parse(body: bytes) -> ChatRequest:
     """The Messages request as the service's chat request (ApiError 400 when it is not one)."""
-    data = load_body(body)
+    return parse_data(load_body(body), len(body))
+
+
+def parse_data(
+    data: dict[str, Any],
+    size: int = 0,
+    history: list[dict] | None = None,
+    carried: dict[str, Any] | None = None,
+) -> ChatRequest:
+    """``parse`` of a loaded body. ``history``: what a compaction block sent back stands for
+    (its messages, system prompt included, come before the body's messages)."""
     # What this conversation's previous request checked and translated is not done again.
-    key = conversation_key(data, "messages")
+    key = conversation_key(data, "messages") if history is None else None
     start, done, ends = TRANSLATED.known(key, data.get("messages") or [])
     check_body(data, start)
     translated, kept, ends = translate_body(data, start, done, ends)
+    if history is not None:
+        translated = {**translated, "messages": history + kept}
     chat = request_from(translated)
-    TRANSLATED.remember(key, data["messages"], kept, len(body), ends)
+    TRANSLATED.remember(key, data["messages"], kept, size, ends)
     params, messages = chat.params, chat.messages
     if resolve_model(chat.model).startswith(THINKING_PROVIDERS):
         # Claude behind litellm takes the thinking blocks back (signed) and the setting.
@@ -258,7 +272,7 @@ def parse(body: bytes) -> ChatRequest:
         stream=chat.stream,
         params=params,
         known=chat.known,
-        extra={"id": f"msg_{random.getrandbits(96):024x}"},
+        extra={"id": f"msg_{random.getrandbits(96):024x}", **(carried or {})},
     )
 
 
@@ -271,13 +285,19 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def usage(reply: Reply) -> dict[str, int]:
-    return {
+def usage(reply: Reply, chat: ChatRequest | None = None) -> dict[str, Any]:
+    """Anthropic's usage; after a compaction this request ran first, its cost and the
+    message's each in ``iterations`` (the top-level numbers are the message's)."""
+    counted: dict[str, Any] = {
         "input_tokens": reply.usage.get("prompt_tokens", 0),
         "output_tokens": reply.usage.get("completion_tokens", 0),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
     }
+    spent = chat.extra.get("compaction_iteration") if chat is not None else None
+    if spent:
+        counted["iterations"] = [spent, {"type": "message", **counted}]
+    return counted
 
 
 def stop_reason(reply: Reply) -> str:
@@ -289,6 +309,8 @@ def stop_reason(reply: Reply) -> str:
 def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
     """The reply as a Messages response body."""
     content: list[dict[str, Any]] = []
+    if chat.extra.get("compaction_block"):
+        content.append(chat.extra["compaction_block"])
     if reply.reasoning:
         content.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
     if reply.content:
@@ -303,7 +325,9 @@ def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
                 "input": tool_input(function["arguments"]),
             }
         )
+    managed = _context_management(chat)
     return {
+        **managed,
         "id": chat.extra.get("id") or f"msg_{reply.id[-24:]}",
         "type": "message",
         "role": "assistant",
@@ -311,8 +335,14 @@ def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
         "content": content,
         "stop_reason": stop_reason(reply),
         "stop_sequence": None,
-        "usage": usage(reply),
+        "usage": usage(reply, chat),
     }
+
+
+def _context_management(chat: ChatRequest) -> dict[str, Any]:
+    """``context_management.applied_edits`` when the request asked for edits."""
+    applied = chat.extra.get("applied_edits")
+    return {} if applied is None else {"context_management": {"applied_edits": applied}}
 
 
 def _event(name: str, payload: dict[str, Any]) -> bytes:
@@ -359,6 +389,11 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
     }
     yield _event("message_start", {"message": message})
     yield _event("ping", {})
+    compacted = chat.extra.get("compaction_block")
+    if compacted:  # compacted before the model call (compact_20260112): the first block
+        yield from blocks.start("compaction", {**compacted, "content": None})
+        yield blocks.delta({"type": "compaction_delta", "content": compacted["content"]})
+        yield from blocks.stop()
     try:
         for upstream_chunk in chunks:
             thought = len(gatherer.reply.reasoning)
@@ -403,7 +438,8 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         "message_delta",
         {
             "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
-            "usage": usage(reply),
+            "usage": usage(reply, chat),
+            **_context_management(chat),
         },
     )
     yield _event("message_stop", {})
@@ -415,21 +451,60 @@ MESSAGES = views.Protocol("anthropic", parse, render, events)
 @csrf_exempt
 def messages(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages`` (``?beta=true`` and ``anthropic-beta`` headers are tolerated:
-    the features they switch on either translate or are dropped)."""
-    return views.serve(request, MESSAGES)
+    the features they switch on either translate or are dropped). A request with
+    ``compaction`` (on-demand compaction) or a ``compaction`` block sent back is read here
+    (``anthropic_compaction``)."""
+    # Imported here: that module builds on this one's parser.
+    from hermes_web.openai_compat import anthropic_compaction
+
+    key = None
+    with contextlib.suppress(ApiError):  # serve answers the 401
+        key = views.authenticate(request)
+    if key is None or request.method != "POST":
+        return views.serve(request, MESSAGES)
+    try:
+        body = views.read_body(request)
+        # A cheap look first: most requests ask for no compaction.
+        if b'"compaction' not in body and b'"context_management"' not in body:
+            return views.serve(request, MESSAGES)
+        data = load_body(body)
+        anywhere = anthropic_compaction.threshold_blocks(request, data)
+        data, history, carried = anthropic_compaction.after_block(
+            data, key.owner_id, anywhere=anywhere
+        )
+        if data.get("compaction") is not None:
+            return anthropic_compaction.on_demand(request, key, data, history, carried)
+        chat = parse_data(data, len(body), history, carried)
+        chat = anthropic_compaction.threshold_first(request, key, chat, data)
+        chat = anthropic_compaction.with_clearing(chat, data)
+        if chat.extra.get("paused"):
+            return anthropic_compaction.paused(request, chat)
+    except ApiError as error:
+        return error.response("anthropic")
+    return views.serve(request, dataclasses.replace(MESSAGES, parse=lambda _body: chat))
 
 
 @csrf_exempt
 def count_tokens(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages/count_tokens``: the prompt's tokens by the served model's
     tokenizer (what the compaction counts with), ``{"input_tokens": n}``."""
+    # Imported here: those modules build on this one's parser.
     if request.method != "POST":
         return views.method_not_allowed("POST", "anthropic")
+    from hermes_web.openai_compat import anthropic_compaction, compacting
+
     try:
-        views.authenticate(request)
+        key = views.authenticate(request)
         data = load_body(views.read_body(request))
-        check_body(data)
-        chat = request_from(to_chat(data))
+        # A compaction block sent back counts as the context it stands for (our head +
+        # summary + tail); a ``compaction`` parameter is ignored: counting never compacts.
+        data, history, carried = anthropic_compaction.after_block(data, key.owner_id)
+        if history is not None:
+            context = compacting.context_of(carried["compaction"])
+            chat = parse_data(data, history=context)
+        else:
+            check_body(data)
+            chat = request_from(to_chat(data))
         config = CompactionConfig(model=resolve_model(chat.model))
         total = sum(count_message_tokens(message, config) for message in chat.messages)
         if chat.params.get("tools"):

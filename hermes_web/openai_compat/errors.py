@@ -2,7 +2,7 @@
 
 OpenAI (chat completions, Responses): ``{"error": {"message", "type", "param", "code"}}``;
 Anthropic Messages: ``{"type": "error", "error": {"type", "message"}}`` with Anthropic's
-error types, which follow the status.
+error types, which follow the status (and ``details.error_code`` for a compaction error).
 """
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ class ApiError(Exception):
         kind = ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else "")
         if not kind:
             kind = "invalid_request_error"
-        return {"type": "error", "error": {"type": kind, "message": self.message}}
+        error: dict = {"type": kind, "message": self.message}
+        if self.code and self.code.startswith("compaction_"):
+            # The compaction betas name the cause in ``details.error_code`` (the SDK's
+            # ``error_code``); other errors have no code in Anthropic's shape.
+            error["details"] = {"error_code": self.code}
+        return {"type": "error", "error": error}
 
     def response(self, shape: str = "openai") -> JsonResponse:
         """The JSON response in ``shape`` ("openai" or "anthropic")."""

@@ -220,7 +220,19 @@ def _responses_tool_choice(value: Any, where: str) -> None:
         _name(value.get("name"), f"{where}.name")
 
 
+def _context_management_entry(entry: dict, where: str) -> None:
+    if entry.get("type") != "compaction":
+        _fail(f"{where}.type", "must be compaction (the only kind there is)", "invalid_value")
+    if entry.get("compact_threshold") is not None:
+        _number(1, 100_000_000, integer=True)(
+            entry["compact_threshold"], f"{where}.compact_threshold"
+        )
+
+
 RESPONSES_FIELDS: dict[str, Callable[[Any, str], object]] = {
+    "context_management": lambda value, where: _items(
+        value, where, _context_management_entry, dotted=False
+    ),
     "tools": lambda value, where: _items(value, where, _responses_tool, dotted=False),
     "tool_choice": _responses_tool_choice,
     "parallel_tool_calls": _boolean,

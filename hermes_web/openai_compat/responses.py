@@ -22,6 +22,7 @@ request may send only its new input with ``previous_response_id``; with ``store:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -30,22 +31,36 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from compaction import CompactionConfig, count_messages_tokens
 from hermes_web import validation
-from hermes_web.models import Message
-from hermes_web.openai_compat import fields, service, views
+from hermes_web.models import ApiKey, Message
+from hermes_web.openai_compat import compacting, fields, service, views
 from hermes_web.openai_compat.errors import ApiError, invalid, scrub
 from hermes_web.openai_compat.translations import RESPONSES as TRANSLATED
 from hermes_web.openai_compat.translations import conversation_key
-from hermes_web.openai_compat.upstream import Reply, StreamGatherer, _import_litellm
+from hermes_web.openai_compat.upstream import (
+    Reply,
+    StreamGatherer,
+    _import_litellm,
+    resolve_model,
+)
 from hermes_web.openai_compat.validation import ChatRequest, load_body, request_from
 
 log = logging.getLogger(__name__)
 
-ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+ITEM_TYPES = (
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "compaction",
+    "compaction_trigger",
+)
 PART_TYPES = ("input_text", "output_text", "input_image", "text", "refusal", "input_file")
 # Sampling parameters with the same meaning in chat completions.
 PASSED_ON = ("temperature", "top_p", "parallel_tool_calls", "user", "seed")
@@ -79,6 +94,12 @@ def _check_input(items: Any, start: int = 0) -> None:
                 f"{where}.type must be one of {', '.join(ITEM_TYPES)}; got {kind!r}.",
                 code="invalid_value",
                 param=f"{where}.type",
+            )
+        if kind == "compaction_trigger" and index != len(items) - 1:
+            raise invalid(
+                f"{where}: a compaction_trigger item must be the last input item.",
+                code="invalid_value",
+                param=where,
             )
         if kind == "message":
             if item.get("role") not in ("user", "assistant", "system", "developer"):
@@ -343,54 +364,96 @@ def _plain(message: Any) -> dict:
     return message
 
 
+def _after_compaction(
+    data: dict[str, Any], owner_id: int
+) -> tuple[dict[str, Any], list[dict], dict[str, Any]]:
+    """A body whose input holds ``compaction`` items (ours, sent back) or ends with Codex's
+    ``compaction_trigger``: the body with the input after the newest compaction item (the
+    trigger taken off), the history that item stands for, and what the request carries for
+    the conversation service. Everything before the newest item is ignored, as OpenAI does."""
+    items = data.get("input")
+    if not isinstance(items, list):
+        return data, [], {}
+    extra: dict[str, Any] = {}
+    if items and isinstance(items[-1], dict) and items[-1].get("type") == "compaction_trigger":
+        items = items[:-1]
+        extra["compaction_trigger"] = True
+    newest = max(
+        (
+            index
+            for index, item in enumerate(items)
+            if isinstance(item, dict) and item.get("type") == "compaction"
+        ),
+        default=None,
+    )
+    history: list[dict] = []
+    if newest is not None:
+        compaction = compacting.unseal(
+            items[newest].get("encrypted_content"), owner_id, f"input[{newest}]"
+        )
+        history = compacting.history_of(compaction)
+        items = items[newest + 1 :]
+        extra.update(compaction=compaction, compaction_covers=len(history))
+    if not extra:
+        return data, [], {}
+    return {**data, "input": items}, history, extra
+
+
 def parse_for(owner_id: int | None) -> Any:
     def parse(body: bytes) -> ChatRequest:
-        data = load_body(body)
-        fields.check(data, fields.RESPONSES_FIELDS)
-        previous = data.get("previous_response_id")
-        history: list[dict] = []
-        if previous is not None:
-            if not isinstance(previous, str):
-                raise invalid(
-                    "previous_response_id: must be a string.",
-                    code="invalid_type",
-                    param="previous_response_id",
-                )
-            history = _previous_history(previous, owner_id or 0)
-        # What this conversation's previous request checked and translated (when its input
-        # was items, in full, with store: false) is not done again.
-        items = data.get("input")
-        items = items if isinstance(items, list) else []  # (a string input has no key)
-        key = conversation_key(data, "input") if previous is None else None
-        start, done, _ = TRANSLATED.known(key, items)
-        if start and not extendable(items, start, done):
-            start, done = 0, []
-        translated, messages = translate_body(data, history, start, done)
-        chat = request_from(translated)
-        TRANSLATED.remember(key, items, messages, len(body))
-        store = data.get("store") is not False
-        echoed = {
-            "instructions": data.get("instructions"),
-            "tools": data.get("tools") or [],
-            "tool_choice": data.get("tool_choice") or "auto",
-            "parallel_tool_calls": data.get("parallel_tool_calls", True),
-            "temperature": data.get("temperature"),
-            "top_p": data.get("top_p"),
-            "metadata": data.get("metadata") or {},
-            "previous_response_id": previous,
-            "store": store,
-        }
-        response_id = f"resp_{random.getrandbits(128):032x}"
-        return ChatRequest(
-            model=chat.model,
-            messages=chat.messages,
-            stream=chat.stream,
-            params=chat.params,
-            known=chat.known,
-            extra={"response_id": response_id, "store": store, "echo": echoed},
-        )
+        return parse_data(load_body(body), owner_id, len(body))
 
     return parse
+
+
+def parse_data(data: dict[str, Any], owner_id: int | None, size: int = 0) -> ChatRequest:
+    """A Responses body (already loaded) as the conversation service's request."""
+    fields.check(data, fields.RESPONSES_FIELDS)
+    previous = data.get("previous_response_id")
+    history: list[dict] = []
+    if previous is not None:
+        if not isinstance(previous, str):
+            raise invalid(
+                "previous_response_id: must be a string.",
+                code="invalid_type",
+                param="previous_response_id",
+            )
+        history = _previous_history(previous, owner_id or 0)
+    data, compacted, carried = _after_compaction(data, owner_id or 0)
+    if carried.get("compaction") is not None:
+        history, previous = compacted, None
+    # What this conversation's previous request checked and translated (when its input
+    # was items, in full, with store: false) is not done again.
+    items = data.get("input")
+    items = items if isinstance(items, list) else []  # (a string input has no key)
+    key = conversation_key(data, "input") if previous is None and not carried else None
+    start, done, _ = TRANSLATED.known(key, items)
+    if start and not extendable(items, start, done):
+        start, done = 0, []
+    translated, messages = translate_body(data, history, start, done)
+    chat = request_from(translated)
+    TRANSLATED.remember(key, items, messages, size)
+    store = data.get("store") is not False
+    echoed = {
+        "instructions": data.get("instructions"),
+        "tools": data.get("tools") or [],
+        "tool_choice": data.get("tool_choice") or "auto",
+        "parallel_tool_calls": data.get("parallel_tool_calls", True),
+        "temperature": data.get("temperature"),
+        "top_p": data.get("top_p"),
+        "metadata": data.get("metadata") or {},
+        "previous_response_id": previous,
+        "store": store,
+    }
+    response_id = f"resp_{random.getrandbits(128):032x}"
+    return ChatRequest(
+        model=chat.model,
+        messages=chat.messages,
+        stream=chat.stream,
+        params=chat.params,
+        known=chat.known,
+        extra={"response_id": response_id, "store": store, "echo": echoed, **carried},
+    )
 
 
 def _usage(reply: Reply) -> dict[str, Any]:
@@ -462,7 +525,8 @@ def _response(
 def render(chat: ChatRequest, reply: Reply) -> dict[str, Any]:
     """The reply as a Responses body: a message item for its text, a function_call item
     for each tool call."""
-    output = [_reasoning_item(reply)] if reply.reasoning else []
+    output = [chat.extra["compaction_item"]] if chat.extra.get("compaction_item") else []
+    output += [_reasoning_item(reply)] if reply.reasoning else []
     if reply.content or not reply.tool_calls:
         output.append(_message_item(reply, reply.content))
     output += [_call_item(call) for call in reply.tool_calls]
@@ -491,6 +555,13 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
     reasoning_index: int | None = None
     call_index: dict[int, int] = {}  # tool call number → output index
     output = 0
+    items: list[tuple[int, dict[str, Any]]] = []
+    compaction_item = chat.extra.get("compaction_item")
+    if compaction_item:  # compacted before the model call (context_management): said first
+        yield seq.event("response.output_item.added", {"output_index": 0, "item": compaction_item})
+        yield seq.event("response.output_item.done", {"output_index": 0, "item": compaction_item})
+        items.append((0, compaction_item))
+        output = 1
     try:
         for upstream_chunk in chunks:
             thought = len(gatherer.reply.reasoning)
@@ -591,7 +662,6 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
             },
         )
         return
-    items: list[tuple[int, dict[str, Any]]] = []
     if reasoning_index is not None:
         item = _reasoning_item(reply)
         yield seq.event(
@@ -634,9 +704,73 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         )
         items.append((index, item))
     for index, item in sorted(items, key=lambda pair: pair[0]):
-        yield seq.event("response.output_item.done", {"output_index": index, "item": item})
+        if item is not compaction_item:  # (its done event went first)
+            yield seq.event("response.output_item.done", {"output_index": index, "item": item})
     final = [item for _, item in sorted(items, key=lambda pair: pair[0])]
     yield seq.event("response.completed", {"response": _response(chat, reply, final, "completed")})
+
+
+def _kept_user_items(chat: ChatRequest) -> list[dict[str, Any]]:
+    # (from the translated messages: a previous_response_id's history has no input items)
+    """The conversation's user messages as Responses input items (what a compaction's output
+    keeps verbatim before its compaction item)."""
+    kept = []
+    for message in chat.messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        parts: list[Any] = [{"type": "text", "text": content}] if isinstance(content, str) else []
+        if isinstance(content, list):
+            parts = content
+        converted = []
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "text":
+                converted.append({"type": "input_text", "text": part.get("text") or ""})
+            elif part.get("type") == "image_url":
+                url = (part.get("image_url") or {}).get("url")
+                converted.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        kept.append({"type": "message", "role": "user", "content": converted})
+    return kept
+
+
+def _compaction_headers(request: HttpRequest, response: HttpResponseBase, run: Any) -> None:
+    response[views.SESSION_HEADER] = (run.result_session or run.session).public_id
+    response[views.COMPACTION_HEADER] = request.build_absolute_uri(
+        reverse("compaction_detail", args=[run.public_id])
+    )
+
+
+def _triggered(request: HttpRequest, key: ApiKey, chat: ChatRequest) -> HttpResponseBase:
+    """Codex's remote compaction v2: a ``/responses`` request ending in ``compaction_trigger``
+    is answered with exactly one ``compaction`` output item (no model turn), streamed when
+    asked."""
+    run = compacting.compact_conversation(
+        key, chat, user_agent=request.headers.get("User-Agent", "")
+    )
+    compaction_item = compacting.item(run, key.owner_id)
+    body = {
+        **_response(chat, None, [compaction_item], "completed"),
+        "usage": compacting.usage(run),
+    }
+    response: HttpResponseBase
+    if chat.stream:
+        seq = _Sequence()
+        pending = {**body, "status": "in_progress", "output": [], "usage": None}
+        stream = [
+            seq.event("response.created", {"response": pending}),
+            seq.event("response.in_progress", {"response": pending}),
+            seq.event("response.output_item.added", {"output_index": 0, "item": compaction_item}),
+            seq.event("response.output_item.done", {"output_index": 0, "item": compaction_item}),
+            seq.event("response.completed", {"response": body}),
+        ]
+        response = StreamingHttpResponse(iter(stream), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+    else:
+        response = JsonResponse(body)
+    _compaction_headers(request, response, run)
+    return response
 
 
 @csrf_exempt
@@ -644,7 +778,105 @@ def create(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/responses``."""
     # previous_response_id is looked up among the key owner's sessions, so the parser needs
     # the key: authenticate first (serve authenticates again, cheaply, for the others).
-    owner_id = None
+    key = None
     with contextlib.suppress(ApiError):  # serve answers the 401
-        owner_id = views.authenticate(request).owner_id
-    return views.serve(request, views.Protocol("openai", parse_for(owner_id), render, events))
+        key = views.authenticate(request)
+    owner_id = key.owner_id if key is not None else None
+    parse = parse_for(owner_id)
+    if key is not None and request.method == "POST":
+        try:
+            body = views.read_body(request)
+            # A body that asks for compaction is parsed here (a cheap look first), once.
+            if b'"compaction_trigger"' in body or b'"context_management"' in body:
+                data = load_body(body)
+                chat = parse_data(data, key.owner_id, len(body))
+                if chat.extra.get("compaction_trigger"):
+                    return _triggered(request, key, chat)
+                chat = _compacted_first(request, key, chat, data.get("context_management"))
+                parse = lambda _body: chat  # noqa: E731  (already parsed)
+        except ApiError as error:
+            return error.response("openai")
+    return views.serve(request, views.Protocol("openai", parse, render, events))
+
+
+def _compact_threshold(entries: Any) -> int | None:
+    """The lowest ``compact_threshold`` of the request's compaction entries (checked by
+    ``fields``), or None."""
+    thresholds = [
+        entry["compact_threshold"]
+        for entry in entries or ()
+        if entry.get("type") == "compaction" and entry.get("compact_threshold") is not None
+    ]
+    return min(thresholds) if thresholds else None
+
+
+def _compacted_first(
+    request: HttpRequest, key: ApiKey, chat: ChatRequest, entries: Any
+) -> ChatRequest:
+    """``context_management`` compaction: when the rendered input reaches the threshold, the
+    conversation is stored and compacted before the model call, which then reads the
+    compacted context; the reply's output opens with the compaction item. A conversation
+    too short to compact is answered as it is."""
+    threshold = _compact_threshold(entries)
+    if threshold is None:
+        return chat
+    config = CompactionConfig(model=resolve_model(chat.model))
+    if sum(count_messages_tokens(compacting.rendered(chat), config)) < threshold:
+        return chat
+    try:
+        run = compacting.compact_conversation(
+            key, chat, user_agent=request.headers.get("User-Agent", "")
+        )
+    except ApiError as error:
+        if error.code != "compaction_nothing_to_summarize":
+            raise
+        return chat
+    extra = {
+        **chat.extra,
+        "compaction": None,
+        "compaction_item": compacting.item(run, key.owner_id),
+    }
+    return dataclasses.replace(chat, extra=extra)
+
+
+COMPACT_FIELDS = ("model", "input", "previous_response_id")
+
+
+@csrf_exempt
+def compact(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/responses/compact``: the conversation (``input`` and/or
+    ``previous_response_id``) compacted by our engine and stored; the reply keeps the user
+    messages and ends with one ``compaction`` item standing for the rest."""
+    if request.method != "POST":
+        return views.method_not_allowed("POST")
+    try:
+        key = views.authenticate(request)
+        data = load_body(views.read_body(request))
+        instructions = data.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            raise invalid(
+                "instructions: must be a string.", code="invalid_type", param="instructions"
+            )
+        # The instructions say how to compact (our summary's focus), not a system prompt.
+        body = {name: data[name] for name in COMPACT_FIELDS if name in data}
+        if body.get("input") is None and body.get("previous_response_id") is not None:
+            body["input"] = []
+        chat = parse_data(body, key.owner_id)
+        run = compacting.compact_conversation(
+            key,
+            chat,
+            instructions=instructions or "",
+            user_agent=request.headers.get("User-Agent", ""),
+        )
+    except ApiError as error:
+        return error.response("openai")
+    payload = {
+        "id": f"resp_{random.getrandbits(128):032x}",
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": [*_kept_user_items(chat), compacting.item(run, key.owner_id)],
+        "usage": compacting.usage(run),
+    }
+    response = JsonResponse(payload)
+    _compaction_headers(request, response, run)
+    return response

@@ -111,7 +111,9 @@ def prepare(
                 code="invalid_compaction_mode",
             ) from None
     hashes = RECENT.prefix_hashes(request.messages, request.known)
-    match = find_session(key, hashes, named=session_header.strip())
+    match = _compacted_match(request)
+    if match is None:
+        match = find_session(key, hashes, named=session_header.strip())
     prepared = Prepared(
         key=key,
         request=request,
@@ -130,7 +132,26 @@ def prepare(
         prepared.public_id = match.session.public_id
         if match.session.compression_count:
             _use_compacted_context(prepared, match.session)
+    edit = request.extra.get("edit_upstream")
+    if callable(edit):
+        # A protocol's context edits (Anthropic's clear_tool_uses) change what the model
+        # reads this time only: the client keeps its history, and so does the store.
+        prepared.upstream_messages = edit(prepared.upstream_messages)
     return prepared
+
+
+def _compacted_match(request: ChatRequest) -> Match | None:
+    """The session a compaction item sent back continues (its first messages stand for what
+    that compaction replaced: ``compacting.history_of``), when the session still holds
+    exactly that; later requests match it by their hashes as any request does."""
+    compaction = request.extra.get("compaction")
+    if not isinstance(compaction, Compaction):
+        return None
+    tip = resolve_tip(compaction.result_session or compaction.session)
+    covered, expected = bookkeeping(tip)
+    if covered != request.extra.get("compaction_covers"):
+        return None
+    return Match(tip, covered, expected)
 
 
 def _use_compacted_context(prepared: Prepared, session: Session) -> None:
@@ -403,15 +424,16 @@ def store_streamed(prepared: Prepared, gatherer) -> Reply:
     return reply
 
 
-def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]:
+def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction | None]:
     """Store the new messages and the reply in one transaction; then queue a compaction if
     the provider's prompt count crossed the threshold. Returns the session the messages
-    landed on and the compaction queued (or None)."""
+    landed on and the compaction queued (or None). Without a reply (a compaction request:
+    the conversation is stored to be compacted) only the messages are stored."""
     request = prepared.request
-    answer = reply.message()
-    prompt_tokens = reply.usage.get("prompt_tokens")
-    names = _ToolNames([*request.messages, answer])
-    new_hash = extend_hash(prepared.hashes[-1], answer)
+    answer = reply.message() if reply is not None else None
+    prompt_tokens = reply.usage.get("prompt_tokens") if reply is not None else None
+    names = _ToolNames([*request.messages, *([answer] if answer else [])])
+    new_hash = extend_hash(prepared.hashes[-1], answer) if answer else prepared.hashes[-1]
     with transaction.atomic():
         session = _continue(prepared)
         # Stubs and stripped calls are mended only against the stored context prepare saw.
@@ -444,28 +466,29 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
                         items.append(_item(owners[call_id], names))
                         prepared.stored_calls = prepared.stored_calls | call_ids([owners[call_id]])
             items.append(_item(message, names))
-        items.append(
-            _item(
-                answer,
-                names,
-                extra={
-                    "model": prepared.upstream_model,
-                    "client": prepared.client_name,
-                    **_reply_ids(request),
-                },
-                provider_prompt_tokens=prompt_tokens,
-                reasoning=reply.reasoning or None,
+        if answer is not None and reply is not None:
+            items.append(
+                _item(
+                    answer,
+                    names,
+                    extra={
+                        "model": prepared.upstream_model,
+                        "client": prepared.client_name,
+                        **_reply_ids(request),
+                    },
+                    provider_prompt_tokens=prompt_tokens,
+                    reasoning=reply.reasoning or None,
+                )
             )
-        )
         # One INSERT for the request's messages and the reply (a per-message append took a
         # lock, a position lookup and a touch each: a third of the endpoint's own time).
-        rows = append_messages(session, items)
-        landed = _landing(session, rows[-1])
+        rows = append_messages(session, items) if items else []
+        landed = _landing(session, rows[-1]) if rows else resolve_tip(session)
         remembered = {
             "api_key": prepared.key,
             "client_name": prepared.client_name or landed.client_name,
             "prefix_hash": new_hash,
-            "client_messages": len(request.messages) + 1,
+            "client_messages": len(request.messages) + (answer is not None),
         }
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
@@ -475,6 +498,8 @@ def store(prepared: Prepared, reply: Reply) -> tuple[Session, Compaction | None]
         CONTEXTS.appended(context, now)
     for name, value in remembered.items():
         setattr(landed, name, value)
+    if reply is None:
+        return landed, None
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
     return landed, queued
 

@@ -12,5 +12,6 @@ urlpatterns = [
     re_path(r"^messages/?$", anthropic.messages, name="anthropic_messages"),
     re_path(r"^messages/count_tokens/?$", anthropic.count_tokens, name="anthropic_count_tokens"),
     re_path(r"^responses/?$", responses.create, name="openai_responses"),
+    re_path(r"^responses/compact/?$", responses.compact, name="openai_responses_compact"),
     re_path(r"^(?P<rest>.*)$", views.not_found, name="v1_not_found"),
 ]

@@ -225,7 +225,8 @@ def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
     return ApiError(
         404,
         f"No endpoint {request.method} {request.path} here. This server answers POST "
-        "/v1/chat/completions, /v1/messages, /v1/messages/count_tokens, /v1/responses and "
+        "/v1/chat/completions, /v1/messages, /v1/messages/count_tokens, /v1/responses, "
+        "/v1/responses/compact and "
         "GET /v1/models.",
         code="unknown_url",
     ).response(shape)

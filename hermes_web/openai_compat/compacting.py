@@ -1,0 +1,226 @@
+"""Compaction that a client asks for through a provider's own API (OpenAI's
+``/v1/responses/compact``, ``compaction_trigger``, ``context_management``), run by our engine.
+
+The conversation is stored as any request's is (the one conversation service), compacted at
+once by ``request_compaction`` (a committed compaction, in the inspector like any other), and
+handed back as a ``compaction`` item whose ``encrypted_content`` is an opaque, signed
+reference to that stored compaction (``django.core.signing``, keyed by the server's secret and
+bound to the key's owner). Sent back in a later ``input``, the item stands for everything
+before it: the model receives the compaction's head + summary + tail and what follows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.core import signing
+
+from hermes_web.models import ApiKey, Compaction, Message
+from hermes_web.openai_compat import service
+from hermes_web.openai_compat.errors import ApiError
+from hermes_web.openai_compat.validation import ChatRequest
+from hermes_web.services.compactions import (
+    CompactionBusy,
+    CompactionRefused,
+    request_compaction,
+    run_compaction,
+)
+
+SALT = "hermes-web.v1.compaction-item"
+
+
+def seal(compaction: Compaction, owner_id: int) -> str:
+    """The item's ``encrypted_content``: which compaction, for whom, signed. It names the
+    stored compaction only (its summary never travels in it)."""
+    return signing.dumps({"c": compaction.public_id, "o": owner_id}, salt=SALT, compress=True)
+
+
+def item(compaction: Compaction, owner_id: int) -> dict:
+    """The Responses ``compaction`` item for a committed compaction."""
+    return {
+        "type": "compaction",
+        "id": f"cmp_{compaction.public_id}",
+        "encrypted_content": seal(compaction, owner_id),
+        "created_by": "hermes-web",
+    }
+
+
+def unseal(token: object, owner_id: int, where: str) -> Compaction:
+    """The committed compaction an item names; ApiError 400 when the item was altered, was
+    sealed for someone else, or its compaction is gone or undone."""
+    if not isinstance(token, str):
+        raise ApiError(
+            400,
+            f"{where}.encrypted_content: must be a string.",
+            code="invalid_type",
+            param=f"{where}.encrypted_content",
+        )
+    try:
+        data = signing.loads(token, salt=SALT)
+    except signing.BadSignature:
+        data = None
+    if not isinstance(data, dict) or data.get("o") != owner_id:
+        raise ApiError(
+            400,
+            f"{where}: the encrypted content of this compaction item could not be verified "
+            "(altered, or not made by this server for this API key's user).",
+            code="invalid_encrypted_content",
+            param=f"{where}.encrypted_content",
+        )
+    compaction = Compaction.objects.filter(
+        public_id=data.get("c"), session__owner_id=owner_id, status=Compaction.Status.COMMITTED
+    ).first()
+    if compaction is None:
+        raise ApiError(
+            400,
+            f"{where}: the compaction this item names is no longer committed (undone or "
+            "deleted); send the conversation without it.",
+            code="compaction_not_found",
+            param=f"{where}.encrypted_content",
+        )
+    return compaction
+
+
+def history_of(compaction: Compaction) -> list[dict]:
+    """The messages a compaction replaced, as the client held them: what an item stands for
+    (the conversation service then finds the session and sends its compacted context)."""
+    rows = compaction.input_rows().values_list(*Message.ENGINE_COLUMNS)
+    return [Message.engine_dict(*row) for row in rows]
+
+
+def context_of(compaction: Compaction) -> list[dict]:
+    """The context a committed compaction left (head + summary + tail), as the model reads
+    it before what follows."""
+    rows = compaction.final_rows(CONTEXT_ROWS_MAX).values_list(*Message.ENGINE_COLUMNS)
+    return [Message.engine_dict(*row) for row in rows]
+
+
+def rendered(chat: ChatRequest) -> list[dict]:
+    """What the model will read of a request, for a threshold: after a compaction item or
+    block sent back, that compaction's context and what follows it (the history it stands
+    for is there for matching only)."""
+    compaction = chat.extra.get("compaction")
+    if not isinstance(compaction, Compaction):
+        return chat.messages
+    return context_of(compaction) + chat.messages[chat.extra.get("compaction_covers") or 0 :]
+
+
+# A compacted context holds a head, one summary and a tail: far fewer rows than this.
+CONTEXT_ROWS_MAX = 100_000
+
+
+def compact_conversation(
+    key: ApiKey, chat: ChatRequest, *, instructions: str = "", user_agent: str = ""
+) -> Compaction:
+    """Store the conversation (a continued session takes only what is new) and compact it now
+    with our engine; the committed compaction, or ApiError (nothing compacted: 400 when the
+    conversation is too short, 409 when it cannot be compacted now)."""
+    prepared = service.prepare(key, chat, user_agent=user_agent)
+    session, _ = service.store(prepared, None)
+    try:
+        run = request_compaction(
+            session=session,
+            trigger=Compaction.Trigger.MANUAL,
+            focus=instructions,
+            run_now=True,
+        )
+    except CompactionBusy as busy:
+        if busy.running is None or busy.running.status != Compaction.Status.QUEUED:
+            raise ApiError(
+                409, str(busy), type="invalid_request_error", code="compaction_in_progress"
+            ) from None
+        run = run_compaction(busy.running.pk)  # an automatic run was waiting: it is this one
+    except CompactionRefused as refused:
+        raise ApiError(
+            409, str(refused), type="invalid_request_error", code="compaction_refused"
+        ) from None
+    if run.status != Compaction.Status.COMMITTED:
+        raise ApiError(
+            400,
+            f"Nothing was compacted ({run.reason or run.status}): the conversation is too "
+            "short to summarize anything.",
+            code="compaction_nothing_to_summarize",
+        )
+    return run
+
+
+def usage(compaction: Compaction) -> dict:
+    """What the compaction pass read and wrote, in Responses usage fields (the summary's
+    tokens are its output)."""
+    report = compaction.report or {}
+    tokens = report.get("tokens") or {}
+    read = int(compaction.tokens_before or 0)
+    written = int(tokens.get("summary") or 0)
+    return {
+        "input_tokens": read,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": written,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": read + written,
+    }
+
+
+# -- Anthropic's signed compaction block (on-demand compaction, beta compact-2026-09-04) ------
+
+BLOCK_SALT = "hermes-web.v1.compaction-block"
+
+
+def summary_of(compaction: Compaction) -> str:
+    """The summary our engine wrote for ``compaction`` (the block's ``content``)."""
+    return str((compaction.report or {}).get("summary") or "")
+
+
+def _digest(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def block(compaction: Compaction, owner_id: int) -> dict:
+    """The ``compaction`` content block: our summary, signed with the server's secret and
+    bound to the compaction, its owner and the exact content."""
+    content = summary_of(compaction)
+    signature = signing.dumps(
+        {"c": compaction.public_id, "o": owner_id, "h": _digest(content)},
+        salt=BLOCK_SALT,
+        compress=True,
+    )
+    return {"type": "compaction", "content": content, "signature": signature}
+
+
+def _block_error(message: str, code: str, where: str) -> ApiError:
+    return ApiError(400, message, code=code, param=where)
+
+
+def open_block(value: dict, owner_id: int, where: str) -> Compaction:
+    """The committed compaction a block sent back names; ApiError 400 (Anthropic's
+    ``compaction_signature_invalid`` / ``compaction_content_mismatch``) when it does not
+    verify."""
+    try:
+        data = signing.loads(str(value.get("signature") or ""), salt=BLOCK_SALT)
+    except signing.BadSignature:
+        data = None
+    if not isinstance(data, dict) or data.get("o") != owner_id:
+        raise _block_error(
+            f"{where}.signature: the compaction block's signature does not verify (altered, "
+            "or not made by this server for this API key's user).",
+            "compaction_signature_invalid",
+            where,
+        )
+    content = value.get("content")
+    if not isinstance(content, str) or _digest(content) != data.get("h"):
+        raise _block_error(
+            f"{where}.content differs from the text its signature recorded: send the block "
+            "back exactly as it was returned.",
+            "compaction_content_mismatch",
+            where,
+        )
+    compaction = Compaction.objects.filter(
+        public_id=data.get("c"), session__owner_id=owner_id, status=Compaction.Status.COMMITTED
+    ).first()
+    if compaction is None:
+        raise _block_error(
+            f"{where}: the compaction this block names is no longer committed (undone or "
+            "deleted); send the conversation without it.",
+            "compaction_not_found",
+            where,
+        )
+    return compaction
