@@ -188,21 +188,29 @@ def _own_workspaces_dir(settings, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _empty_search_index_after_a_transactional_test(request):
+def _empty_search_index_around_a_transactional_test(request, django_db_blocker):
     """Django empties the model tables after a transactional test; the search index and its
-    pending marks are not models, so they are emptied here the same way. Otherwise the marks
-    the flush left (one per deleted row) make a later test's search index thousands of stale
-    rows before reaching its own (a search indexes at most 10,000 pending rows first)."""
-    yield
+    pending marks are not models, so they are emptied here too, before and after the test.
+    Otherwise the marks a flush left (one per deleted row) make a later test's search index
+    thousands of stale rows before reaching its own (a search indexes at most 10,000 pending
+    rows first)."""
     marker = request.node.get_closest_marker("django_db")
-    if "transactional_db" not in request.fixturenames and not (
+    transactional = "transactional_db" in request.fixturenames or bool(
         marker and marker.kwargs.get("transaction")
-    ):
-        return
+    )
+    if transactional:
+        request.getfixturevalue("django_db_setup")  # the test database, never another
+        _empty_search_index(django_db_blocker)
+    yield
+    if transactional:
+        _empty_search_index(django_db_blocker)
+
+
+def _empty_search_index(django_db_blocker) -> None:
     from django.db import connection
 
     from hermes_web.services.search_index import PENDING, TABLE
 
-    with connection.cursor() as cursor:
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {PENDING}")
         cursor.execute(f"DELETE FROM {TABLE}")
