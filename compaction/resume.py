@@ -17,7 +17,7 @@ Fact sections are written first and the action list gets what is left of the bud
 long session loses old action lines before it loses a path or a command.
 """
 
-# Over 450 lines: the fact scan and the summary writer read the same scan state; the section
+# Over 1,000 lines: the fact scan and the summary writer read the same scan state; the section
 # budgets only make sense together.
 from __future__ import annotations
 
