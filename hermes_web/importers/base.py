@@ -414,6 +414,15 @@ def json_lines(stream: IO[bytes], file: str, parsed: ParsedSession) -> Iterator[
     damage.end(file)
 
 
+def keep_damage(session: ParsedSession, damage: ParsedSession) -> None:
+    """Give ``session`` what ``json_lines`` recorded on ``damage`` (the scratch session a
+    reader passes it while the real one is still being built): its unreadable lines, its torn
+    last line and their counts."""
+    session.unreadable, session.torn_line = damage.unreadable, damage.torn_line
+    if damage.counts:
+        session.counts.update(damage.counts)
+
+
 class LineDamage:
     """The unreadable lines of one pass over a JSONL file, told line by line (``bad`` or
     ``good``), recorded on ``parsed``: the newest bad line is held until the next line

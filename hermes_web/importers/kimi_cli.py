@@ -41,8 +41,8 @@ from hermes_web.importers.base import (
     ParsedMessage,
     ParsedSession,
     epoch,
-    iter_lines,
-    json_line,
+    json_lines,
+    keep_damage,
     safe_id,
 )
 from hermes_web.models import Session
@@ -61,7 +61,8 @@ WIRE_MAX_BYTES = 256 * 1024 * 1024  # read line by line; past this its times are
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
-    """The one session of a Kimi CLI context file (a bad line fails the file)."""
+    """The one session of a Kimi CLI context file (an unreadable line is left out and named;
+    a torn last line is what a running Kimi CLI leaves)."""
     reader = _Reader(file)
     reader.folder = _session_folder(stream, file)
     head = stream.read(HEAD)
@@ -74,14 +75,13 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         )
     reader.digest = hashlib.sha256(head).hexdigest()[:16]
     stream.seek(0)
-    for number, text in iter_lines(stream, file):
-        if isinstance(text, ImportProblem):
-            raise text
-        record = json_line(text, file, number)
+    damage = ParsedSession(source=SOURCE)  # the lines that could not be read
+    for number, record in json_lines(stream, file, damage):
         if not isinstance(record, dict):
             raise ImportProblem(file, number, "a record that is not a JSON object")
         reader.add(record, number)
     session = reader.finish()
+    keep_damage(session, damage)
     if reader.head_compaction is not None:
         reader.head_compaction.tokens_before = _tokens_before(stream)
     wire = _wire_beside(stream)

@@ -36,6 +36,7 @@ from hermes_web.importers.base import (
     epoch,
     image_part,
     json_lines,
+    keep_damage,
     pair_stream,
     records_of,
     safe_id,
@@ -101,9 +102,7 @@ def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProble
         for public_id, path, parent in segments
     ]
     main, branches = sessions[0], sessions[1:]
-    main.unreadable, main.torn_line = damage.unreadable, damage.torn_line
-    if damage.counts:
-        main.counts.update(damage.counts)
+    keep_damage(main, damage)
     for branch in branches:
         if not any(not m.meta for m in branch.messages):  # a label or a model change only
             main.skip("branch without messages (not imported)")

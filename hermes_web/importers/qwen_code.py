@@ -31,8 +31,8 @@ from hermes_web.importers.base import (
     ParsedSession,
     epoch,
     image_part,
-    iter_lines,
-    json_line,
+    json_lines,
+    keep_damage,
     safe_id,
 )
 from hermes_web.models import Session
@@ -50,16 +50,17 @@ QUIET_SUBTYPES = {
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
-    """The one session of a Qwen Code chat file (a bad line fails the file)."""
+    """The one session of a Qwen Code chat file (an unreadable line is left out and named;
+    a torn last line is what a running Qwen Code leaves)."""
     reader = _Reader(file)
-    for number, text in iter_lines(stream, file):
-        if isinstance(text, ImportProblem):
-            raise text
-        record = json_line(text, file, number)
+    damage = ParsedSession(source=SOURCE)  # the lines that could not be read
+    for number, record in json_lines(stream, file, damage):
         if not isinstance(record, dict):
             raise ImportProblem(file, number, "a record that is not a JSON object")
         reader.add(record, number)
-    yield reader.finish()
+    session = reader.finish()
+    keep_damage(session, damage)
+    yield session
 
 
 class _Reader:

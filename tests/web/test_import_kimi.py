@@ -189,3 +189,12 @@ def test_a_sessions_folder_imports_each_context_and_reads_the_wire_log_with_it(t
     assert [(path.name, why) for path, why in skipped] == [
         ("wire.jsonl", "Kimi CLI wire log (read with its context.jsonl)")
     ]
+
+
+def test_a_torn_last_line_keeps_everything_before_it(context):
+    whole = list(parsed(kimi_cli.parse, context)[0].messages)
+    context.write_bytes(context.read_bytes() + b'{"role": "assistant", "content": "half')
+    (session,) = parsed(kimi_cli.parse, context)
+    assert session.torn_line is not None
+    assert session.torn_line == len(_rows()) + 1
+    assert [m.content for m in session.messages] == [m.content for m in whole]

@@ -212,3 +212,19 @@ def test_an_unknown_record_type_is_refused_with_its_line(tmp_path, alice):
     problem = refused(path, alice)
     assert problem.line == 3
     assert "unknown record type 'note'" in problem.problem
+
+
+def test_a_torn_last_line_keeps_everything_before_it(chat, alice, django_user_model):
+    # A running Qwen Code leaves its newest record half-written.
+    clean = import_path(chat, owner=django_user_model.objects.create_user("bo"))
+    chat.write_bytes(chat.read_bytes() + b'{"uuid": "u-15", "type": "assistant", "message": {"ro')
+    (session,) = parsed(qwen_code.parse, chat)
+    assert session.torn_line == len(_rows()) + 1
+    report = import_path(chat, owner=alice)
+    assert not report.errors, [str(e) for e in report.errors]
+    (stored,) = report.sessions
+    assert stored.message_total == clean.sessions[0].message_total
+    assert (
+        Message.objects.filter(session=stored).count()
+        == Message.objects.filter(session=clean.sessions[0]).count()
+    )
