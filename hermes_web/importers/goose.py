@@ -57,8 +57,11 @@ NATIVE = "goose"
 MESSAGE_LINE = re.compile(
     r'"role"\s*:\s*"(?:user|assistant)"\s*,\s*"created"\s*:\s*-?\d+\s*,\s*"content"\s*:\s*\['
 )
-# The legacy file's first line: the session metadata.
-METADATA_LINE = re.compile(r'\A\s*\{[^\n]*"working_dir"\s*:[^\n]*"message_count"\s*:')
+# The legacy file's first line: the session metadata, in any key order (Goose's loader,
+# session/legacy.rs, fills in message_count when an old file lacks it).
+METADATA_LINE = re.compile(
+    r'\A\s*\{(?=[^\n]*"working_dir"\s*:)(?=[^\n]*"(?:description|message_count)"\s*:)'
+)
 CONTINUATION = "Your context was compacted"
 MANUAL = "at the user's request"
 TOKEN_KEYS = (
@@ -111,6 +114,7 @@ def _metadata(session: ParsedSession, data: dict) -> None:
         if data.get(key):
             recorded[key] = data[key]
     session.extra["goose"] = recorded
+    session.created_at = session.created_at or epoch(data.get("created_at"))
     if data.get("working_dir"):
         session.extra["cwd"] = str(data["working_dir"])
     config = data.get("model_config") or data.get("model_config_json")

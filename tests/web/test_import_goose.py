@@ -178,6 +178,16 @@ def test_a_goose_jsonl_is_detected_and_imports_with_its_calls_paired(alice, tmp_
     assert results["toolu_2"].extra.get("is_error") is True
 
 
+def test_an_older_metadata_line_without_message_count_is_still_goose(tmp_path):
+    path = tmp_path / "old.jsonl"
+    head = {"description": "Old one", "working_dir": "/srv"}
+    path.write_text(json.dumps(head) + "\n" + json.dumps(conversation()[0]) + "\n")
+    assert detect_format(path, path.name) == "goose"
+    (session,) = parsed(goose.parse, path)
+    assert session.title == "Old one"
+    assert session.extra["cwd"] == "/srv"
+
+
 def test_gooses_compaction_becomes_a_native_compaction(alice, tmp_path):
     path = write_jsonl(tmp_path / "20250807_1.jsonl", conversation(compacted=True))
     (session,) = imported(path, alice, "goose")
