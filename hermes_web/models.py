@@ -66,6 +66,7 @@ class Session(models.Model):
         IMPORT_CRUSH = "import:crush", "Crush import"
         IMPORT_QWEN_CODE = "import:qwen-code", "Qwen Code import"
         IMPORT_KIMI_CLI = "import:kimi-cli", "Kimi CLI import"
+        IMPORT_GOOSE = "import:goose", "Goose import"
         API = "api", "API client"
 
     class Mode(models.TextChoices):
@@ -301,6 +302,7 @@ class Compaction(models.Model):
         CRUSH = "crush", "Crush"
         QWEN_CODE = "qwen-code", "Qwen Code"
         KIMI_CLI = "kimi-cli", "Kimi CLI"
+        GOOSE = "goose", "Goose"
 
     class Mode(models.TextChoices):
         ROTATION = "rotation", "rotation"

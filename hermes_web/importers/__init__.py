@@ -42,6 +42,7 @@ from hermes_web.importers import (
     crush,  # SQLite agents, read from their path (home2)
     cursor,
     gemini_cli,
+    goose,
     hermes,
     kimi_cli,
     openai,
@@ -104,11 +105,13 @@ AGENT_PARSERS = {
     "cursor": cursor.parse,
     "qwen-code": qwen_code.parse,
     "kimi-cli": kimi_cli.parse,
+    "goose": goose.parse,
 }
 # Agents whose file is read from its path (a SQLite database and its -wal, a storage folder).
 PATH_PARSERS = {
     "opencode": opencode.parse_path,
     "crush": crush.parse_path,
+    "goose-db": goose.parse_path,
 }
 FORMATS += tuple(AGENT_PARSERS) + tuple(PATH_PARSERS)
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Which other agent wrote a file (Gemini CLI, Aider, OpenHands, Cline / Roo Code, Continue,
-Qwen Code, Kimi CLI),
+Qwen Code, Kimi CLI, Goose),
 from its name and the keys at the start of its text.
 
 Asked before the Hermes / OpenAI / Claude Code / Codex checks, so each test here looks
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hermes_web.importers import opencode
+from hermes_web.importers import goose, opencode
 
 _HEAD = 4096  # the keys looked at are at the very start of the document
 
@@ -81,6 +81,8 @@ def sniff(path: Path, head: str, file: str = "") -> str:
         KIMI_PSEUDO_ROLE.search(head) or (name == "wire.jsonl" and KIMI_WIRE.match(start))
     ):
         return "kimi-cli"
+    if start.lstrip().startswith("{") and goose.is_goose_jsonl(start):
+        return "goose"
     if (
         CONTINUE_SESSION.match(start)
         and '"history"' in head

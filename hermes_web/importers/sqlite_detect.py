@@ -47,6 +47,10 @@ def kind_of(db: sqlite3.Connection) -> tuple[str, list[str]]:
         or "summary_message_id" in _columns(db, tables["sessions"])
     ):  # Crush: its messages hold a JSON list of parts
         return "crush", shown
+    if {"sessions", "messages"} <= tables.keys() and "content_json" in _columns(
+        db, tables["messages"]
+    ):  # Goose: its messages hold the JSON list of a Message's contents
+        return "goose-db", shown
     if "sessions" in names or "messages" in names:
         return "hermes-db", shown  # its reader says what a Hermes state.db lacks
     return "", shown

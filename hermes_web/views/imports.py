@@ -120,6 +120,18 @@ FORMAT_HELP: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         ("~/.kimi/sessions/<hash>/<id>/context.jsonl",),
         "its compaction becomes a compaction; checkpoints and token counts are kept.",
     ),
+    "goose": (
+        "Goose session (JSONL, before 1.10)",
+        "Goose",
+        ("~/.local/share/goose/sessions/<id>.jsonl",),
+        "its compaction becomes a compaction; the working directory and token counts are kept.",
+    ),
+    "goose-db": (
+        "Goose database (sessions.db)",
+        "Goose",
+        ("~/.local/share/goose/sessions/sessions.db",),
+        "its compaction (the hidden summary message) becomes a compaction.",
+    ),
 }
 FORMAT_CHOICES = [("auto", "Detect automatically")] + [
     (fmt, FORMAT_HELP[fmt][0]) for fmt in FORMATS if fmt in FORMAT_HELP
