@@ -150,7 +150,7 @@ def _one_line(text: str, limit: int, *, more: bool = False) -> str:
     if len(text) <= limit and not more:
         return text
     head = _cut_at_word(text, limit - 1, more)
-    return head + "…" if head else ""
+    return head + "…" if text else ""
 
 
 def _is_word_char(char: str) -> bool:
