@@ -117,16 +117,16 @@ CASES = {
 }
 
 GOLDEN = {
-    "capped_tail": "651c928e72246f54",
-    "long_words": "c2fc7f9dfb12b755",
-    "secrets_failures": "1766653b9eb3b1b5",
-    "secrets_failures_small": "1bd378674c2c8162",
-    "synthetic_10000_cached": "20e31ebc6f0a87aa",
-    "synthetic_2000": "cdd038e0c0c8c79e",
-    "synthetic_2000_cached": "83839ade9d5b1a96",
-    "synthetic_300": "9cb5c19160e814bd",
+    "capped_tail": "4c73bac8e99add8e",
+    "long_words": "915e7b6b8f052f74",
+    "secrets_failures": "fa701f7bd7f3419e",
+    "secrets_failures_small": "d5243620440d084e",
+    "synthetic_10000_cached": "60088a55deb8c5bc",
+    "synthetic_2000": "3f5e2365452b80b6",
+    "synthetic_2000_cached": "2119b0f42e244a96",
+    "synthetic_300": "2e4630430154d2c9",
     "synthetic_8k_window": "4e6903cbf32af10d",
-    "synthetic_small_window": "58c7a73470602ebe",
+    "synthetic_small_window": "f142c5ddbf4c4b05",
 }
 
 
