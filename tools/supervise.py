@@ -17,7 +17,11 @@ Here:
 - a lock file (``fcntl.flock``, held for the supervisor's life, released by the kernel when it
   dies) and a check of the port refuse a second copy with a message that says which pid runs;
 - with ``--ready-url``, "ready at URL" is printed once that URL answers 200 (the URL printed
-  before the server listened sent newcomers to a refused connection); Ctrl-C exits 0.
+  before the server listened sent newcomers to a refused connection);
+- Ctrl-C exits 0, and ``make run`` with it: run from a terminal, the supervisor makes its own
+  process group the terminal's foreground group (``take_terminal``), so the SIGINT of Ctrl-C
+  reaches it and not make, which would otherwise end with "make: *** [run] Interrupt" and
+  status 130 however cleanly everything stopped.
 
 Usage: ``python -m tools.supervise [--check] --procfile Procfile --lock var/run.lock --port 8000
 [--ready-url http://127.0.0.1:8000/]`` (``--check``: only say whether a copy runs, exit 1 if one
@@ -39,6 +43,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +53,42 @@ MAX_DELAY = 30.0
 STABLE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 15.0
 PR_SET_PDEATHSIG = 1
+
+
+def take_terminal() -> Callable[[], None] | None:
+    """Put this process in a process group of its own and make that group the foreground group
+    of the controlling terminal (when there is one and ours is in the foreground); return what
+    gives the terminal back to the group that had it, or None when nothing was changed."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        previous = os.tcgetpgrp(tty)
+        if previous != os.getpgrp():  # started in the background: leave the terminal alone
+            raise OSError
+        os.setpgid(0, 0)
+        _set_foreground(tty, os.getpgrp())
+    except OSError:
+        os.close(tty)
+        return None
+
+    def give_back() -> None:
+        with contextlib.suppress(OSError):
+            _set_foreground(tty, previous)
+        os.close(tty)
+
+    return give_back
+
+
+def _set_foreground(tty: int, group: int) -> None:
+    # A process outside the foreground group that calls tcsetpgrp gets SIGTTOU (which stops it)
+    # unless it ignores that signal for the call.
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(tty, group)
+    finally:
+        signal.signal(signal.SIGTTOU, old)
 
 
 class AlreadyRunning(SystemExit):
@@ -403,7 +444,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
-    supervisor.run()
+    give_back = take_terminal()
+    try:
+        supervisor.run()
+    finally:
+        if give_back is not None:
+            give_back()
     return 0
 
 

@@ -5,10 +5,15 @@ ports run side by side, each on a data folder of its own, sharing no file."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +160,62 @@ def test_two_instances_on_two_ports_run_side_by_side_sharing_no_file(tmp_path):
     finally:
         for instance in instances:
             instance.close()
+
+
+def test_ctrl_c_in_a_terminal_ends_make_with_status_0(tmp_path):
+    """make on a terminal of its own (a pty), Ctrl-C typed once the ready line shows: make
+    exits 0 without "Interrupt" or "Error" (make used to receive the SIGINT too)."""
+    port = free_port()
+    (tmp_path / "Procfile").write_text(SLOW_WEB)
+    (tmp_path / "Makefile").write_text(
+        f"run:\n\t@{sys.executable} -m tools.supervise --procfile {tmp_path / 'Procfile'}"
+        f" --lock {tmp_path / 'run.lock'} --port {port} --ready-url http://127.0.0.1:{port}/\n"
+    )
+    primary, secondary = pty.openpty()
+
+    def own_terminal() -> None:  # a new session whose controlling terminal is the pty
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {**os.environ, "HERMES_PORT": str(port), "FIRST_200": str(tmp_path / "first-200")}
+    env = {k: v for k, v in env.items() if not k.startswith("MAKE")}
+    make = subprocess.Popen(
+        ["make", "--no-print-directory", "-f", str(tmp_path / "Makefile"), "run"], cwd=ROOT,
+        env=env, stdin=secondary, stdout=secondary, stderr=secondary, start_new_session=True,
+        preexec_fn=own_terminal,
+    )  # fmt: skip
+    os.close(secondary)
+    output = b""
+
+    def read_for(seconds: float) -> None:
+        nonlocal output
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if select.select([primary], [], [], 0.2)[0]:
+                try:
+                    output += os.read(primary, 65536)
+                except OSError:  # the pty closed: every process on it exited
+                    return
+            if make.poll() is not None and not select.select([primary], [], [], 0)[0]:
+                return
+
+    below: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while READY.encode() not in output and time.monotonic() < deadline:
+            read_for(0.5)
+        assert READY.encode() in output, output.decode(errors="replace")
+        below = descendants(make.pid)
+        os.write(primary, b"\x03")  # Ctrl-C, as typed
+        status = make.wait(30)
+        read_for(1)
+        text = output.decode(errors="replace")
+        assert status == 0, text
+        assert "Interrupt" not in text, text
+        assert "Error" not in text, text
+        wait_for(lambda: not any(alive(pid) for pid in below), 30, "every process to exit")
+    finally:
+        for pid in below | {make.pid}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        make.wait(10)
+        os.close(primary)
