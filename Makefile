@@ -11,6 +11,15 @@ TEST_LOCK := requirements/test.lock
 UV_VERSION := 0.13.8
 HERMES_PORT ?= 8000
 export HERMES_PORT
+# One data folder per port unless HERMES_DATA_DIR says otherwise: a second `make run` on
+# HERMES_PORT=8001 gets var/port-8001 (its own SQLite db, broker, lock, temp files and secret
+# key) instead of being refused by the first one's lock or writing into its database.
+ifeq ($(HERMES_PORT),8000)
+HERMES_DATA_DIR ?= $(CURDIR)/var
+else
+HERMES_DATA_DIR ?= $(CURDIR)/var/port-$(HERMES_PORT)
+endif
+export HERMES_DATA_DIR
 export HERMES_WORKER_CONCURRENCY ?= 4
 export HERMES_WORKER_LOGLEVEL ?= info
 export DJANGO_SETTINGS_MODULE := hermes_web.settings
@@ -85,9 +94,10 @@ run-check: $(RUNTIME_STAMP)
 run: run-check migrate ## Start gunicorn, a Celery worker and beat on embedded defaults (SQLite + SQLite broker)
 	@$(BIN)/python manage.py load_demo
 	@echo ""
-	@echo "  hermes-web is starting at http://127.0.0.1:$(HERMES_PORT)/  (Ctrl-C stops the server and the worker)"
+	@echo "  hermes-web is starting on port $(HERMES_PORT), data in $(HERMES_DATA_DIR); it says \"ready\" when it answers"
 	@echo ""
-	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile --lock "$(RUN_LOCK)" --port $(HERMES_PORT)
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile --lock "$(RUN_LOCK)" --port $(HERMES_PORT) \
+	  --ready-url http://127.0.0.1:$(HERMES_PORT)/
 
 .PHONY: test
 test: $(STAMP) system-deps ## Lint (ruff check + format check), type check (mypy), then every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
@@ -123,7 +133,8 @@ run-scaled: run-check ## PostgreSQL + Redis on 127.0.0.1 (data in var/services),
 	trap '$(BIN)/python -m tools.localservices stop --data $(SERVICES_DIR)' EXIT; \
 	$(BIN)/python manage.py migrate --noinput -v 0 && $(BIN)/python manage.py load_demo && \
 	echo "" && echo "  hermes-web (scaled) at http://127.0.0.1:$(HERMES_PORT)/  on $$DATABASE_URL + $$CELERY_BROKER_URL" && echo "" && \
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile.scaled --lock "$(RUN_LOCK)" --port $(HERMES_PORT)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile.scaled --lock "$(RUN_LOCK)" --port $(HERMES_PORT) \
+	  --ready-url http://127.0.0.1:$(HERMES_PORT)/
 
 .PHONY: bench
 bench: $(STAMP) ## Run the benchmarks and print their figures

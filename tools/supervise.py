@@ -15,10 +15,17 @@ Here:
   set between fork and exec), and a guardian process forked first (``Guardian``) sees the
   supervisor's end of a pipe close and stops every group, grandchildren included;
 - a lock file (``fcntl.flock``, held for the supervisor's life, released by the kernel when it
-  dies) and a check of the port refuse a second copy with a message that says which pid runs.
+  dies) and a check of the port refuse a second copy with a message that says which pid runs;
+- with ``--ready-url``, "ready at URL" is printed once that URL answers 200 (the URL printed
+  before the server listened sent newcomers to a refused connection);
+- Ctrl-C exits 0, and ``make run`` with it: run from a terminal, the supervisor makes its own
+  process group the terminal's foreground group (``take_terminal``), so the SIGINT of Ctrl-C
+  reaches it and not make, which would otherwise end with "make: *** [run] Interrupt" and
+  status 130 however cleanly everything stopped.
 
-Usage: ``python -m tools.supervise [--check] --procfile Procfile --lock var/run.lock --port 8000``
-(``--check``: only say whether a copy runs, exit 1 if one does).
+Usage: ``python -m tools.supervise [--check] --procfile Procfile --lock var/run.lock --port 8000
+[--ready-url http://127.0.0.1:8000/]`` (``--check``: only say whether a copy runs, exit 1 if one
+does).
 """
 
 from __future__ import annotations
@@ -32,7 +39,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +53,42 @@ MAX_DELAY = 30.0
 STABLE_SECONDS = 60.0
 STOP_GRACE_SECONDS = 15.0
 PR_SET_PDEATHSIG = 1
+
+
+def take_terminal() -> Callable[[], None] | None:
+    """Put this process in a process group of its own and make that group the foreground group
+    of the controlling terminal (when there is one and ours is in the foreground); return what
+    gives the terminal back to the group that had it, or None when nothing was changed."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        previous = os.tcgetpgrp(tty)
+        if previous != os.getpgrp():  # started in the background: leave the terminal alone
+            raise OSError
+        os.setpgid(0, 0)
+        _set_foreground(tty, os.getpgrp())
+    except OSError:
+        os.close(tty)
+        return None
+
+    def give_back() -> None:
+        with contextlib.suppress(OSError):
+            _set_foreground(tty, previous)
+        os.close(tty)
+
+    return give_back
+
+
+def _set_foreground(tty: int, group: int) -> None:
+    # A process outside the foreground group that calls tcsetpgrp gets SIGTTOU (which stops it)
+    # unless it ignores that signal for the call.
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(tty, group)
+    finally:
+        signal.signal(signal.SIGTTOU, old)
 
 
 class AlreadyRunning(SystemExit):
@@ -187,6 +234,36 @@ class Guardian:
         os.waitpid(self.pid, 0)
 
 
+def http_status(url: str) -> int:
+    """The status ``url`` answers with, 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (our own URL)
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+class ReadyProbe:
+    """Polls ``url`` in a thread of its own (a slow answer must not hold up the supervisor's
+    loop, which drains the children's output) until it answers 200."""
+
+    def __init__(self, url: str, interval: float = 0.5) -> None:
+        self.url = url
+        self.interval = interval
+        self.ready = threading.Event()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._poll, name="ready-probe", daemon=True)
+
+    def _poll(self) -> None:
+        while not self.stopped.is_set():
+            if http_status(self.url) == 200:
+                self.ready.set()
+                return
+            self.stopped.wait(self.interval)
+
+
 @dataclass
 class Child:
     """One Procfile line and its current process."""
@@ -204,7 +281,9 @@ class Child:
 class Supervisor:
     """Runs the children of a Procfile until told to stop (see the module docstring)."""
 
-    def __init__(self, entries: dict[str, str], out=None) -> None:
+    def __init__(self, entries: dict[str, str], out=None, ready_url: str | None = None) -> None:
+        self.probe = ReadyProbe(ready_url) if ready_url else None
+        self.announced = False
         self.children = [Child(name, command) for name, command in entries.items()]
         self.width = max((len(name) for name in entries), default=0)
         self.out = out or sys.stdout.buffer
@@ -300,10 +379,25 @@ class Supervisor:
         self.guardian = Guardian()
         for child in self.children:
             self.start(child)
+        if self.probe is not None:
+            self.probe.thread.start()
         while not self.stopping:
             self.step(0.5)
+            self.announce_ready()
+        if self.probe is not None:
+            self.probe.stopped.set()
         self.stop()
         self.guardian.release()
+
+    def announce_ready(self) -> None:
+        """Print "ready at URL" once, after the probe saw a 200."""
+        if self.probe is None or self.announced or not self.probe.ready.is_set():
+            return
+        self.announced = True
+        self.out.write(
+            f"\n  hermes-web is ready at {self.probe.url}  (Ctrl-C stops it)\n\n".encode()
+        )
+        self.out.flush()
 
     def stop(self) -> None:
         """SIGTERM every child's group, SIGKILL what is left after the grace period."""
@@ -331,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", type=Path, default=Path("var/run.lock"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("HERMES_PORT", "8000")))
     parser.add_argument("--check", action="store_true", help="only refuse if a copy runs")
+    parser.add_argument("--ready-url", help='print "ready at URL" once this URL answers 200')
     args = parser.parse_args(argv)
     lock = Lock(args.lock)
     try:
@@ -341,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     except AlreadyRunning as refusal:
         print(refusal.code, file=sys.stderr)
         return 1
-    supervisor = Supervisor(read_procfile(args.procfile))
+    supervisor = Supervisor(read_procfile(args.procfile), ready_url=args.ready_url)
 
     def stop(signum: int, frame: object) -> None:
         supervisor.stopping = True
@@ -349,7 +444,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
-    supervisor.run()
+    give_back = take_terminal()
+    try:
+        supervisor.run()
+    finally:
+        if give_back is not None:
+            give_back()
     return 0
 
 
