@@ -1,6 +1,7 @@
 """The Import page in real Chromium: refusals are shown even when every file fails (htmx
 does not swap 4xx answers, so the page answers htmx with 200 and the errors)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,5 +58,9 @@ def test_a_good_file_then_the_same_again_shows_the_duplicate(live_server, page, 
     screenshot("import-fidelity")
     page.set_input_files("#import-file", str(fixture))
     page.get_by_role("button", name="Import").click()
-    expect(page.locator("#import-results [role=alert]")).to_contain_text("already imported")
+    # A duplicate is a notice linking the stored conversation, not a red error (issue #37).
+    notice = page.locator("#import-results .duplicates[role=status]")
+    expect(notice).to_contain_text("already imported")
+    notice.get_by_role("link", name="open the stored conversation").click()
+    expect(page).to_have_url(re.compile(rf"/conversations/{Session.objects.get().public_id}/$"))
     assert Session.objects.count() == 1
