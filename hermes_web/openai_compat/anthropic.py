@@ -473,7 +473,7 @@ def messages(request: HttpRequest) -> HttpResponseBase:
             data, key.owner_id, anywhere=anywhere
         )
         if data.get("compaction") is not None:
-            return anthropic_compaction.on_demand(request, key, data, history, carried)
+            return anthropic_compaction.on_demand(request, key, data, history, carried, parse_data)
         chat = parse_data(data, len(body), history, carried)
         chat = anthropic_compaction.threshold_first(request, key, chat, data)
         chat = anthropic_compaction.with_clearing(chat, data)

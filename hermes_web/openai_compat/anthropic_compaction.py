@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
@@ -23,7 +23,6 @@ from django.urls import reverse
 from compaction import CompactionConfig, count_messages_tokens
 from hermes_web.models import ApiKey, Compaction
 from hermes_web.openai_compat import compacting, views
-from hermes_web.openai_compat.anthropic import parse_data
 from hermes_web.openai_compat.errors import ApiError, invalid
 from hermes_web.openai_compat.upstream import resolve_model
 
@@ -112,8 +111,11 @@ def on_demand(
     data: dict[str, Any],
     history: list[dict] | None,
     carried: dict[str, Any],
+    parse_data: Callable[..., Any],
 ) -> HttpResponseBase:
-    """Compact the conversation now; answer with the signed block alone."""
+    """Compact the conversation now; answer with the signed block alone. ``parse_data``: the
+    Messages adapter's body parser (passed in: the adapter imports this module, not the
+    other way round)."""
     instructions = _instructions(data.get("compaction"))
     if data.get("context_management") is not None:
         raise invalid(
