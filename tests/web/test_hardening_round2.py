@@ -574,7 +574,9 @@ def test_the_embedded_beat_dies_when_its_worker_is_killed(tmp_path):
 
 def test_make_run_starts_beat_as_a_process_of_its_own():
     procfile = dict(
-        line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
+        line.split(":", 1)
+        for line in (ROOT / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
     )
     assert " -B" not in procfile["worker"]
     assert "celery -A hermes_web beat" in procfile["beat"]
@@ -628,7 +630,9 @@ def test_web_processes_hold_litellm_only_when_preload_is_asked_for(tmp_path):
     web warm-up leaves it out; HERMES_WEB_PRELOAD_LITELLM=1 imports it in the master, so no
     /v1 request waits 4.5-15 s for the import."""
     procfile = dict(
-        line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
+        line.split(":", 1)
+        for line in (ROOT / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
     )
     assert "--preload" in procfile["web"]
     assert _litellm_after_wsgi_import(tmp_path) is False
