@@ -44,7 +44,7 @@ class Instance:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tools.supervise", "--procfile", str(procfile),
              "--lock", str(folder / "run.lock"), "--port", str(port), "--ready-url", self.url],
-            cwd=ROOT, env={**os.environ, **env, "HERMES_PORT": str(port)}, stdout=self._log,
+            cwd=ROOT, env={**env, "HERMES_PORT": str(port)}, stdout=self._log,
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         self.below: set[int] = set()
@@ -66,7 +66,9 @@ def slow_web(tmp_path):
     procfile = tmp_path / "Procfile"
     procfile.write_text(SLOW_WEB)
     first_200 = tmp_path / "first-200"
-    instance = Instance(tmp_path, procfile, free_port(), {"FIRST_200": str(first_200)})
+    instance = Instance(
+        tmp_path, procfile, free_port(), {**os.environ, "FIRST_200": str(first_200)}
+    )
     yield instance, first_200
     instance.close()
 
@@ -149,7 +151,9 @@ def test_two_instances_on_two_ports_run_side_by_side_sharing_no_file(tmp_path):
             )  # fmt: skip
             instances.append(Instance(folder, procfile, free_port(), data))
         for instance in instances:
-            wait_for(lambda i=instance: READY in i.log(), 120, f"{instance.url} ready")
+            wait_for(
+                lambda i=instance: READY in i.log(), 120, f"{instance.url} ready", instance.log
+            )
         assert [get_status(i.url) for i in instances] == [200, 200]
         assert not any(home.rglob("*")), sorted(home.rglob("*"))  # nothing shared under HOME
         for name in ("a", "b"):

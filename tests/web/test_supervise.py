@@ -51,14 +51,18 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_for(predicate, timeout: float, what: str):
+def wait_for(predicate, timeout: float, what: str, log=None):
+    """``predicate()``'s first true value; on timeout, fails with the tail of ``log()`` (the
+    supervised processes' output) so that a failure says why."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    tail = "\n".join(log().splitlines()[-60:]) if log else ""
+    suffix = f"; their output:\n{tail}" if tail else ""
+    raise AssertionError(f"timed out waiting for {what}{suffix}")
 
 
 def free_port() -> int:
@@ -76,7 +80,7 @@ class Run:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tools.supervise", "--procfile", str(procfile),
              "--lock", str(tmp_path / "run.lock"), "--port", str(port)],
-            cwd=ROOT, env={**os.environ, **(env or {})}, stdout=self._log,
+            cwd=ROOT, env=env if env is not None else dict(os.environ), stdout=self._log,
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
 
@@ -249,7 +253,9 @@ def test_make_runs_processes_are_restarted_and_leave_no_orphans(tmp_path):
     below: set[int] = set()
     try:
         pids = wait_for(lambda: len(run.children()) == 3 and run.children(), 60, "3 processes")
-        wait_for(lambda: get(f"http://127.0.0.1:{port}/healthz") in (200, 503), 120, "the web")
+        wait_for(
+            lambda: get(f"http://127.0.0.1:{port}/healthz") in (200, 503), 120, "the web", run.log
+        )
         # The worker dies: it is restarted, and the web server never stopped.
         os.kill(pids["worker"], signal.SIGKILL)
         wait_for(lambda: run.children()["worker"] != pids["worker"], 60, "the worker's restart")
@@ -259,7 +265,9 @@ def test_make_runs_processes_are_restarted_and_leave_no_orphans(tmp_path):
         # The web server dies: a new one serves on the same port.
         os.kill(pids["web"], signal.SIGKILL)
         wait_for(lambda: run.children()["web"] != pids["web"], 60, "the web's restart")
-        wait_for(lambda: get(f"http://127.0.0.1:{port}/healthz") in (200, 503), 120, "the web")
+        wait_for(
+            lambda: get(f"http://127.0.0.1:{port}/healthz") in (200, 503), 120, "the web", run.log
+        )
         # A second copy is refused while this one runs.
         second = subprocess.run(
             [sys.executable, "-m", "tools.supervise", "--check", "--lock",
