@@ -135,7 +135,9 @@ def _top_level(stream) -> dict | None:
     record: dict = {}
     key = None
     try:
-        for prefix, event, value in ijson.parse(stream):
+        # use_float: yajl2_c crashes the process (SIGSEGV) on an integer past 4,300 digits
+        # unless it reads numbers as floats, where it raises "integer overflow" instead.
+        for prefix, event, value in ijson.parse(stream, use_float=True):
             if prefix == "" and event == "map_key":
                 key = value
             elif prefix == "" and event == "end_map":

@@ -44,3 +44,30 @@ def test_jsonl_whose_first_record_is_cut_by_the_sniff_window_is_still_jsonl(tmp_
     path = tmp_path / "rollout.jsonl"
     path.write_text(json.dumps(first) + "\n" + json.dumps({"type": "turn_context"}) + "\n")
     assert detect_format(path, path.name) == "codex"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"id": "s", "started_at": ' + b"1" * 5000 + b', "messages": []}\n',
+        b'{\n  "n": ' + b"9" * 5000 + b',\n  "messages": []\n}',
+    ],
+    ids=["jsonl-line", "document"],
+)
+def test_an_integer_past_4300_digits_is_read_in_a_child_process_without_crashing_it(tmp_path, data):
+    """ijson's C parser killed the web worker (SIGSEGV) on such a number unless asked to read
+    numbers as floats: run detection in a child so that a crash fails this test alone."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "bigint.jsonl"
+    path.write_bytes(data)
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, django; django.setup(); "
+         "from hermes_web.importers.detect import _top_level; "
+         "print(_top_level(open(sys.argv[1], 'rb')))", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-500:]
+    assert child.stdout.strip() == "None"  # not a readable object: refused later, by name
