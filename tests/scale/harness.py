@@ -189,6 +189,7 @@ class WebServer(_Process):
             "--preload",  # as in Procfile.scaled: workers fork from a warmed master
             "--access-logfile",  # as in Procfile.scaled: one line per request, to the log
             "-",
+            "--no-control-socket",  # as in Procfile.scaled: no shared ~/.gunicorn/gunicorn.ctl
         ]
         super().__init__(argv, log_dir / "gunicorn.log", base_env(extra_env))
 
