@@ -3,7 +3,10 @@ against a live hermes-web and the local fake upstream: OpenAI's ``responses.comp
 Codex's ``compaction_trigger`` (a stored compaction, its item sent back continues from our
 summary), and what a tampered or foreign item gets."""
 
+import base64
+import contextlib
 import json
+import zlib
 
 import anthropic
 import openai
@@ -12,6 +15,7 @@ from django.urls import reverse
 
 from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
+from hermes_web.openai_compat import compacting
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
 from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
@@ -594,3 +598,93 @@ def test_anthropic_clear_tool_uses_clears_what_the_model_reads_and_reports_it(
     # The client keeps its history, and so does the store.
     stored = Session.objects.get().messages.values_list("content", flat=True)
     assert any(MIDDLE_MARKER in str(content) for content in stored)
+
+
+# -- the sealed item: authenticated encryption (AES-GCM, key from SECRET_KEY by HKDF) ----------
+
+
+def decoded(token: str) -> bytes:
+    """The raw bytes of a sealed item (after its version tag)."""
+    tag, _, body = token.partition(".")
+    assert tag == "hwc1"
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+
+
+def encoded(raw: bytes) -> str:
+    return "hwc1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def readable_parts(token: str) -> list[bytes]:
+    """Whatever a client could decode from the item without the key: every dot-separated
+    part as base64, and zlib-inflated when it inflates."""
+    parts = []
+    for part in token.split("."):
+        try:
+            raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        except ValueError:
+            continue
+        parts.append(raw)
+        with contextlib.suppress(zlib.error):
+            parts.append(zlib.decompress(raw))
+    return parts
+
+
+def go_on_with(sdk, item: dict):
+    return sdk.responses.create(
+        model="fake-chat", input=[item, {"role": "user", "content": "Go on."}], tools=[READ_FILE]
+    )
+
+
+def test_the_sealed_item_is_encrypted_and_opens_only_as_it_was_sealed(sdk, upstream, alice):
+    compacted = sdk.responses.compact(model="fake-chat", input=conversation())
+    item = compaction_item(compacted.output)
+    run = Compaction.objects.get()
+    token = item["encrypted_content"]
+    # Encrypted: the client cannot read which compaction (or whose) it names.
+    assert not any(run.public_id.encode() in part for part in readable_parts(token))
+    assert not any(b'"o"' in part for part in readable_parts(token))
+    # A fresh nonce per seal: the same compaction sealed twice gives two different blobs.
+    again = compaction_item(sdk.responses.compact(model="fake-chat", input=conversation()).output)
+    assert again["encrypted_content"] != token
+
+    # Round trip: sent back unchanged, it opens.
+    upstream.enqueue({"content": "Going on.", "prompt_tokens": 9_000})
+    assert go_on_with(sdk, item).output_text == "Going on."
+    sessions = Session.objects.count()
+
+    # One byte changed anywhere (nonce, ciphertext or tag): refused, never decoded.
+    raw = decoded(token)
+    for position in (0, len(raw) // 2, len(raw) - 1):
+        flipped = bytearray(raw)
+        flipped[position] ^= 0x01
+        with pytest.raises(openai.BadRequestError) as refused:
+            go_on_with(sdk, {**item, "encrypted_content": encoded(bytes(flipped))})
+        assert refused.value.status_code == 400
+        assert refused.value.code == "invalid_encrypted_content"
+        assert refused.value.param == "input[0].encrypted_content"
+        assert "input[0].encrypted_content" in refused.value.message
+    # Cut short, or not ours at all.
+    for bad in (token[:20], "hwc1.!!!", "gAAAAABnot-a-fernet-token", ""):
+        with pytest.raises(openai.BadRequestError) as refused:
+            go_on_with(sdk, {**item, "encrypted_content": bad})
+        assert refused.value.code == "invalid_encrypted_content"
+    assert Session.objects.count() == sessions  # nothing stored for a refusal
+
+
+def test_an_item_sealed_under_another_secret_key_is_refused(sdk, upstream, alice, settings):
+    sdk.responses.compact(model="fake-chat", input=conversation())
+    run = Compaction.objects.get()
+    current = settings.SECRET_KEY
+    settings.SECRET_KEY = "another-server-" + "x" * 50
+    foreign = compacting.item(run, alice.pk)
+    settings.SECRET_KEY = current
+    with pytest.raises(openai.BadRequestError) as refused:
+        go_on_with(sdk, foreign)
+    assert refused.value.status_code == 400
+    assert refused.value.code == "invalid_encrypted_content"
+    assert refused.value.param == "input[0].encrypted_content"
+
+    # While keys rotate, an item sealed under a key kept in SECRET_KEY_FALLBACKS still opens.
+    settings.SECRET_KEY_FALLBACKS = ["another-server-" + "x" * 50]
+    upstream.enqueue({"content": "Going on.", "prompt_tokens": 9_000})
+    assert go_on_with(sdk, foreign).output_text == "Going on."
