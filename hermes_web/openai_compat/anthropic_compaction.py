@@ -21,6 +21,7 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 
 from compaction import CompactionConfig, count_messages_tokens
+from compaction.tokens import count_text_tokens
 from hermes_web.models import ApiKey, Compaction
 from hermes_web.openai_compat import compacting, views
 from hermes_web.openai_compat.errors import ApiError, invalid
@@ -459,21 +460,105 @@ def clear_tool_uses(
     return edited, applied
 
 
+# -- context editing: clear_thinking_20251015 (beta context-management-2025-06-27) -------------
+
+CLEAR_THINKING = "clear_thinking_20251015"
+THINKING_KEEP_DEFAULT = 1  # Anthropic's default: the last thinking turn's blocks stay
+# The fields litellm's translation keeps a turn's thinking in (anthropic.THINKING_FIELDS; not
+# imported: that module imports this one).
+THINKING_FIELDS = frozenset(("thinking_blocks", "reasoning_content"))
+
+
+def _thinking_edit(management: Any) -> dict[str, Any] | None:
+    """The request's ``clear_thinking_20251015`` edit, checked: ``{"keep": n}`` (None for
+    ``keep: "all"``), or None when there is none. Anthropic wants it listed first."""
+    if not isinstance(management, dict):
+        return None
+    for number, edit in enumerate(management.get("edits") or ()):
+        if not isinstance(edit, dict) or edit.get("type") != CLEAR_THINKING:
+            continue
+        where = f"context_management.edits.{number}"
+        if number != 0:
+            raise invalid(
+                f"{where}: {CLEAR_THINKING} must be listed first among the edits.",
+                code="invalid_value",
+                param=where,
+            )
+        keep = edit.get("keep")
+        if keep is None:
+            return {"keep": THINKING_KEEP_DEFAULT}
+        if keep == "all":
+            return {"keep": None}
+        return {"keep": _amount(edit, "keep", "thinking_turns", THINKING_KEEP_DEFAULT, where)}
+    return None
+
+
+def _thinking_text(message: dict) -> str:
+    """The thinking a message carries to the model (signed blocks, redacted blocks' data, or
+    the plain reasoning text litellm keeps beside them)."""
+    texts = [
+        str(block.get("thinking") or block.get("data") or "")
+        for block in message.get("thinking_blocks") or ()
+        if isinstance(block, dict)
+    ]
+    if not texts and message.get("reasoning_content"):
+        texts.append(str(message["reasoning_content"]))
+    return "\n".join(texts)
+
+
+def clear_thinking(
+    messages: list[dict], keep: int | None, model: str
+) -> tuple[list[dict], dict[str, Any] | None]:
+    """Anthropic's thinking clearing on what the model reads: the thinking of every assistant
+    turn but the newest ``keep`` that have some is left out (``keep`` None: all stay). The
+    messages and the applied edit (or None when nothing was cleared). A model that never
+    takes thinking back (not served as Claude) has none here to clear."""
+    turns = [
+        index
+        for index, message in enumerate(messages)
+        if message.get("role") == "assistant" and _thinking_text(message)
+    ]
+    chosen = [] if keep is None else turns[: max(len(turns) - keep, 0)]
+    if not chosen:
+        return messages, None
+    edited = list(messages)
+    freed = 0
+    for index in chosen:
+        freed += count_text_tokens(_thinking_text(messages[index]), model)
+        edited[index] = {
+            name: value for name, value in messages[index].items() if name not in THINKING_FIELDS
+        }
+    applied = {
+        "type": CLEAR_THINKING,
+        "cleared_thinking_turns": len(chosen),
+        "cleared_input_tokens": freed,
+    }
+    return edited, applied
+
+
 def with_clearing(chat: Any, data: dict[str, Any]) -> Any:
-    """The request with its ``clear_tool_uses`` edit to apply to what the model reads (after
-    the conversation service put in a stored compacted context), and ``applied_edits`` to
-    report (empty when nothing was cleared)."""
-    edit = _clearing_edit(data.get("context_management"))
-    if edit is None:
+    """The request with its context edits (``clear_thinking`` first, then
+    ``clear_tool_uses``) to apply to what the model reads (after the conversation service
+    put in a stored compacted context), and ``applied_edits`` to report, in that order
+    (empty when nothing was cleared)."""
+    management = data.get("context_management")
+    thinking = _thinking_edit(management)
+    edit = _clearing_edit(management)
+    if thinking is None and edit is None:
         return chat
     applied: list[dict[str, Any]] = []
     model = resolve_model(chat.model)
 
     def edit_upstream(messages: list[dict]) -> list[dict]:
-        edited, done = clear_tool_uses(messages, edit, model)
-        if done is not None:
-            applied.append(done)
-        return edited
+        if thinking is not None:
+            messages, done = clear_thinking(messages, thinking["keep"], model)
+            if done is not None:
+                applied.append(done)
+        if edit is not None:
+            messages, done = clear_tool_uses(messages, edit, model)
+            if done is not None:
+                applied.append(done)
+        return messages
 
     extra = {**chat.extra, "edit_upstream": edit_upstream, "applied_edits": applied}
     return dataclasses.replace(chat, extra=extra)

@@ -17,6 +17,7 @@ from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from hermes_web.openai_compat import compacting
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
+from tests.web.test_v1_tool_errors import FakeAnthropic
 from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -688,3 +689,115 @@ def test_an_item_sealed_under_another_secret_key_is_refused(sdk, upstream, alice
     settings.SECRET_KEY_FALLBACKS = ["another-server-" + "x" * 50]
     upstream.enqueue({"content": "Going on.", "prompt_tokens": 9_000})
     assert go_on_with(sdk, foreign).output_text == "Going on."
+
+
+# -- Anthropic clear_thinking_20251015 ----------------------------------------------------------
+
+
+def thinking_turns(turns: int = 3) -> list[dict]:
+    """``turns`` question/answer rounds whose answers each open with a signed thinking block
+    (its text names the round), ending with a user turn."""
+    messages: list[dict] = []
+    for number in range(turns):
+        messages += [
+            {"role": "user", "content": f"Question {number}?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "thinking",
+                        "thinking": f"Pondering round {number}: " + "weigh it. " * 40,
+                        "signature": f"sig{number}",
+                    },
+                    {"type": "text", "text": f"Answer {number}."},
+                ],
+            },
+        ]
+    messages.append({"role": "user", "content": "And finally?"})
+    return messages
+
+
+def sent_thinking(request: dict) -> list[str]:
+    """The thinking texts an Anthropic upstream got, assistant turn by turn ('' for none)."""
+    return [
+        " ".join(
+            block.get("thinking", "")
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "thinking"
+        )
+        if isinstance(message["content"], list)
+        else ""
+        for message in request["messages"]
+        if message["role"] == "assistant"
+    ]
+
+
+@pytest.fixture
+def claude_upstream(settings):
+    server = FakeAnthropic()
+    # A name litellm knows takes thinking (it refuses the parameter for unknown models).
+    settings.HERMES_CHAT_MODEL = "anthropic/claude-sonnet-4-5"
+    settings.HERMES_CHAT_API_BASE = server.base_url
+    settings.HERMES_CHAT_API_KEY = "upstream-key"
+    settings.HERMES_API_MODELS = []
+    settings.HERMES_LLM_MAX_RETRIES = 0
+    settings.HERMES_LLM_TIMEOUT = 5
+    settings.HERMES_SUMMARY_MODEL = ""
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("keep", [None, 2, "all"])
+def test_anthropic_clear_thinking_keeps_the_newest_thinking_turns_and_reports_it(
+    live_server, alice, claude_upstream, keep
+):
+    client = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(alice), max_retries=0)
+    edit: dict = {"type": "clear_thinking_20251015"}
+    if keep == "all":
+        edit["keep"] = "all"
+    elif keep is not None:
+        edit["keep"] = {"type": "thinking_turns", "value": keep}
+    tool_edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 100_000},
+    }
+    reply = client.beta.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=2048,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        messages=thinking_turns(3),
+        context_management={"edits": [edit, tool_edit]},
+        betas=CLEARING_BETA,
+    )
+    thoughts = sent_thinking(claude_upstream.requests[-1])
+    applied = reply.context_management.applied_edits
+    if keep == "all":
+        assert all(thought.startswith("Pondering round") for thought in thoughts)
+        assert applied == []
+        return
+    kept = 1 if keep is None else keep  # Anthropic's default: the last thinking turn
+    assert [bool(thought) for thought in thoughts] == [False] * (3 - kept) + [True] * kept
+    assert thoughts[-1].startswith("Pondering round 2")
+    assert len(applied) == 1  # the tool-use edit, under its trigger, cleared nothing
+    assert applied[0].type == "clear_thinking_20251015"
+    assert applied[0].cleared_thinking_turns == 3 - kept
+    assert 100 * (3 - kept) < applied[0].cleared_input_tokens < 200 * (3 - kept)
+    # Only the thinking went: every turn's answer reached the model.
+    texts = json.dumps(claude_upstream.requests[-1]["messages"])
+    assert all(f"Answer {number}." in texts for number in range(3))
+
+
+def test_clear_thinking_must_be_the_first_edit(live_server, alice, claude_upstream):
+    client = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(alice), max_retries=0)
+    edits = [{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}]
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.beta.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=64,
+            messages=thinking_turns(1),
+            context_management={"edits": edits},
+            betas=CLEARING_BETA,
+        )
+    assert "context_management.edits.1" in refused.value.message
+    assert not claude_upstream.requests
+    assert not Session.objects.exists()
