@@ -143,7 +143,11 @@ def on_demand(
     body = {name: value for name, value in data.items() if name != "compaction"}
     chat = parse_data(body, history=history, carried=carried)
     run = compacting.compact_conversation(
-        key, chat, instructions=instructions, user_agent=request.headers.get("User-Agent", "")
+        key,
+        chat,
+        asked=("anthropic", request.path, "compaction summarize (on demand)"),
+        instructions=instructions,
+        user_agent=request.headers.get("User-Agent", ""),
     )
     spent = compacting.usage(run)
     usage = {
@@ -301,6 +305,11 @@ def threshold_first(request: HttpRequest, key: ApiKey, chat: Any, data: dict[str
         run = compacting.compact_conversation(
             key,
             chat,
+            asked=(
+                "anthropic",
+                request.path,
+                f"context_management {THRESHOLD_EDIT} trigger {edit['trigger']:,}",
+            ),
             instructions=edit["instructions"],
             user_agent=request.headers.get("User-Agent", ""),
         )

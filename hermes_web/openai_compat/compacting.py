@@ -166,12 +166,30 @@ def rendered(chat: ChatRequest) -> list[dict]:
 CONTEXT_ROWS_MAX = 100_000
 
 
+def asked_by(key: ApiKey, user_agent: str, protocol: str, endpoint: str, asked_with: str) -> dict:
+    """Who asked for a compaction through an API (``Compaction.asked_by``): the protocol,
+    endpoint and parameter, the API key's name and the client (its User-Agent's name)."""
+    return {
+        "protocol": protocol,
+        "endpoint": endpoint,
+        "asked_with": asked_with,
+        "key": key.name,
+        "client": service.client_name_from(user_agent),
+    }
+
+
 def compact_conversation(
-    key: ApiKey, chat: ChatRequest, *, instructions: str = "", user_agent: str = ""
+    key: ApiKey,
+    chat: ChatRequest,
+    *,
+    asked: tuple[str, str, str],
+    instructions: str = "",
+    user_agent: str = "",
 ) -> Compaction:
     """Store the conversation (a continued session takes only what is new) and compact it now
     with our engine; the committed compaction, or ApiError (nothing compacted: 400 when the
-    conversation is too short, 409 when it cannot be compacted now)."""
+    conversation is too short, 409 when it cannot be compacted now). ``asked``: protocol,
+    endpoint and what in the request asked (recorded as the compaction's ``asked_by``)."""
     prepared = service.prepare(key, chat, user_agent=user_agent)
     session, _ = service.store(prepared, None)
     try:
@@ -180,6 +198,7 @@ def compact_conversation(
             trigger=Compaction.Trigger.MANUAL,
             focus=instructions,
             run_now=True,
+            asked_by=asked_by(key, user_agent, *asked),
         )
     except CompactionBusy as busy:
         if busy.running is None or busy.running.status != Compaction.Status.QUEUED:

@@ -801,3 +801,40 @@ def test_clear_thinking_must_be_the_first_edit(live_server, alice, claude_upstre
     assert "context_management.edits.1" in refused.value.message
     assert not claude_upstream.requests
     assert not Session.objects.exists()
+
+
+# -- who asked: the inspector names the API request behind each of these compactions ------------
+
+
+def test_the_inspector_shows_which_api_request_asked_for_the_compaction(
+    sdk, claude, upstream, alice_client
+):
+    sdk.responses.compact(model="fake-chat", input=conversation())
+    compact_on_demand(claude, claude_conversation())
+    upstream.enqueue({"content": "Fine.", "prompt_tokens": 9_000})
+    sdk.responses.create(
+        model="fake-chat",
+        input=[*conversation(), {"role": "user", "content": "More?"}],
+        tools=[READ_FILE],
+        context_management=[{"type": "compaction", "compact_threshold": 10_000}],
+    )
+    openai_compact, anthropic_on_demand, threshold = Compaction.objects.order_by("pk")
+    assert openai_compact.asked_by["protocol"] == "openai"
+    assert openai_compact.asked_by["endpoint"] == "/v1/responses/compact"
+    assert openai_compact.asked_by["asked_with"] == "responses.compact"
+    assert openai_compact.asked_by["key"] == "agent"  # the API key's name
+    assert openai_compact.asked_by["client"].startswith("OpenAI/Python")
+    assert anthropic_on_demand.asked_by["endpoint"] == "/v1/messages"
+    assert anthropic_on_demand.asked_by["asked_with"] == "compaction summarize (on demand)"
+    assert anthropic_on_demand.asked_by["client"].startswith("Anthropic/Python")
+    assert threshold.asked_by["asked_with"] == "context_management compact_threshold 10,000"
+
+    for run, words in [
+        (openai_compact, "openai /v1/responses/compact responses.compact · API key “agent”"),
+        (anthropic_on_demand, "anthropic /v1/messages compaction summarize (on demand)"),
+        (threshold, "openai /v1/responses context_management compact_threshold 10,000"),
+    ]:
+        page = alice_client.get(reverse("compaction_detail", args=[run.public_id]))
+        assert f"asked by <span class=\"mono who-asked\">{words}" in page.content.decode()
+        api = alice_client.get(f"/api/compactions/{run.public_id}")
+        assert api.json()["asked_by"].startswith(words)
