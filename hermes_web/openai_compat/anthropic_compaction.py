@@ -494,10 +494,15 @@ def _thinking_edit(management: Any) -> dict[str, Any] | None:
                 param=where,
             )
         keep = edit.get("keep")
-        if keep is None:
-            return {"keep": THINKING_KEEP_DEFAULT}
         if keep == "all":
             return {"keep": None}
+        if keep is not None and not isinstance(keep, dict):
+            raise invalid(
+                f'{where}.keep: must be "all" or {{type: thinking_turns, value: a non-negative '
+                "integer}.",
+                code="invalid_value",
+                param=f"{where}.keep",
+            )
         return {"keep": _amount(edit, "keep", "thinking_turns", THINKING_KEEP_DEFAULT, where)}
     return None
 

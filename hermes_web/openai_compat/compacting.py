@@ -93,7 +93,7 @@ def _opened(token: str, owner_id: int) -> dict | None:
     if len(raw) < NONCE_BYTES + TAG_BYTES:
         return None
     nonce, sealed = raw[:NONCE_BYTES], raw[NONCE_BYTES:]
-    for secret in [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())]:
+    for secret in [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]:
         try:
             plain = _sealing_key(secret).decrypt(nonce, sealed, _bound_to(owner_id))
         except InvalidTag:

@@ -787,9 +787,22 @@ def test_anthropic_clear_thinking_keeps_the_newest_thinking_turns_and_reports_it
     assert all(f"Answer {number}." in texts for number in range(3))
 
 
-def test_clear_thinking_must_be_the_first_edit(live_server, alice, claude_upstream):
+@pytest.mark.parametrize(
+    ("edits", "where"),
+    [
+        (
+            [{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}],
+            "context_management.edits.1",  # not listed first
+        ),
+        ([{"type": "clear_thinking_20251015", "keep": "most"}], "context_management.edits.0.keep"),
+        (
+            [{"type": "clear_thinking_20251015", "keep": {"type": "tool_uses", "value": 1}}],
+            "context_management.edits.0.keep",
+        ),
+    ],
+)
+def test_a_bad_clear_thinking_edit_is_named(live_server, alice, claude_upstream, edits, where):
     client = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(alice), max_retries=0)
-    edits = [{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}]
     with pytest.raises(anthropic.BadRequestError) as refused:
         client.beta.messages.create(
             model="claude-sonnet-4-5",
@@ -798,7 +811,7 @@ def test_clear_thinking_must_be_the_first_edit(live_server, alice, claude_upstre
             context_management={"edits": edits},
             betas=CLEARING_BETA,
         )
-    assert "context_management.edits.1" in refused.value.message
+    assert f"{where}:" in refused.value.message
     assert not claude_upstream.requests
     assert not Session.objects.exists()
 
@@ -835,6 +848,6 @@ def test_the_inspector_shows_which_api_request_asked_for_the_compaction(
         (threshold, "openai /v1/responses context_management compact_threshold 10,000"),
     ]:
         page = alice_client.get(reverse("compaction_detail", args=[run.public_id]))
-        assert f"asked by <span class=\"mono who-asked\">{words}" in page.content.decode()
+        assert f'asked by <span class="mono who-asked">{words}' in page.content.decode()
         api = alice_client.get(f"/api/compactions/{run.public_id}")
         assert api.json()["asked_by"].startswith(words)
