@@ -12,6 +12,7 @@ content ``compaction_content_mismatch`` (in ``error.details.error_code``, as the
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,10 +21,11 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 
-from compaction import CompactionConfig, count_messages_tokens
-from compaction.tokens import count_text_tokens
+from compaction import CompactionConfig
+from compaction.tokens import count_text_tokens, message_token_text
 from hermes_web.models import ApiKey, Compaction
 from hermes_web.openai_compat import compacting, views
+from hermes_web.openai_compat.bounded import BoundedCache
 from hermes_web.openai_compat.errors import ApiError, invalid
 from hermes_web.openai_compat.upstream import resolve_model
 
@@ -299,7 +301,7 @@ def threshold_first(request: HttpRequest, key: ApiKey, chat: Any, data: dict[str
     if edit is None:
         return chat
     config = CompactionConfig(model=resolve_model(chat.model))
-    if sum(count_messages_tokens(compacting.rendered(chat), config)) < edit["trigger"]:
+    if sum(_counts(compacting.rendered(chat), config)) < edit["trigger"]:
         return chat
     try:
         run = compacting.compact_conversation(
@@ -414,6 +416,30 @@ def _clearing_edit(management: Any) -> dict[str, Any] | None:
     return None
 
 
+# Token counts of messages already seen, by model and text digest: an agent sends its whole
+# history again every turn, and the trigger of its edits is checked on all of it each time.
+COUNTED: BoundedCache[tuple[str, bytes, int], int] = BoundedCache(200_000, 200_000 * 64)
+
+
+def _counts(messages: list[dict], config: CompactionConfig) -> list[int]:
+    """``count_messages_tokens``, remembering each message's count across requests."""
+    counts = []
+    for message in messages:
+        text, images = message_token_text(message)
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+        key = (config.model, digest.digest(), images)
+        count = COUNTED.get(key)
+        if count is None:
+            count = (
+                count_text_tokens(text, config.model)
+                + config.per_message_overhead
+                + images * config.image_tokens
+            )
+            COUNTED.put(key, count, 64)
+        counts.append(count)
+    return counts
+
+
 def clear_tool_uses(
     messages: list[dict], edit: dict[str, Any], model: str
 ) -> tuple[list[dict], dict[str, Any] | None]:
@@ -422,7 +448,7 @@ def clear_tool_uses(
     call's input ``{}`` with ``clear_tool_inputs``), when that frees at least
     ``clear_at_least`` tokens. The messages and the applied edit (or None)."""
     config = CompactionConfig(model=model)
-    counts = count_messages_tokens(messages, config)
+    counts = _counts(messages, config)
     if sum(counts) < edit["trigger"]:
         return messages, None
     names = {
@@ -442,6 +468,7 @@ def clear_tool_uses(
         return messages, None
     edited = list(messages)
     cleared_ids = set()
+    changed = list(chosen)
     for index in chosen:
         edited[index] = {**messages[index], "content": CLEARED}
         cleared_ids.add(messages[index].get("tool_call_id"))
@@ -449,6 +476,7 @@ def clear_tool_uses(
         for index, message in enumerate(edited):
             calls = message.get("tool_calls") or ()
             if any(call.get("id") in cleared_ids for call in calls):
+                changed.append(index)
                 edited[index] = {
                     **message,
                     "tool_calls": [
@@ -458,7 +486,9 @@ def clear_tool_uses(
                         for call in calls
                     ],
                 }
-    saved = sum(counts) - sum(count_messages_tokens(edited, config))
+    # Only the changed messages are counted again (every request past the trigger pays this).
+    after = _counts([edited[index] for index in changed], config)
+    saved = sum(counts[index] for index in changed) - sum(after)
     if saved < edit["clear_at_least"]:
         return messages, None
     applied = {
