@@ -18,7 +18,15 @@ band of 50 turns. PASS when, for every protocol and mode, ours has a median and 
 below LiteLLM's, and is flat: its last band's median at most ``FLAT_SLACK_MS`` above its
 first band's, or no more above it than LiteLLM's own growth (both parse the growing body).
 
-    python bench/bench_v1_protocols.py [chat] [messages] [responses]
+Then the providers' compaction requests (hermes-web alone, LiteLLM's proxy has none of them):
+``POST /v1/responses/compact`` vs ``POST /v1/responses`` on a conversation of the same size
+(each a fresh one, stored either way; the compact's summarizer call and the plain request's
+model call both go to the fake upstream), and an Anthropic ``/v1/messages`` request with
+``context_management`` edits (``clear_thinking`` + ``clear_tool_uses``, past its trigger, so
+it clears) vs the same request without. Printed: the medians and the overhead in % (the
+median of each round's ratio), target at most ``COMPACTION_TARGET``.
+
+    python bench/bench_v1_protocols.py [chat] [messages] [responses] [compaction]
     HERMES_BENCH_V1_TURNS=1000 python bench/bench_v1_protocols.py   # longer history
 """
 
@@ -47,6 +55,20 @@ TURNS = int(os.environ.get("HERMES_BENCH_V1_TURNS", "200"))
 BAND = 50
 FLAT_SLACK_MS = 3.0
 PROTOCOLS = ("chat", "messages", "responses")
+COMPACTION_ROUNDS = int(os.environ.get("HERMES_BENCH_V1_COMPACTION_ROUNDS", "15"))
+COMPACTION_TURNS = 60  # tool rounds of history: ~30,000 tokens, enough to summarize
+COMPACTION_TARGET = 0.10  # at most 10 % over the same request without compaction
+CLEARING_BETA = "context-management-2025-06-27"
+CONTEXT_EDITS = {
+    "edits": [
+        {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
+        {
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "input_tokens", "value": 10_000},
+            "keep": {"type": "tool_uses", "value": 3},
+        },
+    ]
+}
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
 # 1.110's proxy extra needs a ``litellm-proxy`` package, 1.109's and 1.108.14's extras versions
 # of ``litellm-proxy-extras`` the registry does not carry;
@@ -345,12 +367,110 @@ def run_protocol(client, gateways, upstream, protocol: str, streamed: bool) -> d
     return {"overheads": overheads, "compacted": compacted, "history": len(agent.history)}
 
 
+def grown(protocol: str, label: str) -> Agent:
+    """An agent of ``protocol`` with COMPACTION_TURNS tool rounds behind it, its opening
+    line made unique by ``label`` (a fresh conversation for the store)."""
+    agent = Agent(protocol, streamed=False)
+    first = agent.history[0]
+    first["content"] = f"{first['content']} [{label}]"
+    for turn in range(COMPACTION_TURNS):
+        call_id = f"call_{label}_{turn}"
+        agent.append_turn(call_id, json.dumps({"path": f"src/mod_{turn}.py"}), tool_output(turn))
+    return agent
+
+
+def compaction_overheads(client, url: str, headers: dict, upstream) -> dict[str, tuple]:
+    """Median ms of each compaction request and of the same request without, and how many
+    edits or compactions the server reported (proof that it did the work)."""
+    compact, plain, edited, unedited = [], [], [], []
+    applied = compacted = 0
+    warm_up = 2
+    anthropic = grown("messages", "edits")
+    without = json.loads(anthropic.body())
+    with_edits = json.dumps({**without, "context_management": CONTEXT_EDITS}).encode()
+    without_body = json.dumps(without).encode()
+    beta = {**headers, "anthropic-beta": CLEARING_BETA}
+    for round_ in range(-warm_up, COMPACTION_ROUNDS):
+        # Responses: a plain turn and a compaction, each on a fresh conversation of one size.
+        fresh = grown("responses", f"plain {round_}")
+        upstream.enqueue(reply(round_, "rp"))
+        elapsed, _ = timed(client, url + "/v1/responses", fresh.body(), headers, drain)
+        if round_ >= 0:
+            plain.append(elapsed)
+        other = grown("responses", f"compact {round_}")
+        body = json.dumps({"model": "openai/fake-chat", "input": other.history}).encode()
+        elapsed, answer = timed(
+            client, url + "/v1/responses/compact", body, headers, lambda r: json.loads(r.read())
+        )
+        compacted += answer["output"][-1]["type"] == "compaction"
+        if round_ >= 0:
+            compact.append(elapsed)
+        # Anthropic: the same request with and without its context edits, in turn.
+        order = [(True, with_edits), (False, without_body)]
+        for edits, data in order if round_ % 2 == 0 else reversed(order):
+            upstream.enqueue(reply(round_, "me"))
+            elapsed, answer = timed(
+                client, url + "/v1/messages", data, beta, lambda r: json.loads(r.read())
+            )
+            if edits:
+                applied += len((answer.get("context_management") or {}).get("applied_edits", ()))
+            if round_ >= 0:
+                (edited if edits else unedited).append(elapsed)
+        upstream.requests.clear()
+    rounds = COMPACTION_ROUNDS + warm_up
+    return {
+        "responses.compact vs /v1/responses": (
+            compact,
+            plain,
+            f"{compacted}/{rounds} compacted",
+        ),
+        "messages context_management vs none": (
+            edited,
+            unedited,
+            f"{applied} edits applied in {rounds} requests",
+        ),
+    }
+
+
+def print_compaction(figures: dict[str, tuple]) -> bool:
+    """The medians, and the overhead as the median of each round's own ratio (the two
+    requests of a round run back to back: a load that comes and goes on a shared machine
+    moves both)."""
+    print(
+        f"\ncompaction requests, {COMPACTION_ROUNDS} rounds, {COMPACTION_TURNS} tool rounds of "
+        f"history each (hermes-web only: LiteLLM's proxy serves none of them)"
+    )
+    print(f"{'request':<40}{'with ms':>9}{'without':>9}{'overhead':>10}")
+    verdict = True
+    for name, (with_times, without_times, proof) in figures.items():
+        with_, without = statistics.median(with_times), statistics.median(without_times)
+        overhead = statistics.median(
+            [mine / theirs - 1 for mine, theirs in zip(with_times, without_times, strict=True)]
+        )
+        ok = overhead <= COMPACTION_TARGET
+        verdict = verdict and ok
+        print(
+            f"{name:<40}{with_:9.1f}{without:9.1f}{overhead:+9.0%}  "
+            f"{'PASS' if ok else 'MISS'} ({proof})"
+        )
+    print(
+        "PASS" if verdict else "MISS",
+        f"(target: each compaction request at most {COMPACTION_TARGET:.0%} over the same request "
+        "without compaction)",
+    )
+    return verdict
+
+
 def bands(values: list[float]) -> list[float]:
     return [statistics.median(values[i : i + BAND]) for i in range(0, len(values), BAND)]
 
 
 def main() -> int:
-    protocols = [name for name in sys.argv[1:] if name in PROTOCOLS] or list(PROTOCOLS)
+    asked = sys.argv[1:]
+    protocols = [name for name in asked if name in PROTOCOLS]
+    with_compaction = "compaction" in asked or not asked
+    if not asked:
+        protocols = list(PROTOCOLS)
     tmp = Path(tempfile.mkdtemp(prefix="bench_v1_"))
     from tests.fake_openai import FakeOpenAIServer
 
@@ -358,8 +478,10 @@ def main() -> int:
     processes: list[subprocess.Popen] = []
     try:
         master_key = "sk-bench-" + secrets.token_hex(16)
-        litellm, litellm_port = start_litellm(tmp, upstream.base_url, master_key)
-        processes.append(litellm)
+        litellm_port = 0
+        if protocols:  # the compaction figure alone needs no LiteLLM
+            litellm, litellm_port = start_litellm(tmp, upstream.base_url, master_key)
+            processes.append(litellm)
         hermes, hermes_port, raw_key = start_hermes(tmp, upstream.base_url)
         processes.append(hermes)
         import httpx
@@ -376,6 +498,7 @@ def main() -> int:
             ),
         }
         results = {}
+        compaction_figures = {}
         started = time.monotonic()
         with httpx.Client(timeout=120) as client:
             for protocol in protocols:
@@ -383,6 +506,8 @@ def main() -> int:
                     results[protocol, streamed] = run_protocol(
                         client, gateways, upstream, protocol, streamed
                     )
+            if with_compaction:
+                compaction_figures = compaction_overheads(client, *gateways["hermes-web"], upstream)
         elapsed = time.monotonic() - started
     finally:
         for process in processes:
@@ -391,18 +516,21 @@ def main() -> int:
         upstream.stop()
 
     print(
-        f"{TURNS} turns per protocol and mode in {elapsed:.0f} s; load average at the end "
+        f"{TURNS if results else 0} turns per protocol and mode"
+        f"{' + the compaction figure' if compaction_figures else ''} in {elapsed:.0f} s; "
+        f"load average at the end "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; litellm[proxy]=={LITELLM_VERSION}; "
         f"gunicorn {WORKER} worker"
     )
     band_names = " ".join(
         f"{start}-{min(start + BAND, TURNS) - 1}".rjust(8) for start in range(0, TURNS, BAND)
     )
-    print(
-        f"{'overhead ms':<22}{'gateway':<12}{'median':>7}{'p95':>7}   "
-        + "median per band of turns:".ljust(27)
-        + band_names
-    )
+    if results:
+        print(
+            f"{'overhead ms':<22}{'gateway':<12}{'median':>7}{'p95':>7}   "
+            + "median per band of turns:".ljust(27)
+            + band_names
+        )
     verdict = True
     for (protocol, streamed), result in results.items():
         label = f"{protocol} {'SSE' if streamed else 'JSON'}"
@@ -427,10 +555,13 @@ def main() -> int:
             f"band {growth:+.1f} ms (LiteLLM {their_growth:+.1f}) {'flat' if flat else 'grows'}; "
             f"{result['compacted']} requests sent compacted, history {result['history']} items"
         )
-    print(
-        "PASS" if verdict else "MISS",
-        "(target: median and p95 at or below LiteLLM's, flat as the history grows)",
-    )
+    if results:
+        print(
+            "PASS" if verdict else "MISS",
+            "(target: median and p95 at or below LiteLLM's, flat as the history grows)",
+        )
+    if compaction_figures:
+        print_compaction(compaction_figures)
     return 0
 
 

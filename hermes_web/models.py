@@ -371,6 +371,9 @@ class Compaction(models.Model):
     replay_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replays"
     )
+    # Who asked, when a client did through a provider's compaction API on /v1 ({} otherwise):
+    # {"protocol", "endpoint", "asked_with", "key", "client"} (see ``who_asked``).
+    asked_by = models.JSONField(default=dict, blank=True)
 
     objects = CompactionQuerySet.as_manager()
 
@@ -389,6 +392,24 @@ class Compaction(models.Model):
 
     def __str__(self) -> str:
         return f"compaction {self.public_id} ({self.status})"
+
+    @property
+    def who_asked(self) -> str:
+        """``asked_by`` as people read it: ``anthropic /v1/messages context_management
+        compact_20260112 · API key “laptop” · claude-cli/2.1.0`` ("" when no API request
+        asked: our own threshold, a button, an import)."""
+        asked = self.asked_by if isinstance(self.asked_by, dict) else {}
+        request = " ".join(
+            str(asked[name]) for name in ("protocol", "endpoint", "asked_with") if asked.get(name)
+        )
+        if not request:
+            return ""
+        parts = [request]
+        if asked.get("key"):
+            parts.append(f"API key “{asked['key']}”")
+        if asked.get("client"):
+            parts.append(str(asked["client"]))
+        return " · ".join(parts)
 
     @property
     def is_finished(self) -> bool:

@@ -218,6 +218,11 @@ class CompactionOut(Schema):
     replay_of: str | None = Field(
         None, description="the agent's compaction this dry run replays with our engine"
     )
+    asked_by: str = Field(
+        "",
+        description="the /v1 request that asked for it (protocol, endpoint and parameter, API "
+        "key name, client); empty when none did",
+    )
 
     @staticmethod
     def from_compaction(c) -> dict:
@@ -241,6 +246,7 @@ class CompactionOut(Schema):
             "finished_at": c.finished_at,
             "source": c.source,
             "replay_of": c.replay_of.public_id if c.replay_of_id else None,
+            "asked_by": c.who_asked,
         }
 
 

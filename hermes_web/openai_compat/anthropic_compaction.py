@@ -12,6 +12,7 @@ content ``compaction_content_mismatch`` (in ``error.details.error_code``, as the
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,9 +21,11 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 
-from compaction import CompactionConfig, count_messages_tokens
+from compaction import CompactionConfig
+from compaction.tokens import count_text_tokens, message_token_text
 from hermes_web.models import ApiKey, Compaction
 from hermes_web.openai_compat import compacting, views
+from hermes_web.openai_compat.bounded import BoundedCache
 from hermes_web.openai_compat.errors import ApiError, invalid
 from hermes_web.openai_compat.upstream import resolve_model
 
@@ -142,7 +145,11 @@ def on_demand(
     body = {name: value for name, value in data.items() if name != "compaction"}
     chat = parse_data(body, history=history, carried=carried)
     run = compacting.compact_conversation(
-        key, chat, instructions=instructions, user_agent=request.headers.get("User-Agent", "")
+        key,
+        chat,
+        asked=("anthropic", request.path, "compaction summarize (on demand)"),
+        instructions=instructions,
+        user_agent=request.headers.get("User-Agent", ""),
     )
     spent = compacting.usage(run)
     usage = {
@@ -294,12 +301,17 @@ def threshold_first(request: HttpRequest, key: ApiKey, chat: Any, data: dict[str
     if edit is None:
         return chat
     config = CompactionConfig(model=resolve_model(chat.model))
-    if sum(count_messages_tokens(compacting.rendered(chat), config)) < edit["trigger"]:
+    if sum(_counts(compacting.rendered(chat), config)) < edit["trigger"]:
         return chat
     try:
         run = compacting.compact_conversation(
             key,
             chat,
+            asked=(
+                "anthropic",
+                request.path,
+                f"context_management {THRESHOLD_EDIT} trigger {edit['trigger']:,}",
+            ),
             instructions=edit["instructions"],
             user_agent=request.headers.get("User-Agent", ""),
         )
@@ -404,6 +416,30 @@ def _clearing_edit(management: Any) -> dict[str, Any] | None:
     return None
 
 
+# Token counts of messages already seen, by model and text digest: an agent sends its whole
+# history again every turn, and the trigger of its edits is checked on all of it each time.
+COUNTED: BoundedCache[tuple[str, bytes, int], int] = BoundedCache(200_000, 200_000 * 64)
+
+
+def _counts(messages: list[dict], config: CompactionConfig) -> list[int]:
+    """``count_messages_tokens``, remembering each message's count across requests."""
+    counts = []
+    for message in messages:
+        text, images = message_token_text(message)
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+        key = (config.model, digest.digest(), images)
+        count = COUNTED.get(key)
+        if count is None:
+            count = (
+                count_text_tokens(text, config.model)
+                + config.per_message_overhead
+                + images * config.image_tokens
+            )
+            COUNTED.put(key, count, 64)
+        counts.append(count)
+    return counts
+
+
 def clear_tool_uses(
     messages: list[dict], edit: dict[str, Any], model: str
 ) -> tuple[list[dict], dict[str, Any] | None]:
@@ -412,7 +448,7 @@ def clear_tool_uses(
     call's input ``{}`` with ``clear_tool_inputs``), when that frees at least
     ``clear_at_least`` tokens. The messages and the applied edit (or None)."""
     config = CompactionConfig(model=model)
-    counts = count_messages_tokens(messages, config)
+    counts = _counts(messages, config)
     if sum(counts) < edit["trigger"]:
         return messages, None
     names = {
@@ -432,6 +468,7 @@ def clear_tool_uses(
         return messages, None
     edited = list(messages)
     cleared_ids = set()
+    changed = list(chosen)
     for index in chosen:
         edited[index] = {**messages[index], "content": CLEARED}
         cleared_ids.add(messages[index].get("tool_call_id"))
@@ -439,6 +476,7 @@ def clear_tool_uses(
         for index, message in enumerate(edited):
             calls = message.get("tool_calls") or ()
             if any(call.get("id") in cleared_ids for call in calls):
+                changed.append(index)
                 edited[index] = {
                     **message,
                     "tool_calls": [
@@ -448,7 +486,9 @@ def clear_tool_uses(
                         for call in calls
                     ],
                 }
-    saved = sum(counts) - sum(count_messages_tokens(edited, config))
+    # Only the changed messages are counted again (every request past the trigger pays this).
+    after = _counts([edited[index] for index in changed], config)
+    saved = sum(counts[index] for index in changed) - sum(after)
     if saved < edit["clear_at_least"]:
         return messages, None
     applied = {
@@ -459,21 +499,110 @@ def clear_tool_uses(
     return edited, applied
 
 
+# -- context editing: clear_thinking_20251015 (beta context-management-2025-06-27) -------------
+
+CLEAR_THINKING = "clear_thinking_20251015"
+THINKING_KEEP_DEFAULT = 1  # Anthropic's default: the last thinking turn's blocks stay
+# The fields litellm's translation keeps a turn's thinking in (anthropic.THINKING_FIELDS; not
+# imported: that module imports this one).
+THINKING_FIELDS = frozenset(("thinking_blocks", "reasoning_content"))
+
+
+def _thinking_edit(management: Any) -> dict[str, Any] | None:
+    """The request's ``clear_thinking_20251015`` edit, checked: ``{"keep": n}`` (None for
+    ``keep: "all"``), or None when there is none. Anthropic wants it listed first."""
+    if not isinstance(management, dict):
+        return None
+    for number, edit in enumerate(management.get("edits") or ()):
+        if not isinstance(edit, dict) or edit.get("type") != CLEAR_THINKING:
+            continue
+        where = f"context_management.edits.{number}"
+        if number != 0:
+            raise invalid(
+                f"{where}: {CLEAR_THINKING} must be listed first among the edits.",
+                code="invalid_value",
+                param=where,
+            )
+        keep = edit.get("keep")
+        if keep == "all":
+            return {"keep": None}
+        if keep is not None and not isinstance(keep, dict):
+            raise invalid(
+                f'{where}.keep: must be "all" or {{type: thinking_turns, value: a non-negative '
+                "integer}.",
+                code="invalid_value",
+                param=f"{where}.keep",
+            )
+        return {"keep": _amount(edit, "keep", "thinking_turns", THINKING_KEEP_DEFAULT, where)}
+    return None
+
+
+def _thinking_text(message: dict) -> str:
+    """The thinking a message carries to the model (signed blocks, redacted blocks' data, or
+    the plain reasoning text litellm keeps beside them)."""
+    texts = [
+        str(block.get("thinking") or block.get("data") or "")
+        for block in message.get("thinking_blocks") or ()
+        if isinstance(block, dict)
+    ]
+    if not texts and message.get("reasoning_content"):
+        texts.append(str(message["reasoning_content"]))
+    return "\n".join(texts)
+
+
+def clear_thinking(
+    messages: list[dict], keep: int | None, model: str
+) -> tuple[list[dict], dict[str, Any] | None]:
+    """Anthropic's thinking clearing on what the model reads: the thinking of every assistant
+    turn but the newest ``keep`` that have some is left out (``keep`` None: all stay). The
+    messages and the applied edit (or None when nothing was cleared). A model that never
+    takes thinking back (not served as Claude) has none here to clear."""
+    turns = [
+        index
+        for index, message in enumerate(messages)
+        if message.get("role") == "assistant" and _thinking_text(message)
+    ]
+    chosen = [] if keep is None else turns[: max(len(turns) - keep, 0)]
+    if not chosen:
+        return messages, None
+    edited = list(messages)
+    freed = 0
+    for index in chosen:
+        freed += count_text_tokens(_thinking_text(messages[index]), model)
+        edited[index] = {
+            name: value for name, value in messages[index].items() if name not in THINKING_FIELDS
+        }
+    applied = {
+        "type": CLEAR_THINKING,
+        "cleared_thinking_turns": len(chosen),
+        "cleared_input_tokens": freed,
+    }
+    return edited, applied
+
+
 def with_clearing(chat: Any, data: dict[str, Any]) -> Any:
-    """The request with its ``clear_tool_uses`` edit to apply to what the model reads (after
-    the conversation service put in a stored compacted context), and ``applied_edits`` to
-    report (empty when nothing was cleared)."""
-    edit = _clearing_edit(data.get("context_management"))
-    if edit is None:
+    """The request with its context edits (``clear_thinking`` first, then
+    ``clear_tool_uses``) to apply to what the model reads (after the conversation service
+    put in a stored compacted context), and ``applied_edits`` to report, in that order
+    (empty when nothing was cleared)."""
+    management = data.get("context_management")
+    thinking = _thinking_edit(management)
+    edit = _clearing_edit(management)
+    if thinking is None and edit is None:
         return chat
     applied: list[dict[str, Any]] = []
     model = resolve_model(chat.model)
 
     def edit_upstream(messages: list[dict]) -> list[dict]:
-        edited, done = clear_tool_uses(messages, edit, model)
-        if done is not None:
-            applied.append(done)
-        return edited
+        if thinking is not None:
+            messages, done = clear_thinking(messages, thinking["keep"], model)
+            if done is not None:
+                applied.append(done)
+        if edit is not None:
+            messages, done = clear_tool_uses(messages, edit, model)
+            if done is not None:
+                applied.append(done)
+        return messages
 
     extra = {**chat.extra, "edit_upstream": edit_upstream, "applied_edits": applied}
     return dataclasses.replace(chat, extra=extra)

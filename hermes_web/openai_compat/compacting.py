@@ -3,16 +3,27 @@
 
 The conversation is stored as any request's is (the one conversation service), compacted at
 once by ``request_compaction`` (a committed compaction, in the inspector like any other), and
-handed back as a ``compaction`` item whose ``encrypted_content`` is an opaque, signed
-reference to that stored compaction (``django.core.signing``, keyed by the server's secret and
-bound to the key's owner). Sent back in a later ``input``, the item stands for everything
+handed back as a ``compaction`` item whose ``encrypted_content`` is a sealed reference to
+that stored compaction: AES-256-GCM (authenticated encryption, key derived from the server's
+SECRET_KEY with HKDF), bound to the key's owner, so a client can neither read, forge nor
+reuse another user's; an altered or foreign item is refused (400), never decoded. Sent back in a later ``input``, the item stands for everything
 before it: the model receives the compaction's head + summary + tail and what follows.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import hashlib
+import json
+import os
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
 from django.core import signing
 
 from hermes_web.models import ApiKey, Compaction, Message
@@ -27,12 +38,35 @@ from hermes_web.services.compactions import (
 )
 
 SALT = "hermes-web.v1.compaction-item"
+# The sealed form: version tag, then base64url(nonce || AES-256-GCM ciphertext and tag).
+SEAL_PREFIX = "hwc1."
+NONCE_BYTES = 12
+TAG_BYTES = 16
+SEALED_CHARS_MAX = 4_096  # ours are ~80 characters; anything far longer is not one
+
+
+@functools.lru_cache(maxsize=8)
+def _sealing_key(secret: str) -> AESGCM:
+    """The AES-256-GCM key for compaction items, derived from a Django secret with HKDF (its
+    own ``info``: the secret's other uses, sessions and signing, never share this key)."""
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=SALT.encode())
+    return AESGCM(derived.derive(secret.encode("utf-8", "surrogatepass")))
+
+
+def _bound_to(owner_id: int) -> bytes:
+    # Associated data: authenticated, not stored in the blob. An item opened with another
+    # owner's id fails its tag exactly like an altered one.
+    return f"{SALT}:owner={owner_id}".encode()
 
 
 def seal(compaction: Compaction, owner_id: int) -> str:
-    """The item's ``encrypted_content``: which compaction, for whom, signed. It names the
-    stored compaction only (its summary never travels in it)."""
-    return signing.dumps({"c": compaction.public_id, "o": owner_id}, salt=SALT, compress=True)
+    """The item's ``encrypted_content``: which compaction, encrypted and authenticated with
+    AES-256-GCM (key from the server's SECRET_KEY by HKDF, the owner bound in as associated
+    data). It names the stored compaction only (its summary never travels in it)."""
+    nonce = os.urandom(NONCE_BYTES)
+    plain = json.dumps({"c": compaction.public_id}).encode()
+    sealed = _sealing_key(settings.SECRET_KEY).encrypt(nonce, plain, _bound_to(owner_id))
+    return SEAL_PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
 
 
 def item(compaction: Compaction, owner_id: int) -> dict:
@@ -45,9 +79,34 @@ def item(compaction: Compaction, owner_id: int) -> dict:
     }
 
 
+def _opened(token: str, owner_id: int) -> dict | None:
+    """The sealed payload when ``token`` authenticates under the current secret (or one of
+    SECRET_KEY_FALLBACKS, while keys rotate) for this owner; None otherwise. Nothing of an
+    unauthenticated blob is ever parsed."""
+    if not token.startswith(SEAL_PREFIX) or len(token) > SEALED_CHARS_MAX:
+        return None
+    body = token[len(SEAL_PREFIX) :]
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) < NONCE_BYTES + TAG_BYTES:
+        return None
+    nonce, sealed = raw[:NONCE_BYTES], raw[NONCE_BYTES:]
+    for secret in [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]:
+        try:
+            plain = _sealing_key(secret).decrypt(nonce, sealed, _bound_to(owner_id))
+        except InvalidTag:
+            continue
+        data = json.loads(plain)  # authentic: we wrote it
+        return data if isinstance(data, dict) else None
+    return None
+
+
 def unseal(token: object, owner_id: int, where: str) -> Compaction:
     """The committed compaction an item names; ApiError 400 when the item was altered, was
-    sealed for someone else, or its compaction is gone or undone."""
+    sealed by another server (another SECRET_KEY) or for someone else, or its compaction is
+    gone or undone."""
     if not isinstance(token, str):
         raise ApiError(
             400,
@@ -55,15 +114,13 @@ def unseal(token: object, owner_id: int, where: str) -> Compaction:
             code="invalid_type",
             param=f"{where}.encrypted_content",
         )
-    try:
-        data = signing.loads(token, salt=SALT)
-    except signing.BadSignature:
-        data = None
-    if not isinstance(data, dict) or data.get("o") != owner_id:
+    data = _opened(token, owner_id)
+    if data is None:
         raise ApiError(
             400,
-            f"{where}: the encrypted content of this compaction item could not be verified "
-            "(altered, or not made by this server for this API key's user).",
+            f"{where}.encrypted_content: this compaction item could not be opened (altered, "
+            "or not sealed by this server for this API key's user); send it back exactly as "
+            "it was returned, or send the conversation without it.",
             code="invalid_encrypted_content",
             param=f"{where}.encrypted_content",
         )
@@ -109,12 +166,30 @@ def rendered(chat: ChatRequest) -> list[dict]:
 CONTEXT_ROWS_MAX = 100_000
 
 
+def asked_by(key: ApiKey, user_agent: str, protocol: str, endpoint: str, asked_with: str) -> dict:
+    """Who asked for a compaction through an API (``Compaction.asked_by``): the protocol,
+    endpoint and parameter, the API key's name and the client (its User-Agent's name)."""
+    return {
+        "protocol": protocol,
+        "endpoint": endpoint,
+        "asked_with": asked_with,
+        "key": key.name,
+        "client": service.client_name_from(user_agent),
+    }
+
+
 def compact_conversation(
-    key: ApiKey, chat: ChatRequest, *, instructions: str = "", user_agent: str = ""
+    key: ApiKey,
+    chat: ChatRequest,
+    *,
+    asked: tuple[str, str, str],
+    instructions: str = "",
+    user_agent: str = "",
 ) -> Compaction:
     """Store the conversation (a continued session takes only what is new) and compact it now
     with our engine; the committed compaction, or ApiError (nothing compacted: 400 when the
-    conversation is too short, 409 when it cannot be compacted now)."""
+    conversation is too short, 409 when it cannot be compacted now). ``asked``: protocol,
+    endpoint and what in the request asked (recorded as the compaction's ``asked_by``)."""
     prepared = service.prepare(key, chat, user_agent=user_agent)
     session, _ = service.store(prepared, None)
     try:
@@ -123,6 +198,7 @@ def compact_conversation(
             trigger=Compaction.Trigger.MANUAL,
             focus=instructions,
             run_now=True,
+            asked_by=asked_by(key, user_agent, *asked),
         )
     except CompactionBusy as busy:
         if busy.running is None or busy.running.status != Compaction.Status.QUEUED:

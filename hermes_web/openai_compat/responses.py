@@ -747,7 +747,10 @@ def _triggered(request: HttpRequest, key: ApiKey, chat: ChatRequest) -> HttpResp
     is answered with exactly one ``compaction`` output item (no model turn), streamed when
     asked."""
     run = compacting.compact_conversation(
-        key, chat, user_agent=request.headers.get("User-Agent", "")
+        key,
+        chat,
+        asked=("openai", request.path, "compaction_trigger"),
+        user_agent=request.headers.get("User-Agent", ""),
     )
     compaction_item = compacting.item(run, key.owner_id)
     body = {
@@ -825,7 +828,10 @@ def _compacted_first(
         return chat
     try:
         run = compacting.compact_conversation(
-            key, chat, user_agent=request.headers.get("User-Agent", "")
+            key,
+            chat,
+            asked=("openai", request.path, f"context_management compact_threshold {threshold:,}"),
+            user_agent=request.headers.get("User-Agent", ""),
         )
     except ApiError as error:
         if error.code != "compaction_nothing_to_summarize":
@@ -865,6 +871,7 @@ def compact(request: HttpRequest) -> HttpResponseBase:
         run = compacting.compact_conversation(
             key,
             chat,
+            asked=("openai", request.path, "responses.compact"),
             instructions=instructions or "",
             user_agent=request.headers.get("User-Agent", ""),
         )

@@ -88,8 +88,10 @@ def request_compaction(
     summarizer: str = "auto",
     run_now: bool = False,
     replay_of: Compaction | None = None,
+    asked_by: dict | None = None,
 ) -> Compaction:
     """Store a queued run and enqueue it after commit (or run it inline with ``run_now``).
+    ``asked_by``: the API request that asked for it (``Compaction.asked_by``), if one did.
 
     ``trigger="what_if"`` is a dry run: the report is stored, nothing is committed. With
     ``replay_of`` (an agent's own compaction) the dry run reads the rows that one replaced.
@@ -126,6 +128,7 @@ def request_compaction(
                 config=config.to_dict(),
                 summarizer=summarizer,
                 replay_of=replay_of,
+                asked_by=asked_by or {},
             )
     except IntegrityError as error:
         raise CompactionBusy(in_progress(session)) from error

@@ -3,7 +3,10 @@ against a live hermes-web and the local fake upstream: OpenAI's ``responses.comp
 Codex's ``compaction_trigger`` (a stored compaction, its item sent back continues from our
 summary), and what a tampered or foreign item gets."""
 
+import base64
+import contextlib
 import json
+import zlib
 
 import anthropic
 import openai
@@ -12,7 +15,9 @@ from django.urls import reverse
 
 from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
+from hermes_web.openai_compat import compacting
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
+from tests.web.test_v1_tool_errors import FakeAnthropic
 from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -594,3 +599,255 @@ def test_anthropic_clear_tool_uses_clears_what_the_model_reads_and_reports_it(
     # The client keeps its history, and so does the store.
     stored = Session.objects.get().messages.values_list("content", flat=True)
     assert any(MIDDLE_MARKER in str(content) for content in stored)
+
+
+# -- the sealed item: authenticated encryption (AES-GCM, key from SECRET_KEY by HKDF) ----------
+
+
+def decoded(token: str) -> bytes:
+    """The raw bytes of a sealed item (after its version tag)."""
+    tag, _, body = token.partition(".")
+    assert tag == "hwc1"
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+
+
+def encoded(raw: bytes) -> str:
+    return "hwc1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def readable_parts(token: str) -> list[bytes]:
+    """Whatever a client could decode from the item without the key: every dot-separated
+    part as base64, and zlib-inflated when it inflates."""
+    parts = []
+    for part in token.split("."):
+        try:
+            raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        except ValueError:
+            continue
+        parts.append(raw)
+        with contextlib.suppress(zlib.error):
+            parts.append(zlib.decompress(raw))
+    return parts
+
+
+def go_on_with(sdk, item: dict):
+    return sdk.responses.create(
+        model="fake-chat", input=[item, {"role": "user", "content": "Go on."}], tools=[READ_FILE]
+    )
+
+
+def test_the_sealed_item_is_encrypted_and_opens_only_as_it_was_sealed(sdk, upstream, alice):
+    compacted = sdk.responses.compact(model="fake-chat", input=conversation())
+    item = compaction_item(compacted.output)
+    run = Compaction.objects.get()
+    token = item["encrypted_content"]
+    # Encrypted: the client cannot read which compaction (or whose) it names.
+    assert not any(run.public_id.encode() in part for part in readable_parts(token))
+    assert not any(b'"o"' in part for part in readable_parts(token))
+    # A fresh nonce per seal: the same compaction sealed twice gives two different blobs.
+    again = compaction_item(sdk.responses.compact(model="fake-chat", input=conversation()).output)
+    assert again["encrypted_content"] != token
+
+    # Round trip: sent back unchanged, it opens.
+    upstream.enqueue({"content": "Going on.", "prompt_tokens": 9_000})
+    assert go_on_with(sdk, item).output_text == "Going on."
+    sessions = Session.objects.count()
+
+    # One byte changed anywhere (nonce, ciphertext or tag): refused, never decoded.
+    raw = decoded(token)
+    for position in (0, len(raw) // 2, len(raw) - 1):
+        flipped = bytearray(raw)
+        flipped[position] ^= 0x01
+        with pytest.raises(openai.BadRequestError) as refused:
+            go_on_with(sdk, {**item, "encrypted_content": encoded(bytes(flipped))})
+        assert refused.value.status_code == 400
+        assert refused.value.code == "invalid_encrypted_content"
+        assert refused.value.param == "input[0].encrypted_content"
+        assert "input[0].encrypted_content" in refused.value.message
+    # Cut short, or not ours at all.
+    for bad in (token[:20], "hwc1.!!!", "gAAAAABnot-a-fernet-token", ""):
+        with pytest.raises(openai.BadRequestError) as refused:
+            go_on_with(sdk, {**item, "encrypted_content": bad})
+        assert refused.value.code == "invalid_encrypted_content"
+    assert Session.objects.count() == sessions  # nothing stored for a refusal
+
+
+def test_an_item_sealed_under_another_secret_key_is_refused(sdk, upstream, alice, settings):
+    sdk.responses.compact(model="fake-chat", input=conversation())
+    run = Compaction.objects.get()
+    current = settings.SECRET_KEY
+    settings.SECRET_KEY = "another-server-" + "x" * 50
+    foreign = compacting.item(run, alice.pk)
+    settings.SECRET_KEY = current
+    with pytest.raises(openai.BadRequestError) as refused:
+        go_on_with(sdk, foreign)
+    assert refused.value.status_code == 400
+    assert refused.value.code == "invalid_encrypted_content"
+    assert refused.value.param == "input[0].encrypted_content"
+
+    # While keys rotate, an item sealed under a key kept in SECRET_KEY_FALLBACKS still opens.
+    settings.SECRET_KEY_FALLBACKS = ["another-server-" + "x" * 50]
+    upstream.enqueue({"content": "Going on.", "prompt_tokens": 9_000})
+    assert go_on_with(sdk, foreign).output_text == "Going on."
+
+
+# -- Anthropic clear_thinking_20251015 ----------------------------------------------------------
+
+
+def thinking_turns(turns: int = 3) -> list[dict]:
+    """``turns`` question/answer rounds whose answers each open with a signed thinking block
+    (its text names the round), ending with a user turn."""
+    messages: list[dict] = []
+    for number in range(turns):
+        messages += [
+            {"role": "user", "content": f"Question {number}?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "thinking",
+                        "thinking": f"Pondering round {number}: " + "weigh it. " * 40,
+                        "signature": f"sig{number}",
+                    },
+                    {"type": "text", "text": f"Answer {number}."},
+                ],
+            },
+        ]
+    messages.append({"role": "user", "content": "And finally?"})
+    return messages
+
+
+def sent_thinking(request: dict) -> list[str]:
+    """The thinking texts an Anthropic upstream got, assistant turn by turn ('' for none)."""
+    return [
+        " ".join(
+            block.get("thinking", "")
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "thinking"
+        )
+        if isinstance(message["content"], list)
+        else ""
+        for message in request["messages"]
+        if message["role"] == "assistant"
+    ]
+
+
+@pytest.fixture
+def claude_upstream(settings):
+    server = FakeAnthropic()
+    # A name litellm knows takes thinking (it refuses the parameter for unknown models).
+    settings.HERMES_CHAT_MODEL = "anthropic/claude-sonnet-4-5"
+    settings.HERMES_CHAT_API_BASE = server.base_url
+    settings.HERMES_CHAT_API_KEY = "upstream-key"
+    settings.HERMES_API_MODELS = []
+    settings.HERMES_LLM_MAX_RETRIES = 0
+    settings.HERMES_LLM_TIMEOUT = 5
+    settings.HERMES_SUMMARY_MODEL = ""
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("keep", [None, 2, "all"])
+def test_anthropic_clear_thinking_keeps_the_newest_thinking_turns_and_reports_it(
+    live_server, alice, claude_upstream, keep
+):
+    client = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(alice), max_retries=0)
+    edit: dict = {"type": "clear_thinking_20251015"}
+    if keep == "all":
+        edit["keep"] = "all"
+    elif keep is not None:
+        edit["keep"] = {"type": "thinking_turns", "value": keep}
+    tool_edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 100_000},
+    }
+    reply = client.beta.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=2048,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        messages=thinking_turns(3),
+        context_management={"edits": [edit, tool_edit]},
+        betas=CLEARING_BETA,
+    )
+    thoughts = sent_thinking(claude_upstream.requests[-1])
+    applied = reply.context_management.applied_edits
+    if keep == "all":
+        assert all(thought.startswith("Pondering round") for thought in thoughts)
+        assert applied == []
+        return
+    kept = 1 if keep is None else keep  # Anthropic's default: the last thinking turn
+    assert [bool(thought) for thought in thoughts] == [False] * (3 - kept) + [True] * kept
+    assert thoughts[-1].startswith("Pondering round 2")
+    assert len(applied) == 1  # the tool-use edit, under its trigger, cleared nothing
+    assert applied[0].type == "clear_thinking_20251015"
+    assert applied[0].cleared_thinking_turns == 3 - kept
+    assert 100 * (3 - kept) < applied[0].cleared_input_tokens < 200 * (3 - kept)
+    # Only the thinking went: every turn's answer reached the model.
+    texts = json.dumps(claude_upstream.requests[-1]["messages"])
+    assert all(f"Answer {number}." in texts for number in range(3))
+
+
+@pytest.mark.parametrize(
+    ("edits", "where"),
+    [
+        (
+            [{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}],
+            "context_management.edits.1",  # not listed first
+        ),
+        ([{"type": "clear_thinking_20251015", "keep": "most"}], "context_management.edits.0.keep"),
+        (
+            [{"type": "clear_thinking_20251015", "keep": {"type": "tool_uses", "value": 1}}],
+            "context_management.edits.0.keep",
+        ),
+    ],
+)
+def test_a_bad_clear_thinking_edit_is_named(live_server, alice, claude_upstream, edits, where):
+    client = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(alice), max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.beta.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=64,
+            messages=thinking_turns(1),
+            context_management={"edits": edits},
+            betas=CLEARING_BETA,
+        )
+    assert f"{where}:" in refused.value.message
+    assert not claude_upstream.requests
+    assert not Session.objects.exists()
+
+
+# -- who asked: the inspector names the API request behind each of these compactions ------------
+
+
+def test_the_inspector_shows_which_api_request_asked_for_the_compaction(
+    sdk, claude, upstream, alice_client
+):
+    sdk.responses.compact(model="fake-chat", input=conversation())
+    compact_on_demand(claude, claude_conversation())
+    upstream.enqueue({"content": "Fine.", "prompt_tokens": 9_000})
+    sdk.responses.create(
+        model="fake-chat",
+        input=[*conversation(), {"role": "user", "content": "More?"}],
+        tools=[READ_FILE],
+        context_management=[{"type": "compaction", "compact_threshold": 10_000}],
+    )
+    openai_compact, anthropic_on_demand, threshold = Compaction.objects.order_by("pk")
+    assert openai_compact.asked_by["protocol"] == "openai"
+    assert openai_compact.asked_by["endpoint"] == "/v1/responses/compact"
+    assert openai_compact.asked_by["asked_with"] == "responses.compact"
+    assert openai_compact.asked_by["key"] == "agent"  # the API key's name
+    assert openai_compact.asked_by["client"].startswith("OpenAI/Python")
+    assert anthropic_on_demand.asked_by["endpoint"] == "/v1/messages"
+    assert anthropic_on_demand.asked_by["asked_with"] == "compaction summarize (on demand)"
+    assert anthropic_on_demand.asked_by["client"].startswith("Anthropic/Python")
+    assert threshold.asked_by["asked_with"] == "context_management compact_threshold 10,000"
+
+    for run, words in [
+        (openai_compact, "openai /v1/responses/compact responses.compact · API key “agent”"),
+        (anthropic_on_demand, "anthropic /v1/messages compaction summarize (on demand)"),
+        (threshold, "openai /v1/responses context_management compact_threshold 10,000"),
+    ]:
+        page = alice_client.get(reverse("compaction_detail", args=[run.public_id]))
+        assert f'asked by <span class="mono who-asked">{words}' in page.content.decode()
+        api = alice_client.get(f"/api/compactions/{run.public_id}")
+        assert api.json()["asked_by"].startswith(words)
