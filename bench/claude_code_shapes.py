@@ -8,7 +8,7 @@ record with a ``toolUseResult``. ``Read`` returns ``cat -n`` listings of 1–25 
 snippet of the edited file. Nothing here is copied from a real transcript: the text is
 generated from these shapes, deterministically for a seed.
 
-``claude_code_session(n)`` writes the JSONL, parses it with ``hermes_web.importers.claude_code``
+``claude_code_session(n)`` writes the JSONL, parses it with ``hermes_web.importers.formats.claude_code``
 (the path a user's upload takes) and returns the engine's OpenAI-format messages of the active
 rows, which is what a compaction of the imported session reads.
 """
@@ -250,7 +250,7 @@ def claude_code_session(n_messages: int, seed: int = 0) -> list[dict[str, Any]]:
     import django
 
     django.setup()
-    from hermes_web.importers.claude_code import parse
+    from hermes_web.importers.formats.claude_code import parse
     from hermes_web.models import Message
 
     data = "\n".join(claude_code_lines(n_messages, seed)).encode()

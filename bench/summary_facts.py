@@ -304,8 +304,8 @@ def _lived(parsed: Any) -> list[dict]:
 def _imported(data: bytes, name: str) -> tuple[str, list[dict]]:
     """The first session of a Claude Code, Codex or Hermes export file, as engine messages."""
     _django()
-    from hermes_web.importers import claude_code, codex, hermes
     from hermes_web.importers.base import ParsedSession
+    from hermes_web.importers.formats import claude_code, codex, hermes
 
     readers = (("codex", codex.parse), ("claude-code", claude_code.parse))
     readers += (("hermes", hermes.parse_jsonl),)

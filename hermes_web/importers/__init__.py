@@ -30,28 +30,7 @@ from typing import IO
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from hermes_web.importers import (
-    aider,  # other agents' files (imp)
-    budget,
-    claude_code,
-    claude_code_folder,
-    cline,
-    codex,
-    continue_dev,
-    copilot_cli,
-    crush,  # SQLite agents, read from their path (home2)
-    cursor,
-    gemini_cli,
-    goose,
-    hermes,
-    kimi_cli,
-    openai,
-    opencode,
-    openhands,
-    pi,
-    qwen_code,
-    swe_agent,
-)
+from hermes_web.importers import budget
 from hermes_web.importers.archive import archive_kind, unpacked
 from hermes_web.importers.base import (
     DATA_ERRORS,
@@ -65,9 +44,14 @@ from hermes_web.importers.base import (
 )
 from hermes_web.importers.budget import Budget, OverBudget, import_budget
 from hermes_web.importers.checks import check_session, count_tokens, fidelity
-from hermes_web.importers.claude_code_folder import SessionFolder
 from hermes_web.importers.detect import detect_format
 from hermes_web.importers.directory import file_kind, plan_directory
+from hermes_web.importers.formats import FORMATS, READERS
+from hermes_web.importers.formats.claude_code_folder import (
+    SessionFolder,
+    parse_folder,
+    unreferenced,
+)
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.sizes import ProblemList
 from hermes_web.importers.store import AlreadyImported, EmptySession, store_session
@@ -91,29 +75,6 @@ __all__ = [
     "store_session",
 ]
 
-FORMATS: tuple[str, ...] = ("hermes-jsonl", "hermes-db", "openai", "claude-code", "codex")
-# Other agents' files: one parser each, paired and checked as usual.
-AGENT_PARSERS = {
-    "gemini-cli": gemini_cli.parse,
-    "aider": aider.parse,
-    "openhands": openhands.parse,
-    "cline": cline.parse,
-    "continue": continue_dev.parse,
-    "pi": pi.parse,
-    "copilot-cli": copilot_cli.parse,
-    "swe-agent": swe_agent.parse,
-    "cursor": cursor.parse,
-    "qwen-code": qwen_code.parse,
-    "kimi-cli": kimi_cli.parse,
-    "goose": goose.parse,
-}
-# Agents whose file is read from its path (a SQLite database and its -wal, a storage folder).
-PATH_PARSERS = {
-    "opencode": opencode.parse_path,
-    "crush": crush.parse_path,
-    "goose-db": goose.parse_path,
-}
-FORMATS += tuple(AGENT_PARSERS) + tuple(PATH_PARSERS)
 logger = logging.getLogger(__name__)
 
 
@@ -218,46 +179,26 @@ def summary_line(
 
 
 def _parse(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
-    if fmt == "hermes-db":
-        try:
-            with records_of(file):
-                yield from hermes.parse_db(path, file)
-        except ImportProblem as problem:
-            yield problem
-        return
-    if fmt in PATH_PARSERS:
-        try:
-            with records_of(file):
-                yield from PATH_PARSERS[fmt](path, file)
-        except ImportProblem as problem:
-            yield problem
-        return
-    parser = {
-        "hermes-jsonl": hermes.parse_jsonl,
-        "openai": openai.parse,
-        "claude-code": claude_code.parse,
-        "codex": codex.parse,
-        **AGENT_PARSERS,
-    }[fmt]
-    with open(path, "rb") as stream:
-        try:
-            with records_of(file):
-                yield from parser(stream, file)
-        except ImportProblem as problem:  # whole-file formats: one problem fails the file
-            yield problem
+    reader = READERS[fmt]
+    try:
+        with records_of(file):
+            if reader.parse_path is not None:
+                yield from reader.parse_path(path, file)
+            elif reader.parse is not None:
+                with open(path, "rb") as stream:
+                    yield from reader.parse(stream, file)
+    except ImportProblem as problem:  # whole-file formats: one problem fails the file
+        yield problem
 
 
 _DONE = object()
-# Formats whose parser yields sessions with ``stream`` set (Claude Code and Codex replay a
-# spool file written by a first pass, as Gemini CLI does for a chat recording; a state.db
-# session reads its rows from one ordered scan of the file).
-_STREAMED = ("openai", "claude-code", "codex", "gemini-cli", "hermes-db")
 
 
 def _streamed(fmt: str, path: Path) -> bool:
-    """The parser yields sessions with ``stream`` set: an OpenAI, Claude Code, Codex or
-    Gemini CLI file, a Hermes transcript or state.db."""
-    return fmt in _STREAMED or (fmt == "hermes-jsonl" and hermes.is_transcript(path))
+    """The parser yields sessions with ``stream`` set (formats.READERS says which): they are
+    parsed on this thread, since the parsing thread would move on (and close the file) before
+    the store is done."""
+    return READERS[fmt].is_streamed(path)
 
 
 def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
@@ -527,7 +468,7 @@ def _import_folder(
     report = ImportReport(file=name(folder.main or folder.folder), format="claude-code-folder")
     links = Links(owner)
     try:
-        for file, item in claude_code_folder.parse_folder(folder, name):
+        for file, item in parse_folder(folder, name):
             _store(item, report, owner, file, links, skip_existing)
     except ImportProblem as problem:  # over the budget: the folder is refused whole
         report.errors.append(problem)
@@ -537,7 +478,7 @@ def _import_folder(
         )
     finally:
         links.finish()
-    if left := claude_code_folder.unreferenced(folder):
+    if left := unreferenced(folder):
         report.warnings.append(
             f"{len(left)} file(s) in tool-results/ named by no stub: {', '.join(left[:10])}"
         )

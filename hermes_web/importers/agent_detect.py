@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hermes_web.importers import goose, opencode
+from hermes_web.importers.formats import goose, opencode
 
 _HEAD = 4096  # the keys looked at are at the very start of the document
 

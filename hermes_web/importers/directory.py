@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_web.importers.claude_code_folder import SessionFolder, folder_of
+from hermes_web.importers.formats.claude_code_folder import SessionFolder, folder_of
 
 SUFFIXES = {".jsonl", ".json", ".db", ".sqlite", ".sqlite3"}
 SUFFIXES |= {".traj"}  # SWE-agent trajectories

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hermes_web.importers import budget, sqlite_file
 from hermes_web.importers.base import ImportProblem
-from hermes_web.importers.hermes import open_live
+from hermes_web.importers.formats.hermes import open_live
 
 _SHOWN_TABLES = 12
 

@@ -14,9 +14,11 @@ index and which cannot fire on a read-only connection.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from hermes_web.importers.base import ImportProblem
+from hermes_web.importers.base import ImportProblem, ParsedSession
 
 MAGIC = b"SQLite format 3\x00"
 
@@ -107,3 +109,47 @@ def _write_trigger(sql: str) -> bool:
 def quoted(name: str) -> str:
     """An identifier quoted for SQL (a table or column name read from the file)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def columns(db: sqlite3.Connection, table: str, wanted: tuple[str, ...]) -> list[str]:
+    """Those of ``wanted`` that ``table`` has, in ``wanted``'s order (an older version of the
+    agent may lack some)."""
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({quoted(table)})")}
+    return [c for c in wanted if c in have]
+
+
+def rows(
+    db: sqlite3.Connection, table: str, names: list[str], tail: str = "", parameters: tuple = ()
+) -> list[dict[str, Any]]:
+    """``SELECT names FROM table`` then ``tail`` (a WHERE or ORDER BY of ours), one dict a
+    row; the table and column names, read from the file, are quoted."""
+    sql = f"SELECT {', '.join(map(quoted, names))} FROM {quoted(table)}{tail}"  # noqa: S608
+    return [dict(zip(names, row, strict=True)) for row in db.execute(sql, parameters)]
+
+
+# What an agent's reader gives ``each_session``: its session rows (each with an ``id``), in
+# the order to import them, and how one of them is read, ``read(row, number)``.
+Sessions = tuple[list[dict[str, Any]], Callable[[dict[str, Any], int], ParsedSession]]
+
+
+def each_session(
+    db: sqlite3.Connection, file: str, sessions: Callable[[sqlite3.Connection, str], Sessions]
+) -> Iterator[ParsedSession | ImportProblem]:
+    """Every session of an agent's database, read one at a time; ``db`` closed at the end.
+
+    ``sessions(db, file)`` checks the tables (an ``ImportProblem`` refuses the whole file) and
+    lists the session rows with their reader. A session whose reading fails is yielded as its
+    problem, naming the session, and the next one is read; a database SQLite cannot read is
+    refused whole."""
+    try:
+        listed, read = sessions(db, file)
+        for number, row in enumerate(listed, 1):
+            try:
+                yield read(row, number)
+            except ImportProblem as problem:
+                problem.session = problem.session or str(row["id"])
+                yield problem
+    except sqlite3.DatabaseError as error:
+        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
+    finally:
+        db.close()

@@ -19,7 +19,7 @@ from django.utils import timezone
 from compaction import CompactionConfig, count_message_tokens, validate_tool_pairs
 from compaction.messages import content_text
 from hermes_web.importers.base import clean_title
-from hermes_web.importers.codex import IDE_REQUEST, context_kind
+from hermes_web.importers.formats.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
 from hermes_web.openai_compat.contexts import CONTEXTS, StoredContext

@@ -476,7 +476,8 @@ def chain_file(path: Path, children: int, grandchildren: int) -> None:
 
 @pytest.mark.django_db
 def test_a_tree_left_unfinished_by_a_crash_is_repaired_by_the_next_import(alice, tmp_path):
-    from hermes_web.importers import hermes, import_path, store_session
+    from hermes_web.importers import import_path, store_session
+    from hermes_web.importers.formats import hermes
     from hermes_web.importers.links import Links
     from hermes_web.models import Session
     from hermes_web.services.sessions import session_tree

@@ -5,7 +5,8 @@ fenced blocks and reply headings read as the reply's."""
 
 import pytest
 
-from hermes_web.importers import aider, import_path
+from hermes_web.importers import import_path
+from hermes_web.importers.formats import aider
 from hermes_web.models import Message, Session
 from tests.web.agent_import_helpers import AGENTS, imported, parsed, refused, wrapper_free
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from compaction.summary import is_summary_message
-from hermes_web.importers import cline, import_path
+from hermes_web.importers import import_path
+from hermes_web.importers.formats import cline
 from hermes_web.models import Message, Session
 from tests.web.agent_import_helpers import (
     AGENTS,

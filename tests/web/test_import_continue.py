@@ -7,7 +7,7 @@ import json
 import pytest
 
 from compaction.summary import is_summary_message
-from hermes_web.importers import continue_dev
+from hermes_web.importers.formats import continue_dev
 from hermes_web.models import Session
 from tests.web.agent_import_helpers import AGENTS, imported, pairs_ok, parsed, refused
 

@@ -10,7 +10,8 @@ folder reads the log and passes over the bookkeeping, with no failure."""
 
 import pytest
 
-from hermes_web.importers import copilot_cli, import_directory
+from hermes_web.importers import import_directory
+from hermes_web.importers.formats import copilot_cli
 from hermes_web.models import Compaction, Message
 from tests.web.agent_import_helpers import AGENTS, imported, parsed, wrapper_free
 

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_web.importers import cursor, import_path
+from hermes_web.importers import import_path
 from hermes_web.importers.detect import detect_format
+from hermes_web.importers.formats import cursor
 from hermes_web.models import Message, Session
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_web.importers import claude_code, codex, import_directory, import_path
+from hermes_web.importers import import_directory, import_path
 from hermes_web.importers.base import TORN_LINE, ImportProblem, pair_tool_results
+from hermes_web.importers.formats import claude_code, codex
 from hermes_web.models import Message, Session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -17,9 +17,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from hermes_web.importers import claude_code
 from hermes_web.importers.base import NativeCompaction, epoch
-from hermes_web.importers.claude_code_folder import (
+from hermes_web.importers.formats import claude_code
+from hermes_web.importers.formats.claude_code_folder import (
     _summarizer,
     attach_compaction_agents,
 )

@@ -7,7 +7,7 @@ title."""
 
 import pytest
 
-from hermes_web.importers import gemini_cli
+from hermes_web.importers.formats import gemini_cli
 from hermes_web.models import Message
 from tests.web.agent_import_helpers import AGENTS, imported, parsed, wrapper_free
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from compaction.summary import is_summary_message
-from hermes_web.importers import gemini_cli, import_path
+from hermes_web.importers import import_path
+from hermes_web.importers.formats import gemini_cli
 from hermes_web.models import Message, Session
 from tests.web.agent_import_helpers import AGENTS, imported, pairs_ok, parsed, refused
 

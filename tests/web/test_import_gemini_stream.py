@@ -7,7 +7,8 @@ import tracemalloc
 
 import pytest
 
-from hermes_web.importers import gemini_cli, import_path
+from hermes_web.importers import import_path
+from hermes_web.importers.formats import gemini_cli
 from hermes_web.models import Compaction, Message
 from tests.web.native_fixtures import gemini_tool_turn
 

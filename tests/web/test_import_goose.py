@@ -13,7 +13,8 @@ import sqlite3
 
 import pytest
 
-from hermes_web.importers import detect_format, goose, import_path
+from hermes_web.importers import detect_format, import_path
+from hermes_web.importers.formats import goose
 from hermes_web.models import Compaction, Message, Session
 from tests.web.agent_import_helpers import _meta, imported, pairs_ok, parsed
 

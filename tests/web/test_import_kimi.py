@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from hermes_web.importers import import_directory, kimi_cli
+from hermes_web.importers import import_directory
 from hermes_web.importers.detect import detect_format
+from hermes_web.importers.formats import kimi_cli
 from hermes_web.models import Compaction, Session
 from tests.web.agent_import_helpers import imported, pairs_ok, parsed, refused
 

@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from compaction.summary import is_summary_message
-from hermes_web.importers import import_path, openhands
+from hermes_web.importers import import_path
+from hermes_web.importers.formats import openhands
 from hermes_web.models import Message, Session
 from tests.web.agent_import_helpers import AGENTS, imported, pairs_ok, parsed, refused
 

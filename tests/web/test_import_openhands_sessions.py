@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from hermes_web.importers import import_directory, openhands
+from hermes_web.importers import import_directory
+from hermes_web.importers.formats import openhands
 from hermes_web.models import Compaction, Message
 from tests.web.agent_import_helpers import pairs_ok
 

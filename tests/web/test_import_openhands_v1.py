@@ -11,7 +11,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from hermes_web.importers import openhands
+from hermes_web.importers.formats import openhands
 from hermes_web.models import Compaction, Message, Session
 
 from .agent_import_helpers import AGENTS, imported, pairs_ok, parsed

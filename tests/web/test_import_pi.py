@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_web.importers import import_path, pi
+from hermes_web.importers import import_path
 from hermes_web.importers.base import pair_tool_results
 from hermes_web.importers.detect import detect_format
+from hermes_web.importers.formats import pi
 from hermes_web.models import Message, Session
 
 pytestmark = pytest.mark.django_db

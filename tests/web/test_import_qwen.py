@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from hermes_web.importers import import_path, qwen_code
+from hermes_web.importers import import_path
 from hermes_web.importers.detect import detect_format
+from hermes_web.importers.formats import qwen_code
 from hermes_web.models import Compaction, Message, Session
 from tests.web.agent_import_helpers import imported, pairs_ok, parsed, refused
 

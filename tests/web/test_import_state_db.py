@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from hermes_web.importers import hermes as hermes_reader
 from hermes_web.importers import import_path
+from hermes_web.importers.formats import hermes as hermes_reader
 from hermes_web.models import Message, Session
 from hermes_web.services.sessions import openai_messages
 from tests.web.hermes_state_db import add_session, damage_table_page, empty_state_db

@@ -7,8 +7,9 @@ import tracemalloc
 
 import pytest
 
-from hermes_web.importers import count_tokens, import_path, openai
+from hermes_web.importers import count_tokens, import_path
 from hermes_web.importers.base import ParsedMessage
+from hermes_web.importers.formats import openai
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import Message, Session
 from hermes_web.validation import MAX_DEPTH

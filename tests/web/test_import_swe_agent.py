@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_web.importers import import_path, swe_agent
+from hermes_web.importers import import_path
 from hermes_web.importers.detect import detect_format
+from hermes_web.importers.formats import swe_agent
 from hermes_web.models import Message, Session
 
 pytestmark = pytest.mark.django_db

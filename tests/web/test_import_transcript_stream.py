@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hermes_web.importers import import_path
-from hermes_web.importers.hermes import parse_jsonl
+from hermes_web.importers.formats.hermes import parse_jsonl
 from hermes_web.models import Message, Session
 
 pytestmark = pytest.mark.django_db

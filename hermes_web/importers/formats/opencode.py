@@ -78,56 +78,44 @@ def parse_path(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]
 
 
 def _parse_db(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
-    db = open_agent_db(path, file)
-    try:
-        names = sqlite_file.require_tables(db, file, TABLES)
-        if missing := [t for t in TABLES if t not in names]:
-            raise ImportProblem(file, 0, f"not an opencode.db: it has no '{missing[0]}' table")
-        have = {
-            r[1] for r in db.execute(f"PRAGMA table_info({sqlite_file.quoted(names['session'])})")
-        }
-        columns = [c for c in SESSION_COLUMNS if c in have]
-        if "id" not in columns:
-            raise ImportProblem(file, 0, "not an opencode.db: table 'session' lacks id")
-        select = ", ".join(sqlite_file.quoted(c) for c in columns)
-        order = " ORDER BY time_created, id" if "time_created" in columns else " ORDER BY id"
-        sessions = [
-            dict(zip(columns, row, strict=True))
-            for row in db.execute(
-                f"SELECT {select} FROM {sqlite_file.quoted(names['session'])}{order}"
-            )  # noqa: S608 - names from the file, quoted
-        ]
-        message_sql = (
-            f"SELECT id, data, time_created FROM {sqlite_file.quoted(names['message'])} "  # noqa: S608
-            "WHERE session_id = ? ORDER BY time_created, id"
-        )
-        part_sql = (
-            f"SELECT p.message_id, p.data FROM {sqlite_file.quoted(names['part'])} p "  # noqa: S608
-            f"JOIN {sqlite_file.quoted(names['message'])} m ON m.id = p.message_id "
-            "WHERE m.session_id = ? ORDER BY p.id"
-        )
-        for number, row in enumerate(sessions, 1):
-            session_id = str(row["id"])
-            try:
-                messages = []
-                parts: dict[str, list[dict]] = {}
-                for part_message, data in db.execute(part_sql, (session_id,)):
-                    parts.setdefault(str(part_message), []).append(
-                        _load(data, file, f"part of message {part_message}")
-                    )
-                for message_id, data, created in db.execute(message_sql, (session_id,)):
-                    info = _load(data, file, f"message {message_id}")
-                    info.setdefault("id", message_id)
-                    info.setdefault("time", {"created": created})
-                    messages.append((info, parts.get(str(message_id), [])))
-                yield _session(row, messages, file, number)
-            except ImportProblem as problem:
-                problem.session = problem.session or session_id
-                yield problem
-    except sqlite3.DatabaseError as error:
-        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
-    finally:
-        db.close()
+    yield from sqlite_file.each_session(open_agent_db(path, file), file, _sessions)
+
+
+def _sessions(db: sqlite3.Connection, file: str) -> sqlite_file.Sessions:
+    """Check the tables; the sessions, oldest first, and how one is read."""
+    names = sqlite_file.require_tables(db, file, TABLES)
+    if missing := [t for t in TABLES if t not in names]:
+        raise ImportProblem(file, 0, f"not an opencode.db: it has no '{missing[0]}' table")
+    columns = sqlite_file.columns(db, names["session"], SESSION_COLUMNS)
+    if "id" not in columns:
+        raise ImportProblem(file, 0, "not an opencode.db: table 'session' lacks id")
+    order = " ORDER BY time_created, id" if "time_created" in columns else " ORDER BY id"
+    message_sql = (
+        f"SELECT id, data, time_created FROM {sqlite_file.quoted(names['message'])} "  # noqa: S608
+        "WHERE session_id = ? ORDER BY time_created, id"
+    )
+    part_sql = (
+        f"SELECT p.message_id, p.data FROM {sqlite_file.quoted(names['part'])} p "  # noqa: S608
+        f"JOIN {sqlite_file.quoted(names['message'])} m ON m.id = p.message_id "
+        "WHERE m.session_id = ? ORDER BY p.id"
+    )
+
+    def read(row: dict, number: int) -> ParsedSession:
+        session_id = str(row["id"])
+        messages = []
+        parts: dict[str, list[dict]] = {}
+        for part_message, data in db.execute(part_sql, (session_id,)):
+            parts.setdefault(str(part_message), []).append(
+                _load(data, file, f"part of message {part_message}")
+            )
+        for message_id, data, created in db.execute(message_sql, (session_id,)):
+            info = _load(data, file, f"message {message_id}")
+            info.setdefault("id", message_id)
+            info.setdefault("time", {"created": created})
+            messages.append((info, parts.get(str(message_id), [])))
+        return _session(row, messages, file, number)
+
+    return sqlite_file.rows(db, names["session"], columns, order), read
 
 
 # --- the JSON storage folder (opencode before 1.2) ------------------------------------

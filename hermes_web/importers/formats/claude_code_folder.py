@@ -26,7 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from hermes_web.importers import budget, claude_code
+from hermes_web.importers import budget
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -36,6 +36,7 @@ from hermes_web.importers.base import (
     records_of,
     text_of,
 )
+from hermes_web.importers.formats import claude_code
 
 LAYOUT_DIRS = ("subagents", "tool-results")
 COMPACTION_AGENT = "agent-acompact-"

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from hermes_web.importers import budget, openhands_v1
+from hermes_web.importers import budget
 from hermes_web.importers.agent_common import (
     as_text,
     call,
@@ -46,6 +46,7 @@ from hermes_web.importers.base import (
     image_part,
     safe_id,
 )
+from hermes_web.importers.formats import openhands_v1
 from hermes_web.models import Session
 
 SOURCE = Session.Source.IMPORT_OPENHANDS

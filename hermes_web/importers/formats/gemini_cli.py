@@ -54,10 +54,10 @@ from hermes_web.importers.base import (
     safe_id,
     size_text,
 )
-from hermes_web.importers.openai import (
+from hermes_web.importers.formats.openai import (
     _SCALARS as SCALARS,
 )
-from hermes_web.importers.openai import (
+from hermes_web.importers.formats.openai import (
     _bounded,
     _broken,
     _first_byte,

@@ -266,55 +266,39 @@ def _content_text(item: dict) -> str:
 def parse_path(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]:
     """Every session of a Goose ``sessions.db``, oldest first; one bad message fails its
     session only."""
-    db = open_agent_db(path, file)
-    try:
-        names = sqlite_file.require_tables(db, file, ("sessions", "messages"))
-        for table in ("sessions", "messages"):
-            if table not in names:
-                raise ImportProblem(file, 0, f"not a Goose database: it has no '{table}' table")
-        session_columns = _columns(db, names["sessions"], SESSION_COLUMNS)
-        message_columns = _columns(db, names["messages"], MESSAGE_COLUMNS)
-        for needed, have, table in (
-            (("id",), session_columns, "sessions"),
-            (("role", "content_json"), message_columns, "messages"),
-        ):
-            if missing := [c for c in needed if c not in have]:
-                raise ImportProblem(
-                    file, 0, f"not a Goose database: table '{table}' lacks {', '.join(missing)}"
-                )
-        order = " ORDER BY created_at, id" if "created_at" in session_columns else " ORDER BY id"
-        sessions = [
-            dict(zip(session_columns, row, strict=True))
-            for row in db.execute(
-                f"SELECT {', '.join(map(sqlite_file.quoted, session_columns))} "  # noqa: S608 - quoted names
-                f"FROM {sqlite_file.quoted(names['sessions'])}{order}"
+    yield from sqlite_file.each_session(open_agent_db(path, file), file, _sessions)
+
+
+def _sessions(db: sqlite3.Connection, file: str) -> sqlite_file.Sessions:
+    """Check the tables; the sessions, oldest first, and how one is read."""
+    names = sqlite_file.require_tables(db, file, ("sessions", "messages"))
+    for table in ("sessions", "messages"):
+        if table not in names:
+            raise ImportProblem(file, 0, f"not a Goose database: it has no '{table}' table")
+    session_columns = sqlite_file.columns(db, names["sessions"], SESSION_COLUMNS)
+    message_columns = sqlite_file.columns(db, names["messages"], MESSAGE_COLUMNS)
+    for needed, have, table in (
+        (("id",), session_columns, "sessions"),
+        (("role", "content_json"), message_columns, "messages"),
+    ):
+        if missing := [c for c in needed if c not in have]:
+            raise ImportProblem(
+                file, 0, f"not a Goose database: table '{table}' lacks {', '.join(missing)}"
             )
-        ]
+    order = " ORDER BY created_at, id" if "created_at" in session_columns else " ORDER BY id"
+
+    def read(row: dict, number: int) -> ParsedSession:
         # Goose reads a conversation back in insertion order (its autoincrement id).
-        message_sql = (
-            f"SELECT {', '.join(map(sqlite_file.quoted, message_columns))} "  # noqa: S608 - quoted names
-            f"FROM {sqlite_file.quoted(names['messages'])} WHERE session_id = ? ORDER BY rowid"
+        messages = sqlite_file.rows(
+            db,
+            names["messages"],
+            message_columns,
+            " WHERE session_id = ? ORDER BY rowid",
+            (str(row["id"]),),
         )
-        for number, row in enumerate(sessions, 1):
-            session_id = str(row["id"])
-            try:
-                messages = [
-                    dict(zip(message_columns, m, strict=True))
-                    for m in db.execute(message_sql, (session_id,))
-                ]
-                yield _db_session(row, messages, file, number)
-            except ImportProblem as problem:
-                problem.session = problem.session or session_id
-                yield problem
-    except sqlite3.DatabaseError as error:
-        raise ImportProblem(file, 0, f"not a readable SQLite database: {error}") from None
-    finally:
-        db.close()
+        return _db_session(row, messages, file, number)
 
-
-def _columns(db: sqlite3.Connection, table: str, wanted: tuple[str, ...]) -> list[str]:
-    have = {r[1] for r in db.execute(f"PRAGMA table_info({sqlite_file.quoted(table)})")}
-    return [c for c in wanted if c in have]
+    return sqlite_file.rows(db, names["sessions"], session_columns, order), read
 
 
 def _db_session(row: dict, messages: list[dict], file: str, number: int) -> ParsedSession:
