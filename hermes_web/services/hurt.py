@@ -18,11 +18,16 @@ for the pains people report about many sessions:
 - **re-reads**: files read in the compacted rows and read again within ``REREAD_TURNS`` model
   replies after the compaction, with the tokens of those reads' results.
 
-Counts, chains and token figures come from one query over the compaction rows (numbers read
-out of the JSON report in SQL) plus one windowed query for the turns between compactions.
-Rules lost and re-reads read message rows, so they are checked on the newest ``DEEP_LIMIT``
-compactions only (the page says so). The whole result is cached per user, keyed by the newest
-``updated_at`` of the user's sessions: every writer of a session's rows touches it.
+Counts, chains and token figures come from one query over the user's sessions (each one's
+project read out of its JSON once) and one over the compaction rows: numbers read out of the
+JSON report in SQL, a window for each compaction's previous one in its chain, a count of the
+model replies in between on the (session, role, created_at) message index, times as text. Both
+are read through a plain cursor (no model or datetime per row) and public ids and titles are
+read for the rows listed only: at 10k sessions the first view costs about 300 ms of CPU
+(``bench/bench_hurt.py``). Rules lost and re-reads read message rows, so they are checked on
+the newest ``DEEP_LIMIT`` compactions only (the page says so). The whole result is cached per
+user, keyed by the newest ``updated_at`` of the user's sessions and their count: every writer of
+a session's rows touches it.
 """
 
 from __future__ import annotations
