@@ -179,12 +179,13 @@ def run(sessions: int) -> int:
     page = client.get("/hurt/")
     assert page.status_code == 200, page.status_code
     assert b"fig-compactions" in page.content
-    cold, warm = [], []
+    cold, warm, cold_cpu = [], [], []
     for _ in range(COLD):
         cache.clear()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         client.get("/hurt/")
         cold.append((time.perf_counter() - started) * 1000)
+        cold_cpu.append((time.process_time() - cpu) * 1000)
     for _ in range(WARM):
         started = time.perf_counter()
         client.get("/hurt/")
@@ -193,6 +194,11 @@ def run(sessions: int) -> int:
     print(
         f"    cold (computed) p50 {statistics.median(cold):7.1f} ms  p95 {_p95(cold):7.1f} ms"
         f"  {'PASS' if ok else 'MISS'} (p95 ≤ {TARGET_MS} ms)"
+    )
+    # The CPU time of the request (SQLite runs in this process): what the wall time would be on
+    # an idle core, for a machine shared with other work.
+    print(
+        f"    cold CPU time   p50 {statistics.median(cold_cpu):7.1f} ms  p95 {_p95(cold_cpu):7.1f} ms"
     )
     print(f"    warm (cached)   p50 {statistics.median(warm):7.1f} ms  p95 {_p95(warm):7.1f} ms")
     return 0 if ok else 1

@@ -315,8 +315,7 @@ def extract(
             text = without_ide_context(raw.strip())
             if is_wrapper(text):
                 continue
-            request = text if len(text) <= _REQUEST_CHARS else text[: _REQUEST_CHARS - 1] + "…"
-            add("requests", " ".join(request.split()), pos)
+            add("requests", _one_line(text, _REQUEST_CHARS), pos)
             head = text[:_USER_SCAN]
             if _has_constraint(head):
                 for sentence in _sentences(head):

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.words import one_line
+
 LEDGER_HEADING = "## Fact Ledger"
 
 
@@ -108,6 +110,6 @@ class Ledger:
 
 
 def _one_line(text: str, limit: int) -> str:
-    """``text`` on one line (runs of whitespace as one space), cut to ``limit`` chars with "…"."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` on one line (runs of whitespace as one space), cut to ``limit`` chars with "…"
+    at a word boundary (``compaction.words``, as the summary's gists are)."""
+    return one_line(text, limit)

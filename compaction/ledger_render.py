@@ -24,6 +24,7 @@ from compaction.ledger_facts import (
 from compaction.shell_paths import (
     _paths_of,
 )
+from compaction.words import cut_at_word, tail_at_word
 
 
 def merge(previous: Ledger, new: Ledger) -> Ledger:
@@ -269,9 +270,9 @@ def _abbreviated(fact: Fact) -> Fact:
     """``fact`` (a command) as its start (the program and first arguments) "…" its end (often
     the file or the filter that tells two similar commands apart)."""
     text = fact.text
-    return Fact(
-        f"{text[:_HEAD].rstrip()}…{text[-_END:].lstrip()}", fact.count, fact.last, fact.detail
-    )
+    # Whole words on both sides of the "…" (a cut "repo…" or "…ems'][8]" reads as a typo).
+    head, end = cut_at_word(text, _HEAD, more=True), tail_at_word(text, _END)
+    return Fact(f"{head}…{end}", fact.count, fact.last, fact.detail)
 
 
 def _newest(fact: Fact) -> int:

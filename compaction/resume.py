@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from itertools import islice
 from typing import Any
-from unicodedata import east_asian_width
 
 import orjson
 import re2
@@ -36,6 +35,7 @@ from compaction.facts import SummaryFacts
 from compaction.messages import content_text, parse_arguments, tool_call_id, tool_call_name
 from compaction.narrative import cut_start, fit_sections
 from compaction.prompt import SECTIONS
+from compaction.words import one_line as _one_line
 
 __all__ = ["is_wrapper", "message_date", "resume_summary"]
 
@@ -136,39 +136,6 @@ def message_date(message: Mapping[str, Any]) -> date | None:
     except (ValueError, OverflowError, OSError):
         return None
     return None
-
-
-def _one_line(text: str, limit: int, *, more: bool = False) -> str:
-    """``text`` on one line in at most ``limit`` chars: a longer one (or one that ``more``
-    says goes on past its end, a slice of a longer text) is cut at its last word boundary
-    within the limit and ends with "…", so a gist never ends inside a word."""
-    # Printable text has no whitespace but " " (every other whitespace character is a
-    # control or separator character): without doubled or edge spaces it is one line already.
-    more = more and not text[-1:].isspace()  # a slice ending at a space ends at a word
-    if not (text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "):
-        text = " ".join(text.split())
-    if len(text) <= limit and not more:
-        return text
-    head = _cut_at_word(text, limit - 1, more)
-    return head + "…" if text else ""
-
-
-def _is_word_char(char: str) -> bool:
-    # Letters, digits and "_" make words. A wide (CJK) character counts as a word of its own:
-    # those scripts put no spaces between words, so a gist of them is cut at a character.
-    return (char.isalnum() or char == "_") and east_asian_width(char) not in ("W", "F")
-
-
-def _cut_at_word(text: str, room: int, more: bool) -> str:
-    """The longest start of ``text`` of at most ``room`` chars that ends at a word boundary
-    (``more``: the text goes on after its last char). A first word longer than ``room`` is
-    cut inside, as before: a gist of only "…" would say nothing."""
-    end = min(room, len(text))
-    for cut in range(end, 0, -1):
-        after = text[cut] if cut < len(text) else ("a" if more else " ")
-        if not (_is_word_char(text[cut - 1]) and _is_word_char(after)):
-            return text[:cut].rstrip()
-    return text[:end]
 
 
 def _clean(text: str) -> str:

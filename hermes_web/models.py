@@ -206,7 +206,14 @@ class Message(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="message_position_unique")
         ]
-        indexes = [models.Index(fields=["session", "active", "position"])]
+        indexes = [
+            models.Index(fields=["session", "active", "position"]),
+            # The model replies between two compactions (services.hurt counts them for every
+            # compaction of a user): a range in this index, never a scan of the session's rows.
+            models.Index(
+                fields=["session", "role", "created_at"], name="message_session_role_time"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"

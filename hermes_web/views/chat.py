@@ -88,7 +88,40 @@ def _items(rows: list[Message], session: Session) -> list[dict]:
     markers = _marker_for(rows, session)
     for item in items:
         item["compaction"] = markers.get(item["row"].pk)
+    _mark_old_prompts(items, session)
     return items
+
+
+def _mark_old_prompts(items: list[dict], session: Session) -> None:
+    """A reply's "prompt N tokens" made before the newest compaction of ``session`` counted a
+    context that is gone (the meter shows the one now): ``prompt_before`` names that
+    compaction, so the label says so, as the meter does with its estimate."""
+    if not any(item["row"].provider_prompt_tokens for item in items):
+        return
+    made = (
+        Compaction.objects.committed()
+        .filter(result_session=session, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .only("finished_at", "tokens_after")
+        .first()
+    )
+    if made is None:
+        return
+    for item in items:
+        row = item["row"]
+        if row.provider_prompt_tokens and row.created_at <= made.finished_at:
+            item["prompt_before"] = made
+
+
+def _chat_notices(request: HtmxHttpRequest, compaction_words: str) -> list:
+    """The flash messages shown next to the status row, without one that repeats the status
+    row's own sentence (an undo or redo is said once, not twice)."""
+    return [
+        message
+        for message in flash.get_messages(request)
+        if "chat-near" in message.tags
+        and not (message.level == flash.SUCCESS and str(message) == compaction_words)
+    ]
 
 
 def _turn_rows(turn: AgentTurn) -> list[Message]:
@@ -166,6 +199,7 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         continued_from = Session.objects.filter(pk=session.parent_id).only("public_id").first()
     continued_in = _continued_in(session)
     compaction = latest_compaction(session)
+    compaction_words = compaction_outcome(compaction) if compaction else ""
     items = _items(rows, session)
     regenerable = regenerable_reply(session) if not turns or not _active(turns) else None
     for item in items:
@@ -181,7 +215,8 @@ def _page_context(request: HtmxHttpRequest, session: Session, **extra) -> dict:
         "turns": [_turn_context(t) for t in turns],
         "meter": context_meter(session),
         "compaction": compaction,
-        "compaction_words": compaction_outcome(compaction) if compaction else "",
+        "compaction_words": compaction_words,
+        "chat_notices": _chat_notices(request, compaction_words),
         "undo": undo_state(compaction) if not session.end_reason else {},
         "model_label": model_label(session.model),
         "continued_from": continued_from,
@@ -230,10 +265,12 @@ def _archived_turns(session: Session) -> dict | None:
     if not count:
         return None
     rows = list(archived.order_by("-position")[:ARCHIVED_SHOWN])[::-1]
+    items = chat_items(rows)
+    _mark_old_prompts(items, session)
     return {
         "count": count,
         "turns": archived.filter(role=Message.Role.USER).count(),
-        "items": chat_items(rows),
+        "items": items,
         "more": count - len(rows),
     }
 

@@ -182,7 +182,8 @@ def test_an_error_of_one_of_two_commands_alike_keeps_its_label():
     ]
     text, _ = render(extract(rows), 4_000)
     errors = text.split("### Errors\n")[1]
-    assert errors.startswith(f"- [{query[:59]}…] ERROR: relation")
+    # The label is the command's first 60 chars, cut at a word ("SELECT" does not fit).
+    assert errors.startswith(f"- [{query[: query.index('SELECT')]}…] ERROR: relation")
     assert parse(text).of("errors")[0].text.startswith("ERROR: relation")
 
 
