@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("hermes_web", "0012_goose_sources"),
+        ("hermes_web", "0013_seal2_who_asked"),
     ]
 
     operations = [
