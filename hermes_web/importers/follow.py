@@ -1,0 +1,405 @@
+"""Following an agent's files while it writes them: new files are imported, a file that grew
+appends its new rows to the session it became, a file rewritten otherwise becomes a new
+version of that session. Agent-agnostic: the file is imported again with ``import_path``
+(the one pipeline every import goes through), and what it now holds is grafted onto the
+rows stored before when those are still the start of it.
+
+    outcome = follow_file(path, owner=user)   # None when the file did not change
+
+Why a whole re-parse and not a parse of the new bytes: an agent's records are not
+independent lines (Claude Code splits one reply over several records, a tool result pairs
+with a call written earlier, a compaction archives rows before it), so only the importer
+reading the whole file knows what the rows are. The cost is bounded by the debounce of the
+callers and by the size check: an unchanged file is never opened.
+
+The rows stored before must be a prefix of the new parse, except their unsettled end (the
+last row, which may still gain split records, and stub results the importer wrote for calls
+whose result was not written yet): any other difference, or a file that shrank or was
+replaced, is stored as a new version (``<id>-v2`` …), never merged. The source file is only
+ever read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from hermes_web.importers import ImportReport, import_path
+from hermes_web.importers.base import damage_lines
+from hermes_web.importers.links import namespaced
+from hermes_web.models import Compaction, FollowedFile, FollowedFolder, Message, Session
+
+__all__ = ["FollowOutcome", "follow_file", "followed_candidates", "scan_folder", "wants"]
+
+# Files the follower imports: agents write JSONL (most) or a JSON document rewritten whole.
+SUFFIXES = (".jsonl", ".json")
+# Folders an agent keeps beside its sessions that are not sessions (Claude Code's spilled
+# tool outputs, editors' caches): never imported on their own.
+SKIPPED_DIRS = frozenset({"tool-results", "node_modules", ".git", "__pycache__"})
+_HASH_CHUNK = 1 << 20
+_AWAY = "~following"  # the stored session's id while its file is imported again
+
+
+@dataclass
+class FollowOutcome:
+    """What following one file did: sessions created, appended to, or versioned."""
+
+    path: str
+    created: list[str] = field(default_factory=list)  # public ids
+    appended: dict[str, int] = field(default_factory=dict)  # public id -> rows added
+    versions: list[str] = field(default_factory=list)  # public ids of new versions
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line for the command's output and the page's "last import"."""
+        parts = [f"new session {pid}" for pid in self.created]
+        parts += [f"{pid} +{n} rows" for pid, n in self.appended.items()]
+        parts += [f"new version {pid}" for pid in self.versions]
+        parts += self.warnings
+        parts += [f"not imported: {p}" for p in self.problems]
+        return "; ".join(parts) or "nothing new"
+
+
+def wants(path: Path) -> bool:
+    """A file the follower imports: a .jsonl or .json outside the folders that hold none."""
+    return path.suffix in SUFFIXES and not any(part in SKIPPED_DIRS for part in path.parts)
+
+
+def followed_candidates(root: Path):
+    """Every file under ``root`` the follower imports, with its ``stat`` (symbolic links and
+    special files are passed over, never opened)."""
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    if entry.name not in SKIPPED_DIRS:
+                        stack.append(Path(entry.path))
+                elif entry.is_file() and entry.name.endswith(SUFFIXES):
+                    yield Path(entry.path), entry.stat()
+            except OSError:  # gone between the listing and the look
+                continue
+
+
+def scan_folder(folder: FollowedFolder) -> list[FollowOutcome]:
+    """One pass over a followed folder: every changed file imported (by size and mtime,
+    from one query of what is known: cheap when nothing changed)."""
+    known = {
+        path: (size, mtime, inode)
+        for path, size, mtime, inode in FollowedFile.objects.filter(owner=folder.owner).values_list(
+            "path", "size", "mtime_ns", "inode"
+        )
+    }
+    outcomes = []
+    for path, info in followed_candidates(Path(folder.path)):
+        if known.get(str(path)) == (info.st_size, info.st_mtime_ns, info.st_ino):
+            continue
+        outcome = follow_file(path, owner=folder.owner, folder=folder)
+        if outcome is not None:
+            outcomes.append(outcome)
+    FollowedFolder.objects.filter(pk=folder.pk).update(last_scan=timezone.now())
+    return outcomes
+
+
+def _prefix_hash(path: Path, size: int) -> str:
+    """sha256 of the first ``size`` bytes of the file."""
+    digest = hashlib.sha256()
+    left = size
+    with open(path, "rb") as stream:
+        while left > 0:
+            chunk = stream.read(min(_HASH_CHUNK, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
+
+
+def follow_file(path: str | Path, *, owner, folder: FollowedFolder | None = None):
+    """Import what changed in ``path`` for ``owner`` (see the module doc); None when the
+    file is as it was last imported (or not a regular file)."""
+    path = Path(path).absolute()
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        return None
+    followed = FollowedFile.objects.filter(owner=owner, path=str(path)).first()
+    if followed is not None and (followed.size, followed.mtime_ns, followed.inode) == (
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ino,
+    ):
+        return None
+    if followed is None:
+        followed = FollowedFile(owner=owner, path=str(path), folder=folder)
+    try:
+        full_hash = _prefix_hash(path, info.st_size)
+    except OSError as error:
+        outcome = FollowOutcome(str(path), problems=[f"cannot read: {error.strerror or error}"])
+        return _remember(followed, info, "", outcome)
+    # A file that shrank is never appended to. One that grew, or was rewritten whole (Gemini
+    # CLI's chat JSON is, by a rename: a new inode), is appended to when its stored rows are
+    # still the start of what it holds: the row check in ``_graft`` decides.
+    may_append = followed.pk is None or info.st_size >= followed.size
+    olds = list(Session.objects.filter(owner=owner, pk__in=followed.sessions or []))
+    outcome, sessions, fmt = _import_again(path, owner, olds, may_append=may_append)
+    if outcome.problems and not sessions and not outcome.created and not outcome.appended:
+        # Remembered as read: retried when the file changes again, not on every scan.
+        return _remember(followed, info, full_hash, outcome)
+    followed.format = fmt or followed.format
+    followed.sessions = sessions
+    return _remember(followed, info, full_hash, outcome)
+
+
+def _remember(
+    followed: FollowedFile, info: os.stat_result, digest: str, outcome: FollowOutcome
+) -> FollowOutcome:
+    followed.size, followed.mtime_ns, followed.inode = info.st_size, info.st_mtime_ns, info.st_ino
+    followed.prefix_hash = digest or followed.prefix_hash
+    followed.last_import = timezone.now()
+    followed.last_status = outcome.line()[:2000]
+    followed.save()
+    return outcome
+
+
+class _Undo(Exception):
+    """Raised inside the import's transaction to leave the stored sessions as they were."""
+
+    def __init__(self, report: ImportReport) -> None:
+        self.report = report
+
+
+def _import_again(
+    path: Path, owner, olds: list[Session], *, may_append: bool
+) -> tuple[FollowOutcome, list[int], str]:
+    """Import ``path`` again in one transaction and graft each session it holds onto the
+    stored one of the same id. Sessions imported before by hand (``import_sessions``) are
+    adopted the same way: their duplicates are looked up and the import run once more."""
+    outcome = FollowOutcome(str(path))
+    try:
+        report, kept = _import_and_graft(path, owner, olds, outcome, may_append)
+    except _Undo as undo:
+        report = undo.report
+        adopt = [p.session for p in report.duplicates if getattr(p, "session", "")]
+        adopted = list(
+            Session.objects.filter(
+                Q(public_id__in=[namespaced(pid, owner) for pid in adopt]), owner=owner
+            ).exclude(pk__in=[o.pk for o in olds])
+        )
+        if not adopted:
+            outcome.problems += [str(p) for p in report.refused]
+            return outcome, [o.pk for o in olds], report.format
+        outcome = FollowOutcome(str(path))
+        try:
+            report, kept = _import_and_graft(path, owner, olds + adopted, outcome, may_append)
+        except _Undo as again:
+            outcome.problems += [str(p) for p in again.report.refused]
+            return outcome, [o.pk for o in olds], again.report.format
+    outcome.warnings += report.warnings
+    outcome.problems += [str(p) for p in report.errors]
+    return outcome, kept, report.format
+
+
+def _import_and_graft(
+    path: Path, owner, olds: list[Session], outcome: FollowOutcome, may_append: bool
+) -> tuple[ImportReport, list[int]]:
+    with transaction.atomic():
+        originals = {old.pk: old.public_id for old in olds}
+        for old in olds:  # the import stores the file's sessions under their own ids
+            old.public_id = f"{old.public_id}{_AWAY}"[:128]
+            old.save(update_fields=["public_id"])
+        report = import_path(path, owner=owner, name=str(path))
+        if report.duplicates or (report.errors and not report.sessions):
+            raise _Undo(report)
+        by_id = {originals[old.pk]: old for old in olds}
+        kept: list[int] = []
+        for new in report.sessions:
+            outcome.warnings += damage_lines(getattr(new, "fidelity", None))
+            old = by_id.pop(new.public_id, None)
+            if old is None:
+                outcome.created.append(new.public_id)
+                kept.append(new.pk)
+                continue
+            old.public_id = originals[old.pk]
+            added = _graft(old, new) if may_append else None
+            if added is None:  # not a continuation: the new parse is a version of its own
+                version = _version_id(old.public_id)
+                Session.objects.filter(pk=new.pk).update(
+                    public_id=version,
+                    extra={**(new.extra or {}), "follow": {"version_of": old.public_id}},
+                )
+                old.save(update_fields=["public_id"])
+                outcome.versions.append(version)
+                kept.append(new.pk)
+            else:
+                old.save(update_fields=["public_id"])
+                if added:
+                    outcome.appended[old.public_id] = added
+                kept.append(old.pk)
+        for old in by_id.values():  # the file no longer holds it: left as it was
+            old.public_id = originals[old.pk]
+            old.save(update_fields=["public_id"])
+        return report, kept
+
+
+def _version_id(public_id: str) -> str:
+    n = 2
+    while Session.objects.filter(public_id=f"{public_id}-v{n}").exists():
+        n += 1
+    return f"{public_id}-v{n}"
+
+
+# --- grafting a new parse onto the stored session ---------------------------------------
+
+_ROW_FIELDS = (
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "reasoning",
+    "token_count",
+    "provider_prompt_tokens",
+    "active",
+    "archived",
+    "is_summary",
+    "extra",
+    "created_at",
+)
+_IDENTITY = ("position", "role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+_RUN_FIELDS = (
+    "source",
+    "mode",
+    "trigger",
+    "status",
+    "summarizer",
+    "tokens_before",
+    "tokens_after",
+    "native_summary",
+    "native_marker",
+    "native_record",
+    "summarizer_transcript",
+    "report",
+    "snapshot_position",
+    "queued_at",
+    "started_at",
+    "finished_at",
+)
+_SESSION_FIELDS = (
+    "title",
+    "source",
+    "model",
+    "context_length",
+    "ended_at",
+    "end_reason",
+    "previous_summary",
+    "extra",
+    "created_at",
+    "compression_count",
+)
+
+
+def _identity(row: Message) -> tuple:
+    return tuple(getattr(row, name) for name in _IDENTITY)
+
+
+def _settled(rows: list[Message]) -> int:
+    """How many of the stored rows must reappear unchanged: all before the first stub result
+    the importer wrote (a call whose result was not written yet), less the last one (a
+    reply the agent writes in several records may still grow)."""
+    for index, row in enumerate(rows):
+        if (row.extra or {}).get("synthetic"):
+            return max(index - 1, 0)
+    return max(len(rows) - 1, 0)
+
+
+def _natives(session: Session) -> list[Compaction]:
+    return list(
+        Compaction.objects.filter(session=session, replay_of__isnull=True)
+        .exclude(source=Compaction.Source.OURS)
+        .order_by("pk")
+    )
+
+
+def _graft(old: Session, new: Session) -> int | None:
+    """Make ``old`` hold what ``new`` holds, keeping ``old``'s rows, compactions and ids;
+    the rows added, or None when ``old`` is not the start of ``new`` (nothing changed)."""
+    old_rows = list(Message.objects.filter(session=old).order_by("position"))
+    new_rows = list(Message.objects.filter(session=new).order_by("position"))
+    settled = _settled(old_rows)
+    if len(new_rows) < settled or any(
+        _identity(a) != _identity(b) for a, b in zip(old_rows[:settled], new_rows, strict=False)
+    ):
+        return None
+    old_runs, new_runs = _natives(old), _natives(new)
+    if len(new_runs) < len(old_runs) or any(
+        (a.source, a.native_summary, a.native_marker)
+        != (b.source, b.native_summary, b.native_marker)
+        for a, b in zip(old_runs, new_runs, strict=False)
+    ):
+        return None
+    run_pk = {b.pk: a.pk for a, b in zip(old_runs, new_runs, strict=False)}
+    run_id = {b.public_id: a.public_id for a, b in zip(old_runs, new_runs, strict=False)}
+    for a, b in zip(old_runs, new_runs, strict=False):
+        changed = [name for name in _RUN_FIELDS if getattr(a, name) != getattr(b, name)]
+        for name in changed:
+            setattr(a, name, getattr(b, name))
+        if changed:
+            a.save(update_fields=changed)
+    for b in new_runs[len(old_runs) :]:
+        b.session_id = b.result_session_id = old.pk
+        b.save(update_fields=["session", "result_session"])
+        run_pk[b.pk] = b.pk
+
+    def mapped(row: Message) -> None:
+        if row.archived_by_id is not None:
+            row.archived_by_id = run_pk.get(row.archived_by_id, row.archived_by_id)
+        named = (row.extra or {}).get("native_compaction")
+        if named in run_id:
+            row.extra = {**row.extra, "native_compaction": run_id[named]}
+
+    changed_rows = []
+    for a, b in zip(old_rows, new_rows, strict=False):
+        mapped(b)
+        if any(getattr(a, n) != getattr(b, n) for n in _ROW_FIELDS) or (
+            a.archived_by_id != b.archived_by_id
+        ):
+            for name in _ROW_FIELDS:
+                setattr(a, name, getattr(b, name))
+            a.archived_by_id = b.archived_by_id
+            changed_rows.append(a)
+    if changed_rows:
+        Message.objects.bulk_update(changed_rows, [*_ROW_FIELDS, "archived_by"], batch_size=500)
+    if len(old_rows) > len(new_rows):  # unsettled rows the new parse no longer has
+        Message.objects.filter(pk__in=[r.pk for r in old_rows[len(new_rows) :]]).delete()
+    added = new_rows[len(old_rows) :]
+    for row in added:
+        mapped(row)
+        row.session_id = old.pk
+    if added:
+        Message.objects.bulk_update(added, ["session", "archived_by", "extra"], batch_size=500)
+    for name in _SESSION_FIELDS:
+        setattr(old, name, getattr(new, name))
+    old.save(update_fields=list(_SESSION_FIELDS))
+    Session.objects.filter(parent=new).update(parent=old)
+    Session.objects.filter(root=new).exclude(pk=new.pk).update(root=old)
+    Compaction.objects.filter(result_session=new).update(result_session=old)
+    Session.objects.filter(pk=new.pk).delete()
+    return len(added)
