@@ -36,7 +36,30 @@ from hermes_web.importers.base import damage_lines
 from hermes_web.importers.links import namespaced
 from hermes_web.models import Compaction, FollowedFile, FollowedFolder, Message, Session
 
-__all__ = ["FollowOutcome", "follow_file", "followed_candidates", "scan_folder", "wants"]
+__all__ = [
+    "AGENT_HOMES",
+    "FollowOutcome",
+    "agent_homes",
+    "follow_file",
+    "followed_candidates",
+    "scan_folder",
+    "wants",
+]
+
+# Where the agents the importers know keep their sessions, under the home folder.
+AGENT_HOMES = (
+    ".claude/projects",
+    ".codex/sessions",
+    ".gemini/tmp",
+    ".qwen/projects",
+    ".kimi/sessions",
+    ".pi/agent/sessions",
+    ".copilot/session-state",
+    ".hermes/sessions",
+    ".local/share/opencode",
+    ".local/share/goose/sessions",
+    ".crush",
+)
 
 # Files the follower imports: agents write JSONL (most) or a JSON document rewritten whole.
 SUFFIXES = (".jsonl", ".json")
@@ -66,6 +89,12 @@ class FollowOutcome:
         parts += self.warnings
         parts += [f"not imported: {p}" for p in self.problems]
         return "; ".join(parts) or "nothing new"
+
+
+def agent_homes(home: Path | None = None) -> list[Path]:
+    """The agent homes (``AGENT_HOMES``) that exist under ``home`` (the user's by default)."""
+    home = home or Path.home()
+    return [home / where for where in AGENT_HOMES if (home / where).is_dir()]
 
 
 def wants(path: Path) -> bool:

@@ -196,3 +196,122 @@ def test_a_session_imported_by_hand_is_adopted_and_appended_to(tmp_path, alice):
     outcome = follow_file(live, owner=alice)
     assert imported.public_id in outcome.appended, outcome.line()
     assert Session.objects.filter(owner=alice).count() == 1
+
+
+# --- the real watcher -----------------------------------------------------------------
+
+
+def settle(follower, condition, seconds: float = 30.0) -> None:
+    """Run the follower's loop (as ``manage.py follow`` does) until ``condition`` holds."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        follower.wake.wait(0.05)
+        follower.wake.clear()
+        follower.step()
+        if condition():
+            return
+    raise AssertionError("the follower did not import the change")
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["file-events", "polling"])
+def test_the_watcher_follows_a_file_written_in_bursts(tmp_path, alice, django_user_model, poll):
+    import time
+
+    from hermes_web.importers.follow_watch import Follower
+
+    projects = tmp_path / "projects"
+    (projects / "-home-dev-shop").mkdir(parents=True)
+    live = projects / "-home-dev-shop" / CLAUDE.name
+    lines = lines_of(CLAUDE)
+    boundary = next(i for i, line in enumerate(lines) if b"compact_boundary" in line)
+    seen = []
+    follower = Follower(
+        [projects], alice, poll=poll, poll_seconds=0.2, debounce=0.2, report=seen.append
+    )
+    follower.start()
+    try:
+
+        def burst(part: list[bytes]) -> None:
+            with live.open("ab") as stream:
+                for line in part:  # record by record, as the agent writes
+                    stream.write(line)
+                    stream.flush()
+                    time.sleep(0.01)
+
+        burst(lines[:6])
+        settle(follower, lambda: Session.objects.filter(owner=alice).exists())
+        session = Session.objects.get(owner=alice)
+        burst(lines[6 : boundary + 3])
+        settle(follower, lambda: Compaction.objects.filter(session=session).exists())
+        burst(lines[boundary + 3 :])
+        snapshot = folder_bytes(tmp_path)
+        final = live.stat().st_size
+        settle(follower, lambda: FollowedFile.objects.get(owner=alice).size == final)
+    finally:
+        follower.stop()
+    assert folder_bytes(tmp_path) == snapshot  # the source folder is only read
+    assert Session.objects.filter(owner=alice).count() == 1
+    assert Session.objects.get(owner=alice).pk == session.pk
+    reference = one_shot(live, django_user_model.objects.create_user("ref"))
+    assert rows_of(session) == rows_of(reference)
+    assert runs_of(session) == runs_of(reference)
+    assert len(seen) < len(lines)  # bursts were imported together, not line by line
+
+
+def test_follow_command_once_imports_the_folder(tmp_path, alice):
+    from django.core.management import CommandError, call_command
+
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "rollout.jsonl").write_bytes(CODEX.read_bytes())
+    (tmp_path / "sessions" / "tool-results").mkdir()
+    (tmp_path / "sessions" / "tool-results" / "x.json").write_text("{}")
+    call_command("follow", str(tmp_path / "sessions"), user="alice", once=True)
+    assert Session.objects.filter(owner=alice).count() == 1
+    call_command("follow", str(tmp_path / "sessions"), user="alice", once=True)
+    assert Session.objects.filter(owner=alice).count() == 1
+    with pytest.raises(CommandError, match="no user named"):
+        call_command("follow", str(tmp_path), user="nobody", once=True)
+    with pytest.raises(CommandError, match="not a folder"):
+        call_command("follow", str(tmp_path / "missing"), user="alice", once=True)
+
+
+# --- property: followed in random chunks == one-shot import of the final file ---------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    source=st.sampled_from([CLAUDE, CODEX]),
+    cuts=st.lists(st.floats(min_value=0, max_value=1, exclude_max=True), max_size=6),
+)
+def test_a_session_followed_in_random_chunks_ends_as_a_one_shot_import(
+    tmp_path_factory, django_user_model, source, cuts
+):
+    import uuid
+
+    data = source.read_bytes()
+    folder = tmp_path_factory.mktemp("live")
+    live = folder / source.name
+    follower = django_user_model.objects.create_user(f"f-{uuid.uuid4().hex[:8]}")
+    for cut in sorted({int(c * len(data)) for c in cuts} | {len(data)}):
+        live.write_bytes(data[:cut]) if not live.exists() else None
+        with live.open("r+b") as stream:
+            stream.seek(0, 2)
+            stream.write(data[stream.tell() : cut])
+        follow_file(live, owner=follower)
+    reference = one_shot(live, django_user_model.objects.create_user(f"r-{uuid.uuid4().hex[:8]}"))
+    (followed,) = Session.objects.filter(owner=follower)
+    assert rows_of(followed) == rows_of(reference)
+    assert runs_of(followed) == runs_of(reference)
+    assert (followed.title, followed.model, followed.extra) == (
+        reference.title,
+        reference.model,
+        reference.extra,
+    )
