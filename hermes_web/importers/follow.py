@@ -219,25 +219,30 @@ def _import_again(
     path: Path, owner, olds: list[Session], *, may_append: bool
 ) -> tuple[FollowOutcome, list[int], str]:
     """Import ``path`` again in one transaction and graft each session it holds onto the
-    stored one of the same id. Sessions imported before by hand (``import_sessions``) are
-    adopted the same way: their duplicates are looked up and the import run once more."""
+    stored one of the same id (``olds``: the latest version of each). A session of the same
+    id stored otherwise is looked up from the import's duplicates and the import run once
+    more: imported by hand (``import_sessions``) before the file was followed, it is
+    adopted and appended to like the file's own; an earlier version stays as it is."""
     outcome = FollowOutcome(str(path))
     try:
-        report, kept = _import_and_graft(path, owner, olds, outcome, may_append)
+        report, kept = _import_and_graft(path, owner, olds, [], outcome, may_append)
     except _Undo as undo:
         report = undo.report
-        adopt = [p.session for p in report.duplicates if getattr(p, "session", "")]
-        adopted = list(
+        ids = [p.session for p in report.duplicates if getattr(p, "session", "")]
+        found = list(
             Session.objects.filter(
-                Q(public_id__in=[namespaced(pid, owner) for pid in adopt]), owner=owner
+                Q(public_id__in=[namespaced(pid, owner) for pid in ids]), owner=owner
             ).exclude(pk__in=[o.pk for o in olds])
         )
-        if not adopted:
+        if not found:
             outcome.problems += [str(p) for p in report.refused]
             return outcome, [o.pk for o in olds], report.format
+        adopted, earlier = (found, []) if not olds else ([], found)
         outcome = FollowOutcome(str(path))
         try:
-            report, kept = _import_and_graft(path, owner, olds + adopted, outcome, may_append)
+            report, kept = _import_and_graft(
+                path, owner, olds + adopted, earlier, outcome, may_append
+            )
         except _Undo as again:
             outcome.problems += [str(p) for p in again.report.refused]
             return outcome, [o.pk for o in olds], again.report.format
@@ -246,45 +251,60 @@ def _import_again(
     return outcome, kept, report.format
 
 
+def _canonical(session: Session, public_id: str) -> str:
+    """The id the file gives the session: a version's is the one it is a version of."""
+    follow = (session.extra or {}).get("follow")
+    return follow.get("version_of", public_id) if isinstance(follow, dict) else public_id
+
+
 def _import_and_graft(
-    path: Path, owner, olds: list[Session], outcome: FollowOutcome, may_append: bool
+    path: Path,
+    owner,
+    olds: list[Session],
+    earlier: list[Session],
+    outcome: FollowOutcome,
+    may_append: bool,
 ) -> tuple[ImportReport, list[int]]:
+    """One attempt of ``_import_again`` (``earlier``: older versions holding a file's id,
+    moved aside for the import and never appended to); raises ``_Undo`` to roll back."""
     with transaction.atomic():
-        originals = {old.pk: old.public_id for old in olds}
-        for old in olds:  # the import stores the file's sessions under their own ids
-            old.public_id = f"{old.public_id}{_AWAY}"[:128]
-            old.save(update_fields=["public_id"])
+        # Read afresh: a rolled-back attempt leaves its renames on the Python objects.
+        olds = list(Session.objects.filter(pk__in=[old.pk for old in olds]))
+        aside = list(Session.objects.filter(pk__in=[s.pk for s in earlier]))
+        originals = {s.pk: s.public_id for s in (*olds, *aside)}
+        for moved in (*olds, *aside):  # the import stores the file's sessions under their ids
+            Session.objects.filter(pk=moved.pk).update(public_id=f"{moved.public_id}{_AWAY}"[:128])
         report = import_path(path, owner=owner, name=str(path))
         if report.duplicates or (report.errors and not report.sessions):
             raise _Undo(report)
-        by_id = {originals[old.pk]: old for old in olds}
+        by_id = {_canonical(old, originals[old.pk]): old for old in olds}
+        taken = {originals[s.pk] for s in aside}
         kept: list[int] = []
         for new in report.sessions:
             outcome.warnings += damage_lines(getattr(new, "fidelity", None))
             old = by_id.pop(new.public_id, None)
-            if old is None:
+            if old is None and new.public_id not in taken:
                 outcome.created.append(new.public_id)
                 kept.append(new.pk)
                 continue
-            old.public_id = originals[old.pk]
-            added = _graft(old, new) if may_append else None
+            added = _graft(old, new) if old is not None and may_append else None
             if added is None:  # not a continuation: the new parse is a version of its own
-                version = _version_id(old.public_id)
+                version = _version_id(new.public_id)
                 Session.objects.filter(pk=new.pk).update(
                     public_id=version,
-                    extra={**(new.extra or {}), "follow": {"version_of": old.public_id}},
+                    extra={**(new.extra or {}), "follow": {"version_of": new.public_id}},
                 )
-                old.save(update_fields=["public_id"])
                 outcome.versions.append(version)
                 kept.append(new.pk)
-            else:
-                old.save(update_fields=["public_id"])
+            if old is not None:  # its id back, now that the new parse holds it no more
+                Session.objects.filter(pk=old.pk).update(public_id=originals[old.pk])
+                old.public_id = originals[old.pk]
+            if added is not None:
                 if added:
-                    outcome.appended[old.public_id] = added
-                kept.append(old.pk)
-        for old in by_id.values():  # the file no longer holds it: left as it was
-            old.public_id = originals[old.pk]
-            old.save(update_fields=["public_id"])
+                    outcome.appended[old.public_id] = added  # type: ignore[union-attr]
+                kept.append(old.pk)  # type: ignore[union-attr]
+        for moved in (*by_id.values(), *aside):  # left as they were
+            Session.objects.filter(pk=moved.pk).update(public_id=originals[moved.pk])
         return report, kept
 
 
@@ -350,13 +370,22 @@ def _identity(row: Message) -> tuple:
 
 
 def _settled(rows: list[Message]) -> int:
-    """How many of the stored rows must reappear unchanged: all before the first stub result
-    the importer wrote (a call whose result was not written yet), less the last one (a
-    reply the agent writes in several records may still grow)."""
+    """How many of the stored rows must reappear unchanged: all before the last turn. The
+    last turn is the last reply and the tool results after it (a reply the agent writes in
+    several records, Claude Code's parallel calls, may still gain calls past its results),
+    or the last row; and stub results the importer wrote for calls whose result was not
+    written yet are never settled."""
+    end = len(rows)
     for index, row in enumerate(rows):
         if (row.extra or {}).get("synthetic"):
-            return max(index - 1, 0)
-    return max(len(rows) - 1, 0)
+            end = index
+            break
+    start = end
+    while start > 0 and rows[start - 1].role == Message.Role.TOOL:
+        start -= 1
+    if start > 0 and rows[start - 1].role == Message.Role.ASSISTANT:
+        return start - 1
+    return max(min(start, end - 1), 0)
 
 
 def _natives(session: Session) -> list[Compaction]:
@@ -378,10 +407,10 @@ def _graft(old: Session, new: Session) -> int | None:
     ):
         return None
     old_runs, new_runs = _natives(old), _natives(new)
+    # A compaction is matched by its place and agent, not its summary: the marker record
+    # comes first, the summary record after it (not written yet at the last import).
     if len(new_runs) < len(old_runs) or any(
-        (a.source, a.native_summary, a.native_marker)
-        != (b.source, b.native_summary, b.native_marker)
-        for a, b in zip(old_runs, new_runs, strict=False)
+        a.source != b.source for a, b in zip(old_runs, new_runs, strict=False)
     ):
         return None
     run_pk = {b.pk: a.pk for a, b in zip(old_runs, new_runs, strict=False)}
@@ -424,8 +453,11 @@ def _graft(old: Session, new: Session) -> int | None:
         row.session_id = old.pk
     if added:
         Message.objects.bulk_update(added, ["session", "archived_by", "extra"], batch_size=500)
+    follow = (old.extra or {}).get("follow")
     for name in _SESSION_FIELDS:
         setattr(old, name, getattr(new, name))
+    if follow is not None:  # a version stays one
+        old.extra = {**(old.extra or {}), "follow": follow}
     old.save(update_fields=list(_SESSION_FIELDS))
     Session.objects.filter(parent=new).update(parent=old)
     Session.objects.filter(root=new).exclude(pk=new.pk).update(root=old)

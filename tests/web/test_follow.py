@@ -5,6 +5,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hermes_web.importers import import_path
 from hermes_web.importers.follow import follow_file
@@ -279,11 +281,9 @@ def test_follow_command_once_imports_the_folder(tmp_path, alice):
 
 # --- property: followed in random chunks == one-shot import of the final file ---------
 
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
-
 
 @settings(
-    max_examples=12,
+    max_examples=15,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
