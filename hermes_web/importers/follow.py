@@ -38,10 +38,14 @@ from hermes_web.models import Compaction, FollowedFile, FollowedFolder, Message,
 
 __all__ = [
     "AGENT_HOMES",
+    "FolderRefused",
     "FollowOutcome",
+    "add_folder",
     "agent_homes",
     "follow_file",
     "followed_candidates",
+    "followed_session_ids",
+    "scan_followed_folders",
     "scan_folder",
     "wants",
 ]
@@ -464,3 +468,62 @@ def _graft(old: Session, new: Session) -> int | None:
     Compaction.objects.filter(result_session=new).update(result_session=old)
     Session.objects.filter(pk=new.pk).delete()
     return len(added)
+
+
+# --- followed folders of the settings page (the worker's beat scans them) ---------------
+
+
+class FolderRefused(ValueError):
+    """A folder that cannot be followed; the message says why (never a server path beyond
+    the one the user typed)."""
+
+
+def follow_roots() -> list[Path]:
+    """Where followed folders may be (``HERMES_FOLLOW_ROOTS``): the server reads them for
+    whoever adds them, so a shared server names none or a few."""
+    from django.conf import settings
+
+    return [Path(root).expanduser().resolve() for root in settings.HERMES_FOLLOW_ROOTS]
+
+
+def add_folder(owner, raw: str) -> FollowedFolder:
+    """Follow the folder ``raw`` for ``owner`` (its files are imported by the next scan)."""
+    text = (raw or "").strip()
+    if not text or "\x00" in text or len(text) > 1000:
+        raise FolderRefused("Give the path of a folder.")
+    folder = Path(text).expanduser()
+    if not folder.is_absolute():
+        raise FolderRefused("Give the folder's full path (starting with / or ~).")
+    try:
+        resolved = folder.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise FolderRefused(f"{text}: no such folder.") from None
+    if not resolved.is_dir():
+        raise FolderRefused(f"{text}: not a folder.")
+    roots = follow_roots()
+    if not any(resolved == root or root in resolved.parents for root in roots):
+        raise FolderRefused(
+            f"{text}: outside the folders this server may follow (HERMES_FOLLOW_ROOTS)."
+            if roots
+            else "Following folders is turned off on this server (HERMES_FOLLOW_ROOTS)."
+        )
+    found, _ = FollowedFolder.objects.get_or_create(owner=owner, path=str(resolved))
+    return found
+
+
+def scan_followed_folders() -> int:
+    """One scan of every followed folder (the beat task); the files imported."""
+    done = 0
+    for folder in FollowedFolder.objects.select_related("owner"):
+        if not Path(folder.path).is_dir():
+            continue
+        done += len(scan_folder(folder))
+    return done
+
+
+def followed_session_ids(owner) -> set[int]:
+    """Pks of the sessions ``owner``'s followed files became (a page polls those)."""
+    ids: set[int] = set()
+    for sessions in FollowedFile.objects.filter(owner=owner).values_list("sessions", flat=True):
+        ids.update(pk for pk in sessions or [] if isinstance(pk, int))
+    return ids
