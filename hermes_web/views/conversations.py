@@ -266,7 +266,10 @@ def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpRespons
         "stats": stats,
         "nav": "conversations",
         # Its file is followed (importers.follow): the newest window polls for new rows.
-        "following": not chunk_only and session.pk in followed_session_ids(request.user),
+        # Only an imported session can be (no query for a chat's page).
+        "following": not chunk_only
+        and session.source.startswith("import:")
+        and session.pk in followed_session_ids(request.user),
     }
     if chunk_only:
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
