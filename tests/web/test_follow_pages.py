@@ -101,3 +101,8 @@ def test_another_users_session_has_no_live_rows(bob_client, alice, tmp_path):
     session = Session.objects.get(owner=alice)
     url = reverse("conversation_live", args=[session.public_id])
     assert bob_client.get(url, HTTP_HX_REQUEST="true").status_code == 404
+
+
+def test_the_embedded_beat_scans_followed_folders(settings):
+    tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert "hermes_web.tasks.follow_folders" in tasks
