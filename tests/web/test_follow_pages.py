@@ -31,7 +31,9 @@ def test_a_folder_added_on_the_page_is_imported_by_the_worker_scan(alice_client,
     assert scan_followed_folders() == 0  # unchanged: not read again
     session = Session.objects.get(owner=alice)
     page = alice_client.get(reverse("follow_folders")).content.decode()
-    assert str(folder) in page and session.public_id in page and "new session" in page
+    assert str(folder) in page
+    assert session.public_id in page
+    assert "new session" in page
     assert reverse("follow_folders") in alice_client.get(reverse("import_page")).content.decode()
 
 
@@ -74,7 +76,8 @@ def test_the_open_page_of_a_followed_session_polls_for_new_rows(alice_client, al
     last = Message.objects.filter(session=session, active=True).order_by("-position").first()
     live_url = reverse("conversation_live", args=[session.public_id])
     quiet = alice_client.get(f"{live_url}?after={last.position}", HTTP_HX_REQUEST="true")
-    assert quiet.status_code == 200 and b'id="m' not in quiet.content  # nothing new yet
+    assert quiet.status_code == 200
+    assert b'id="m' not in quiet.content  # nothing new yet
     live.write_bytes(b"".join(lines))
     follow_file(live, owner=alice)
     grown = alice_client.get(f"{live_url}?after={last.position}", HTTP_HX_REQUEST="true")
