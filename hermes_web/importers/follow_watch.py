@@ -24,6 +24,15 @@ __all__ = ["Follower"]
 logger = logging.getLogger(__name__)
 
 
+def _warm() -> None:
+    """Load the token encodings now: the first import of a change would wait for them
+    (about half a second), which is the latency a follower is there to avoid."""
+    from compaction.tokens import get_encoding
+
+    for name in ("o200k_base", "cl100k_base"):
+        get_encoding(name)
+
+
 class _Events(FileSystemEventHandler):
     """Notes the paths that changed (observer thread) and wakes the follower."""
 
@@ -75,6 +84,7 @@ class Follower:
 
     def start(self) -> None:
         """Import every followed file as it is now, then watch for changes."""
+        _warm()
         self.observer = self._observer(self.poll)
         try:
             self._schedule()
