@@ -438,15 +438,15 @@ def _graft(old: Session, new: Session) -> int | None:
             row.extra = {**row.extra, "native_compaction": run_id[named]}
 
     changed_rows = []
-    for a, b in zip(old_rows, new_rows, strict=False):
-        mapped(b)
-        if any(getattr(a, n) != getattr(b, n) for n in _ROW_FIELDS) or (
-            a.archived_by_id != b.archived_by_id
+    for stored, parsed in zip(old_rows, new_rows, strict=False):
+        mapped(parsed)
+        if any(getattr(stored, n) != getattr(parsed, n) for n in _ROW_FIELDS) or (
+            stored.archived_by_id != parsed.archived_by_id
         ):
             for name in _ROW_FIELDS:
-                setattr(a, name, getattr(b, name))
-            a.archived_by_id = b.archived_by_id
-            changed_rows.append(a)
+                setattr(stored, name, getattr(parsed, name))
+            stored.archived_by_id = parsed.archived_by_id
+            changed_rows.append(stored)
     if changed_rows:
         Message.objects.bulk_update(changed_rows, [*_ROW_FIELDS, "archived_by"], batch_size=500)
     if len(old_rows) > len(new_rows):  # unsettled rows the new parse no longer has

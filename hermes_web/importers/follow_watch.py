@@ -15,6 +15,7 @@ from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from hermes_web.importers.follow import FollowOutcome, follow_file, followed_candidates, wants
@@ -71,7 +72,7 @@ class Follower:
         self.pending: dict[Path, tuple[float, float]] = {}  # path -> (first, last event)
         self.lock = threading.Lock()
         self.wake = threading.Event()
-        self.observer = None
+        self.observer: BaseObserver | None = None
         self.polling = poll
 
     def note(self, path: Path) -> None:
@@ -85,29 +86,26 @@ class Follower:
     def start(self) -> None:
         """Import every followed file as it is now, then watch for changes."""
         _warm()
-        self.observer = self._observer(self.poll)
         try:
-            self._schedule()
-            self.observer.start()
+            self.observer = self._watching(self.poll)
         except OSError as error:  # no inotify, or out of watches: poll instead
             logger.warning(
                 "file events unavailable (%s): polling every %ss", error, self.poll_seconds
             )
-            self.observer = self._observer(True)
-            self._schedule()
-            self.observer.start()
+            self.observer = self._watching(True)
             self.polling = True
         for root in self.roots:
             for path, _ in followed_candidates(root):
                 self._follow(path)
 
-    def _observer(self, poll: bool):
-        return PollingObserver(timeout=self.poll_seconds) if poll else Observer()
-
-    def _schedule(self) -> None:
+    def _watching(self, poll: bool) -> BaseObserver:
+        """An observer of every root, started."""
+        observer: BaseObserver = PollingObserver(timeout=self.poll_seconds) if poll else Observer()
         handler = _Events(self)
         for root in self.roots:
-            self.observer.schedule(handler, str(root), recursive=True)  # type: ignore[union-attr]
+            observer.schedule(handler, str(root), recursive=True)
+        observer.start()
+        return observer
 
     def _follow(self, path: Path) -> None:
         try:
@@ -122,7 +120,8 @@ class Follower:
         """Import the files whose writes settled; the seconds until the next one may have
         (None: nothing is pending)."""
         now = time.monotonic() if now is None else now
-        due, wait = [], None
+        due: list[Path] = []
+        waits: list[float] = []
         with self.lock:
             for path, (first, last) in list(self.pending.items()):
                 ready_at = min(last + self.debounce, first + self.max_wait)
@@ -130,10 +129,10 @@ class Follower:
                     due.append(path)
                     del self.pending[path]
                 else:
-                    wait = ready_at - now if wait is None else min(wait, ready_at - now)
+                    waits.append(ready_at - now)
         for path in due:
             self._follow(path)
-        return wait
+        return min(waits, default=None)
 
     def run(self, stop: threading.Event) -> None:
         """Follow until ``stop`` is set: asleep until an event (no timer while idle)."""

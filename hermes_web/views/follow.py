@@ -23,15 +23,16 @@ from hermes_web.views.conversations import _message_rows
 LIVE_ROWS = 200
 
 
-def _page(request: HttpRequest, status: int = 200, **context) -> HttpResponse:
+def _page(request, status: int = 200, **context) -> HttpResponse:
     files = list(FollowedFile.objects.filter(owner=request.user).order_by("-last_import")[:200])
     ids = {pk for f in files for pk in f.sessions or []}
     by_pk = {s.pk: s for s in Session.objects.filter(owner=request.user, pk__in=ids)}
-    for followed in files:
-        followed.stored = [by_pk[pk] for pk in followed.sessions or [] if pk in by_pk]
     context.update(
         folders=FollowedFolder.objects.filter(owner=request.user),
-        files=files,
+        files=[
+            {"file": f, "stored": [by_pk[pk] for pk in f.sessions or [] if pk in by_pk]}
+            for f in files
+        ],
         file_total=FollowedFile.objects.filter(owner=request.user).count(),
         roots=follow_roots(),
         nav="import",
