@@ -21,9 +21,11 @@ ever read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from django.utils import timezone
 
 from hermes_web.importers import ImportReport, import_path
 from hermes_web.importers.base import damage_lines
+from hermes_web.importers.directory import read_with_another
 from hermes_web.importers.links import namespaced
 from hermes_web.models import Compaction, FollowedFile, FollowedFolder, Message, Session
 
@@ -65,8 +68,11 @@ AGENT_HOMES = (
     ".crush",
 )
 
-# Files the follower imports: agents write JSONL (most) or a JSON document rewritten whole.
+# Files the follower imports: agents write JSONL (most), a JSON document rewritten whole, or
+# a SQLite database (opencode, Crush, Goose, Hermes) whose writes land in its -wal first.
 SUFFIXES = (".jsonl", ".json")
+DATABASES = (".db", ".sqlite", ".sqlite3")
+_SIDECARS = ("-wal", "-shm", "-journal")
 # Folders an agent keeps beside its sessions that are not sessions (Claude Code's spilled
 # tool outputs, editors' caches): never imported on their own.
 SKIPPED_DIRS = frozenset({"tool-results", "node_modules", ".git", "__pycache__"})
@@ -101,14 +107,44 @@ def agent_homes(home: Path | None = None) -> list[Path]:
     return [home / where for where in AGENT_HOMES if (home / where).is_dir()]
 
 
+def followed_path(path: Path) -> Path | None:
+    """The file the follower imports when ``path`` changed (a database for its -wal), or
+    None: not a session file, or one read with another (``directory``'s rules: opencode's
+    message and part files, Kimi's wire log, Copilot's and OpenHands' side files)."""
+    for sidecar in _SIDECARS:
+        if path.name.endswith(sidecar):
+            path = path.with_name(path.name[: -len(sidecar)])
+    if path.suffix not in SUFFIXES + DATABASES:
+        return None
+    if any(part in SKIPPED_DIRS for part in path.parts):
+        return None
+    try:
+        if read_with_another(path):
+            return None
+    except OSError:
+        return None
+    return path
+
+
 def wants(path: Path) -> bool:
-    """A file the follower imports: a .jsonl or .json outside the folders that hold none."""
-    return path.suffix in SUFFIXES and not any(part in SKIPPED_DIRS for part in path.parts)
+    """A change to ``path`` concerns a file the follower imports (``followed_path``)."""
+    return followed_path(path) is not None
 
 
-def followed_candidates(root: Path):
-    """Every file under ``root`` the follower imports, with its ``stat`` (symbolic links and
-    special files are passed over, never opened)."""
+def _signature(path: Path, info: os.stat_result) -> tuple[int, int, int]:
+    """What says a file changed: its size, mtime and inode; a database's counts its -wal,
+    where SQLite writes first."""
+    size, mtime = info.st_size, info.st_mtime_ns
+    if path.suffix in DATABASES:
+        with contextlib.suppress(OSError):
+            wal = os.stat(f"{path}-wal")
+            size, mtime = size + wal.st_size, max(mtime, wal.st_mtime_ns)
+    return size, mtime, info.st_ino
+
+
+def followed_candidates(root: Path) -> Iterator[tuple[Path, tuple[int, int, int]]]:
+    """Every file under ``root`` the follower imports, with its signature (``_signature``;
+    symbolic links and special files are passed over, never opened)."""
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -123,8 +159,10 @@ def followed_candidates(root: Path):
                 if entry.is_dir():
                     if entry.name not in SKIPPED_DIRS:
                         stack.append(Path(entry.path))
-                elif entry.is_file() and entry.name.endswith(SUFFIXES):
-                    yield Path(entry.path), entry.stat()
+                elif entry.is_file() and entry.name.endswith(SUFFIXES + DATABASES):
+                    path = Path(entry.path)
+                    if followed_path(path) == path:
+                        yield path, _signature(path, entry.stat())
             except OSError:  # gone between the listing and the look
                 continue
 
@@ -139,8 +177,8 @@ def scan_folder(folder: FollowedFolder) -> list[FollowOutcome]:
         )
     }
     outcomes = []
-    for path, info in followed_candidates(Path(folder.path)):
-        if known.get(str(path)) == (info.st_size, info.st_mtime_ns, info.st_ino):
+    for path, signature in followed_candidates(Path(folder.path)):
+        if known.get(str(path)) == signature:
             continue
         outcome = follow_file(path, owner=folder.owner, folder=folder)
         if outcome is not None:
@@ -173,38 +211,36 @@ def follow_file(path: str | Path, *, owner, folder: FollowedFolder | None = None
         return None
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
         return None
+    signature = _signature(path, info)
     followed = FollowedFile.objects.filter(owner=owner, path=str(path)).first()
-    if followed is not None and (followed.size, followed.mtime_ns, followed.inode) == (
-        info.st_size,
-        info.st_mtime_ns,
-        info.st_ino,
-    ):
+    if followed is not None and (followed.size, followed.mtime_ns, followed.inode) == signature:
         return None
     if followed is None:
         followed = FollowedFile(owner=owner, path=str(path), folder=folder)
-    try:
-        full_hash = _prefix_hash(path, info.st_size)
+    database = path.suffix in DATABASES
+    try:  # a database's bytes are not a prefix of anything: its rows are compared
+        full_hash = "" if database else _prefix_hash(path, info.st_size)
     except OSError as error:
         outcome = FollowOutcome(str(path), problems=[f"cannot read: {error.strerror or error}"])
-        return _remember(followed, info, "", outcome)
+        return _remember(followed, signature, "", outcome)
     # A file that shrank is never appended to. One that grew, or was rewritten whole (Gemini
-    # CLI's chat JSON is, by a rename: a new inode), is appended to when its stored rows are
-    # still the start of what it holds: the row check in ``_graft`` decides.
-    may_append = followed.pk is None or info.st_size >= followed.size
+    # CLI's chat JSON is, by a rename: a new inode), or a database, is appended to when its
+    # stored rows are still the start of what it holds: the row check in ``_graft`` decides.
+    may_append = followed.pk is None or database or signature[0] >= followed.size
     olds = list(Session.objects.filter(owner=owner, pk__in=followed.sessions or []))
     outcome, sessions, fmt = _import_again(path, owner, olds, may_append=may_append)
     if outcome.problems and not sessions and not outcome.created and not outcome.appended:
         # Remembered as read: retried when the file changes again, not on every scan.
-        return _remember(followed, info, full_hash, outcome)
+        return _remember(followed, signature, full_hash, outcome)
     followed.format = fmt or followed.format
     followed.sessions = sessions
-    return _remember(followed, info, full_hash, outcome)
+    return _remember(followed, signature, full_hash, outcome)
 
 
 def _remember(
-    followed: FollowedFile, info: os.stat_result, digest: str, outcome: FollowOutcome
+    followed: FollowedFile, signature: tuple[int, int, int], digest: str, outcome: FollowOutcome
 ) -> FollowOutcome:
-    followed.size, followed.mtime_ns, followed.inode = info.st_size, info.st_mtime_ns, info.st_ino
+    followed.size, followed.mtime_ns, followed.inode = signature
     followed.prefix_hash = digest or followed.prefix_hash
     followed.last_import = timezone.now()
     followed.last_status = outcome.line()[:2000]

@@ -315,3 +315,53 @@ def test_a_session_followed_in_random_chunks_ends_as_a_one_shot_import(
         reference.model,
         reference.extra,
     )
+
+
+# --- a SQLite agent: its writes land in the -wal --------------------------------------
+
+
+def test_a_crush_database_written_through_its_wal_appends_to_its_sessions(tmp_path, alice):
+    import json as jsonlib
+
+    from hermes_web.importers.follow import followed_path
+    from tests.web.test_import_crush import T0, build, text
+
+    home = tmp_path / ".crush"
+    home.mkdir()
+    db = build(home / "crush.db", wal=True)  # left open, as Crush keeps it
+    try:
+        first = follow_file(home / "crush.db", owner=alice)
+        assert len(first.created) == 2, first.line()  # the session and its sub-agent
+        parent = Session.objects.get(public_id=f"s1.{alice.pk}")
+        rows = Message.objects.filter(session=parent).count()
+        assert followed_path(home / "crush.db-wal") == home / "crush.db"
+        db.execute(
+            "INSERT INTO messages (id, session_id, role, parts, model, created_at, updated_at) "
+            "VALUES ('m99', 's1', 'user', ?, 'gpt-4.1', ?, ?)",
+            (jsonlib.dumps([text("and the colours?")]), T0 + 99, T0 + 99),
+        )
+        db.commit()
+        before = folder_bytes(home)
+        grown = follow_file(home / "crush.db", owner=alice)
+        assert folder_bytes(home) == before  # read from a private copy
+    finally:
+        db.close()
+    assert grown.appended == {parent.public_id: 1}, grown.line()
+    assert not grown.versions
+    assert Session.objects.filter(owner=alice).count() == 2
+    last = Message.objects.filter(session=parent).order_by("-position").first()
+    assert Message.objects.filter(session=parent).count() == rows + 1
+    assert last.content == "and the colours?"
+
+
+def test_side_files_are_never_imported_alone(tmp_path):
+    from hermes_web.importers.follow import followed_path
+
+    kimi = tmp_path / "sessions" / "h" / "s"
+    kimi.mkdir(parents=True)
+    (kimi / "context.jsonl").write_text("")
+    (kimi / "wire.jsonl").write_text("")
+    assert followed_path(kimi / "wire.jsonl") is None
+    assert followed_path(kimi / "context.jsonl") == kimi / "context.jsonl"
+    assert followed_path(tmp_path / "x" / "tool-results" / "a.json") is None
+    assert followed_path(tmp_path / "notes.md") is None
