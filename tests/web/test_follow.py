@@ -365,3 +365,32 @@ def test_side_files_are_never_imported_alone(tmp_path):
     assert followed_path(kimi / "context.jsonl") == kimi / "context.jsonl"
     assert followed_path(tmp_path / "x" / "tool-results" / "a.json") is None
     assert followed_path(tmp_path / "notes.md") is None
+
+
+def test_a_new_version_goes_on_growing_and_the_first_stays_as_it_was(tmp_path, alice):
+    live = tmp_path / "rollout.jsonl"
+    lines = lines_of(CODEX)
+    live.write_bytes(b"".join(lines))
+    follow_file(live, owner=alice)
+    original = Session.objects.get(owner=alice)
+    rows = rows_of(original)
+    live.write_bytes(b"".join(lines[:-6]))  # shrank: a new version
+    assert follow_file(live, owner=alice).versions == [f"{original.public_id}-v2"]
+    with live.open("ab") as stream:
+        stream.write(b"".join(lines[-6:]))
+    grown = follow_file(live, owner=alice)
+    assert list(grown.appended) == [f"{original.public_id}-v2"], grown.line()
+    assert not grown.versions
+    assert rows_of(Session.objects.get(pk=original.pk)) == rows
+    assert Session.objects.filter(owner=alice).count() == 2
+
+
+def test_a_file_that_is_no_session_is_reported_once_and_nothing_is_stored(tmp_path, alice):
+    junk = tmp_path / "settings.json"
+    junk.write_text('{"theme": "dark"}')
+    outcome = follow_file(junk, owner=alice)
+    assert outcome.problems, outcome.line()
+    assert "Traceback" not in outcome.line()
+    assert not Session.objects.exists()
+    assert follow_file(junk, owner=alice) is None  # not read again until it changes
+    assert FollowedFile.objects.get(owner=alice).last_status.startswith("not imported")
