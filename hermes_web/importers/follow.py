@@ -345,6 +345,10 @@ def _import_and_graft(
                 kept.append(old.pk)  # type: ignore[union-attr]
         for moved in (*by_id.values(), *aside):  # left as they were
             Session.objects.filter(pk=moved.pk).update(public_id=originals[moved.pk])
+        for gone in by_id.values():  # e.g. read as a sub-agent from the file's first line
+            outcome.warnings.append(
+                f"{originals[gone.pk]} is no longer in the file: kept, no longer followed"
+            )
         return report, kept
 
 

@@ -394,3 +394,21 @@ def test_a_file_that_is_no_session_is_reported_once_and_nothing_is_stored(tmp_pa
     assert not Session.objects.exists()
     assert follow_file(junk, owner=alice) is None  # not read again until it changes
     assert FollowedFile.objects.get(owner=alice).last_status.startswith("not imported")
+
+
+def test_a_session_the_file_no_longer_holds_is_kept_and_said(tmp_path, alice):
+    live = tmp_path / "rollout.jsonl"
+    data = CODEX.read_bytes()
+    live.write_bytes(data)
+    follow_file(live, owner=alice)
+    first = Session.objects.get(owner=alice)
+    # The same file now holds another session (another id): the first is not deleted.
+    live.write_bytes(
+        data.replace(
+            b"019c8a4c-ed82-79a1-aa28-7738fc5ab61a", b"019c8a4c-0000-0000-0000-000000000001"
+        )
+    )
+    outcome = follow_file(live, owner=alice)
+    assert outcome.created == [f"019c8a4c-0000-0000-0000-000000000001.{alice.pk}"]
+    assert any(first.public_id in w and "no longer in the file" in w for w in outcome.warnings)
+    assert Session.objects.filter(pk=first.pk, public_id=first.public_id).exists()
