@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -77,6 +78,7 @@ _SIDECARS = ("-wal", "-shm", "-journal")
 # tool outputs, editors' caches): never imported on their own.
 SKIPPED_DIRS = frozenset({"tool-results", "node_modules", ".git", "__pycache__"})
 _HASH_CHUNK = 1 << 20
+logger = logging.getLogger(__name__)
 _AWAY = "~following"  # the stored session's id while its file is imported again
 
 
@@ -180,7 +182,11 @@ def scan_folder(folder: FollowedFolder) -> list[FollowOutcome]:
     for path, signature in followed_candidates(Path(folder.path)):
         if known.get(str(path)) == signature:
             continue
-        outcome = follow_file(path, owner=folder.owner, folder=folder)
+        try:
+            outcome = follow_file(path, owner=folder.owner, folder=folder)
+        except Exception:  # one file's bug never stops the scan of the others
+            logger.exception("following %s failed", path)
+            continue
         if outcome is not None:
             outcomes.append(outcome)
     FollowedFolder.objects.filter(pk=folder.pk).update(last_scan=timezone.now())

@@ -16,7 +16,7 @@ from hermes_web.importers.follow import (
     follow_roots,
     followed_session_ids,
 )
-from hermes_web.models import FollowedFile, FollowedFolder, Message, Session
+from hermes_web.models import Compaction, FollowedFile, FollowedFolder, Message, Session
 from hermes_web.views.conversations import _message_rows
 
 # Rows one poll adds at most: a burst past it shows the rest at the next poll.
@@ -84,14 +84,22 @@ def conversation_live(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         .select_related("archived_by")
         .order_by("position")[:LIVE_ROWS]
     )
+    try:  # the compactions the page knows of (the agent's own, as the import stored them)
+        known = int(request.GET.get("compactions", "0"))
+    except ValueError:
+        known = 0
     following = session.pk in followed_session_ids(request.user)
-    if not rows and not following:
+    runs = Compaction.objects.filter(session=session).order_by("pk")
+    new_runs = list(runs.defer("report")[max(known, 0) :]) if runs.count() > known else []
+    if not rows and not new_runs and not following:
         return HttpResponse(status=HTMX_STOP_POLLING)
     biggest = max((r.token_count for r in rows), default=0)
     context = {
         "session": session,
         "new_rows": _message_rows(session, rows, biggest) if rows else [],
+        "new_runs": new_runs,
         "after": rows[-1].position if rows else after,
+        "compactions": max(known, 0) + len(new_runs),
         "following": following,
     }
     return render(request, "hermes_web/_live_rows.html", context)

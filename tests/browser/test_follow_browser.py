@@ -78,6 +78,11 @@ def test_an_open_conversation_gains_the_rows_its_agent_appends(
         follower.stop()
     newest = Message.objects.filter(session=session, active=True).order_by("-position").first()
     expect(page.locator(f"#m{newest.position}")).to_be_visible(timeout=15_000)
+    notice = page.locator(".live-compaction")
+    expect(notice).to_contain_text("Claude Code compacted its context")
     assert page.evaluate("window.stillTheSamePage") is True  # no reload
     assert Session.objects.filter(owner=user).count() == 1
     screenshot("follow-live-rows")
+    notice.get_by_role("link", name="open it in the inspector").click()
+    run = Compaction.objects.get(session=session)
+    assert page.url.endswith(f"/compactions/{run.public_id}/")

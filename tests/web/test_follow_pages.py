@@ -109,3 +109,21 @@ def test_another_users_session_has_no_live_rows(bob_client, alice, tmp_path):
 def test_the_embedded_beat_scans_followed_folders(settings):
     tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert "hermes_web.tasks.follow_folders" in tasks
+
+
+def test_a_compaction_the_agent_wrote_is_announced_on_the_open_page(alice_client, alice, tmp_path):
+    claude = CODEX.parent / "claude_code" / "7c1e9a52-3b0d-4f8e-a6c4-91d2e5f0b7a3.jsonl"
+    lines = claude.read_bytes().splitlines(keepends=True)
+    boundary = next(i for i, line in enumerate(lines) if b"compact_boundary" in line)
+    live = tmp_path / claude.name
+    live.write_bytes(b"".join(lines[:6]))
+    follow_file(live, owner=alice)
+    session = Session.objects.get(owner=alice)
+    url = reverse("conversation_live", args=[session.public_id])
+    page = alice_client.get(reverse("conversation_detail", args=[session.public_id])).content
+    assert b"compactions=0" in page
+    live.write_bytes(b"".join(lines[: boundary + 3]))
+    follow_file(live, owner=alice)
+    polled = alice_client.get(f"{url}?after=99&compactions=0", HTTP_HX_REQUEST="true")
+    assert b"Claude Code compacted its context" in polled.content
+    assert b"compactions=1" in polled.content  # said once
