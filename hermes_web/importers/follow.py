@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -250,7 +250,14 @@ def _remember(
     followed.prefix_hash = digest or followed.prefix_hash
     followed.last_import = timezone.now()
     followed.last_status = outcome.line()[:2000]
-    followed.save()
+    try:
+        with transaction.atomic():
+            followed.save()
+    except IntegrityError:  # another follower (the beat, a terminal) stored it meanwhile
+        fields = ("size", "mtime_ns", "inode", "prefix_hash", "last_import", "last_status")
+        FollowedFile.objects.filter(owner=followed.owner, path=followed.path).update(
+            **{name: getattr(followed, name) for name in fields}
+        )
     return outcome
 
 

@@ -70,6 +70,7 @@ class Follower:
         self.debounce, self.max_wait = debounce, max_wait
         self.report = report or (lambda outcome: None)
         self.pending: dict[Path, tuple[float, float]] = {}  # path -> (first, last event)
+        self.not_before: dict[Path, float] = {}  # path -> no import before (monotonic)
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.observer: BaseObserver | None = None
@@ -108,11 +109,18 @@ class Follower:
         return observer
 
     def _follow(self, path: Path) -> None:
+        started = time.monotonic()
         try:
             outcome = follow_file(path, owner=self.owner)
         except Exception:  # one file's bug never stops the follower
             logger.exception("following %s failed", path)
             return
+        finally:
+            # A file is imported whole again at each change: one whose import takes long
+            # (megabytes) waits twice that before the next, so an agent writing without pause
+            # costs the follower at most a third of a core.
+            ended = time.monotonic()
+            self.not_before[path] = ended + 2 * (ended - started)
         if outcome is not None:
             self.report(outcome)
 
@@ -124,7 +132,10 @@ class Follower:
         waits: list[float] = []
         with self.lock:
             for path, (first, last) in list(self.pending.items()):
-                ready_at = min(last + self.debounce, first + self.max_wait)
+                ready_at = max(
+                    min(last + self.debounce, first + self.max_wait),
+                    self.not_before.get(path, 0.0),
+                )
                 if ready_at <= now:
                     due.append(path)
                     del self.pending[path]

@@ -412,3 +412,22 @@ def test_a_session_the_file_no_longer_holds_is_kept_and_said(tmp_path, alice):
     assert outcome.created == [f"019c8a4c-0000-0000-0000-000000000001.{alice.pk}"]
     assert any(first.public_id in w and "no longer in the file" in w for w in outcome.warnings)
     assert Session.objects.filter(pk=first.pk, public_id=first.public_id).exists()
+
+
+def test_a_burst_of_writes_is_imported_once_it_settles(tmp_path, alice):
+    import time
+
+    from hermes_web.importers.follow_watch import Follower
+
+    live = tmp_path / "rollout.jsonl"
+    live.write_bytes(CODEX.read_bytes())
+    seen = []
+    follower = Follower([tmp_path], alice, debounce=0.3, max_wait=2.0, report=seen.append)
+    for _ in range(5):  # events of one burst (as the observer's thread notes them)
+        follower.note(live)
+    now = time.monotonic()
+    assert follower.step(now=now) is not None  # still settling: nothing imported
+    assert not Session.objects.exists()
+    assert follower.step(now=now + 0.5) is None  # quiet for the debounce: one import
+    assert len(seen) == 1
+    assert Session.objects.filter(owner=alice).count() == 1
