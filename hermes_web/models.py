@@ -660,3 +660,54 @@ class RecallTest(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class FollowedFolder(models.Model):
+    """A folder whose agent files are imported as the agent writes them (``follow``): the
+    worker's beat scans it by size and mtime; ``manage.py follow`` watches it."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="followed_folders"
+    )
+    path = models.CharField(max_length=1024)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_scan = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "path"], name="followed_folder_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"followed folder {self.path}"
+
+
+class FollowedFile(models.Model):
+    """One agent file being followed: what of it was imported (its size, mtime and inode,
+    and a hash of those bytes) and the sessions it became, so that a grown file appends to
+    them and a rewritten one becomes a new version (importers/follow.py)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="followed_files"
+    )
+    folder = models.ForeignKey(
+        FollowedFolder, null=True, blank=True, on_delete=models.CASCADE, related_name="files"
+    )
+    path = models.CharField(max_length=1024)
+    format = models.CharField(max_length=32, blank=True)
+    size = models.BigIntegerField(default=0)  # bytes read by the last import
+    mtime_ns = models.BigIntegerField(default=0)
+    inode = models.BigIntegerField(default=0)
+    prefix_hash = models.CharField(max_length=64, blank=True)  # sha256 of those ``size`` bytes
+    sessions = models.JSONField(default=list, blank=True)  # pks of the sessions it became
+    last_import = models.DateTimeField(null=True, blank=True)
+    last_status = models.TextField(blank=True)  # what the last import did, or why it failed
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["owner", "path"], name="followed_file_once")]
+
+    def __str__(self) -> str:
+        return f"followed file {self.path}"

@@ -340,6 +340,13 @@ HERMES_TEMP_MAX_AGE_SECONDS = env_int("HERMES_TEMP_MAX_AGE_SECONDS", 3600)
 # are deleted at a worker's start and this often; SQLite's WAL is checkpointed this often.
 HERMES_ABANDONED_IMPORT_SWEEP_SECONDS = env_int("HERMES_ABANDONED_IMPORT_SWEEP_SECONDS", 600)
 HERMES_WAL_CHECKPOINT_SECONDS = env_int("HERMES_WAL_CHECKPOINT_SECONDS", 300)
+# Followed folders (Settings › Follow folders) are scanned by size and mtime this often; the
+# server reads them for whoever adds them, so they must be under one of HERMES_FOLLOW_ROOTS
+# (comma-separated; the server user's home by default, "none" turns the page's adding off).
+HERMES_FOLLOW_SCAN_SECONDS = env_int("HERMES_FOLLOW_SCAN_SECONDS", 5)
+HERMES_FOLLOW_ROOTS = [
+    root for root in env_list("HERMES_FOLLOW_ROOTS", [str(Path.home())]) if root != "none"
+]
 CELERY_BEAT_SCHEDULE = {
     "recover-stranded-runs": {"task": "hermes_web.tasks.recover_stranded_runs", "schedule": 60.0},
     "sweep-temp-dirs": {
@@ -353,6 +360,10 @@ CELERY_BEAT_SCHEDULE = {
     "checkpoint-wal": {
         "task": "hermes_web.tasks.checkpoint_wal",
         "schedule": float(HERMES_WAL_CHECKPOINT_SECONDS),
+    },
+    "follow-folders": {
+        "task": "hermes_web.tasks.follow_folders",
+        "schedule": float(HERMES_FOLLOW_SCAN_SECONDS),
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")

@@ -159,6 +159,24 @@ def discard_abandoned_imports() -> int:
     return discard_abandoned()
 
 
+# One scan at a time in a worker process: a scan longer than the beat's period is not doubled.
+_follow_lock = threading.Lock()
+
+
+@shared_task(name="hermes_web.tasks.follow_folders")
+def follow_folders() -> int:
+    """Import what changed in the followed folders (importers.follow; cheap when nothing did:
+    one stat per file). Returns the files imported."""
+    from hermes_web.importers.follow import scan_followed_folders
+
+    if not _follow_lock.acquire(blocking=False):
+        return 0
+    try:
+        return scan_followed_folders()
+    finally:
+        _follow_lock.release()
+
+
 @shared_task(name="hermes_web.tasks.checkpoint_wal")
 def checkpoint_wal() -> None:
     """Write SQLite's WAL back and cut it (``wal_checkpoint(TRUNCATE)``), so chat turns and

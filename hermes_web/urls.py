@@ -18,6 +18,7 @@ from hermes_web.views import (
     search,
 )
 from hermes_web.views import api_keys as api_key_views
+from hermes_web.views import follow as follow_views
 
 
 def static_files(request, path):
@@ -50,6 +51,11 @@ urlpatterns = [
         name="message_detail",
     ),
     path("conversations/<str:public_id>/follow/", fate.follow_fact, name="follow_fact"),
+    path(
+        "conversations/<str:public_id>/live/",
+        follow_views.conversation_live,
+        name="conversation_live",
+    ),
     path(
         "compactions/<str:public_id>/recall-test/",
         fate.recall_test_panel,
@@ -132,6 +138,13 @@ urlpatterns = [
     path("search/", search.search_page, name="search"),
     path("hurt/", hurt.hurt_page, name="hurt"),
     path("import/", imports.import_page, name="import_page"),
+    path("settings/follow/", follow_views.follow_folders, name="follow_folders"),
+    path("settings/follow/add/", follow_views.follow_folder_add, name="follow_folder_add"),
+    path(
+        "settings/follow/<int:folder_id>/remove/",
+        follow_views.follow_folder_remove,
+        name="follow_folder_remove",
+    ),
     path("settings/api-keys/", api_key_views.api_keys, name="api_keys"),
     path("settings/api-keys/new/", api_key_views.create_api_key, name="create_api_key"),
     path(

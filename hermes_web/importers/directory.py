@@ -157,3 +157,15 @@ def plan_directory(root: Path) -> DirectoryPlan:
     plan.folders = [folders[key] for key in sorted(folders, key=str)]
     plan.skipped.sort(key=lambda item: str(item[0]))
     return plan
+
+
+def read_with_another(path: Path) -> bool:
+    """A file ``plan_directory`` never imports on its own: it is read with another file of
+    its session (opencode's message and part files, Kimi CLI's wire log, a Copilot
+    session's side files, OpenHands' event cache). Used by the follower (importers.follow)."""
+    return (
+        _copilot_side_file(path)
+        or _openhands_event_cache(path)
+        or _opencode_storage_file(path)
+        or _kimi_wire_log(path)
+    )

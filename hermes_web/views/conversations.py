@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 from hermes_web.caching import FRAGMENT_SECONDS, LazyPanels
 from hermes_web.http import HtmxHttpRequest
 from hermes_web.importers.base import damage_lines
+from hermes_web.importers.follow import followed_session_ids
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.chat import chains_of
 from hermes_web.presenters.messages import anchor_for, message_view
@@ -264,6 +265,11 @@ def conversation_detail(request: HtmxHttpRequest, public_id: str) -> HttpRespons
         "show_archived": show_archived,
         "stats": stats,
         "nav": "conversations",
+        # Its file is followed (importers.follow): the newest window polls for new rows.
+        # Only an imported session can be (no query for a chat's page).
+        "following": not chunk_only
+        and session.source.startswith("import:")
+        and session.pk in followed_session_ids(request.user),
     }
     if chunk_only:
         return render(request, "hermes_web/conversation_detail.html#message-chunk", context)
