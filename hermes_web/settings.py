@@ -223,6 +223,11 @@ HERMES_MAX_UPLOAD_BYTES = env_int("HERMES_MAX_UPLOAD_BYTES", 200 * 1024 * 1024)
 # command line (manage.py import_sessions) may take longer.
 HERMES_IMPORT_UPLOAD_SECONDS = env_int("HERMES_IMPORT_UPLOAD_SECONDS", 90)
 HERMES_IMPORT_CLI_SECONDS = env_int("HERMES_IMPORT_CLI_SECONDS", 3600)
+# An import's small sessions share a transaction (each in its own savepoint, so one that
+# fails rolls back alone; importers/groups.py): it commits every this many sessions, or once
+# it has held SQLite's writer lock this many milliseconds, whichever comes first.
+HERMES_IMPORT_GROUP_SESSIONS = env_int("HERMES_IMPORT_GROUP_SESSIONS", 500)
+HERMES_IMPORT_GROUP_MS = env_int("HERMES_IMPORT_GROUP_MS", 250)
 # One imported message larger than this (characters of its content) fails its session:
 # it could never be sent to a model, and would only bloat every page that shows it.
 HERMES_MAX_MESSAGE_BYTES = env_int("HERMES_MAX_MESSAGE_BYTES", 10 * 1024 * 1024)

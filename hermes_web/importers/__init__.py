@@ -30,7 +30,7 @@ from typing import IO
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from hermes_web.importers import budget
+from hermes_web.importers import budget, groups
 from hermes_web.importers.archive import archive_kind, unpacked
 from hermes_web.importers.base import (
     DATA_ERRORS,
@@ -249,7 +249,11 @@ def _pipelined(fmt: str, path: Path, file: str) -> Iterator[ParsedSession | Impo
     worker = threading.Thread(target=produce, name="import-parser", daemon=True)
     worker.start()
     try:
-        while (item := items.get()) is not _DONE:
+        while True:
+            if items.empty():  # the parser is behind: no writer lock held while it works
+                groups.release()
+            if (item := items.get()) is _DONE:
+                break
             if isinstance(item, BaseException) and not isinstance(item, ImportProblem):
                 raise item
             if isinstance(item, list):
@@ -338,7 +342,7 @@ def _import_path(
     reading.line = 0  # no record read yet (the thread may have imported before)
     report = ImportReport(file=file)
     spent = budget.current()
-    links = None
+    links = group = None
     try:
         mode = path.stat().st_mode
         if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
@@ -364,12 +368,15 @@ def _import_path(
             if _streamed(report.format, path)
             else _pipelined(report.format, path, file)
         )
-        for item in items:
-            if spent is not None:
+        # Small sessions share a transaction (each in its own savepoint) and a commit.
+        with groups.group() as group:
+            for item in items:
+                if spent is not None:
+                    spent.check(file)
+                _store(item, report, owner, file, links, skip_existing, duplicate_hint)
+                groups.pause()
+            if spent is not None:  # the last sessions may have failed for want of time
                 spent.check(file)
-            _store(item, report, owner, file, links, skip_existing, duplicate_hint)
-        if spent is not None:  # the last sessions may have failed for want of time
-            spent.check(file)
     except OverBudget:
         raise
     except ImportProblem as problem:
@@ -390,10 +397,29 @@ def _import_path(
         report.errors.append(
             ImportProblem(file, reading.line, "cannot import this file (the error was logged)")
         )
+    if group is not None and group.lost:
+        _not_committed(report, group.lost, file)
     if links is not None:
         links.finish()
     _refresh_links(report)
     return report
+
+
+def _not_committed(report: ImportReport, lost: list[int], file: str) -> None:
+    """Sessions whose group failed to commit (the database refused it): reported as errors,
+    not as stored."""
+    gone = set(lost)
+    for session in report.sessions:
+        if session.pk in gone:
+            report.errors.append(
+                ImportProblem(
+                    file,
+                    0,
+                    "could not store: the database refused the commit",
+                    session.extra.get("source_id", ""),
+                )
+            )
+    report.sessions = [s for s in report.sessions if s.pk not in gone]
 
 
 def _store(

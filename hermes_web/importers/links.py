@@ -123,6 +123,11 @@ class Links:
             self.parent_of[child_pk] = session.pk
             self.dirty.add(top)
 
+    def attached(self, parsed: ParsedSession) -> bool:
+        """After ``link``, before ``stored``: whether the session got children (sessions
+        waiting for it as their parent; a new session can have no others)."""
+        return bool(self.waiting.get(parsed.public_id))
+
     def stored(self, session: Session, parsed: ParsedSession) -> None:
         """After the commit: the session's children are attached; it may wait for a parent."""
         self.waiting.pop(parsed.public_id, None)

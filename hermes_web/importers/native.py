@@ -146,9 +146,11 @@ class NativeRows:
             self.tallies[message.kept_by].kept_tokens.append(tokens)
         return archived_by, extra
 
-    def finish(self) -> None:
+    def finish(self, children: bool | None = None) -> None:
         """Every compaction recorded gets its row (also those no message named: a marker)
-        and its report; Hermes rotations move to the parent they compacted, once stored."""
+        and its report; Hermes rotations move to the parent they compacted, once stored.
+        ``children``: whether the session has child sessions, when the caller knows (its
+        links were just made); asked of the database otherwise."""
         if self.parsed.native_compactions:
             self.run(len(self.parsed.native_compactions) - 1)
         for run, native, tally in zip(
@@ -159,7 +161,11 @@ class NativeRows:
             run.save(update_fields=["report", "snapshot_position"])
         if self.parsed.source == Session.Source.IMPORT_HERMES and (  # only Hermes rotates
             any(native.extra.get("rotation") for native in self.parsed.native_compactions)
-            or Session.objects.filter(parent_id=self.session.pk).exists()
+            or (
+                children
+                if children is not None
+                else Session.objects.filter(parent_id=self.session.pk).exists()
+            )
         ):  # a rotation of its own, or children whose rotations wait for it: else nothing
             # to move, and the search (a scan of the compactions) is not run per session
             attach_rotations(self.session)

@@ -1,16 +1,18 @@
 """Writing imported sessions: one transaction per session holding its row, every message
-(plain ``executemany`` inserts, in batches for a streamed session) and its parent links."""
+(plain ``executemany`` inserts, in batches for a streamed session) and its parent links;
+during an import that transaction is a savepoint in its group's (``groups``), so small
+sessions share a commit and a search-index task while each still fails alone."""
 
 from __future__ import annotations
 
 from typing import cast
 
 from django.db import DataError, IntegrityError, connection, transaction
-from django.db.models import Field, Q
+from django.db.models import Field
 from django.utils import timezone
 
 from compaction import END_MARKER, SUMMARY_PREFIX
-from hermes_web.importers import budget
+from hermes_web.importers import budget, groups
 from hermes_web.importers.base import (
     ImportProblem,
     ParsedSession,
@@ -33,7 +35,6 @@ from hermes_web.importers.discard import discard, discard_abandoned  # noqa: F40
 from hermes_web.importers.links import Links, namespaced
 from hermes_web.importers.native import NativeRows
 from hermes_web.importers.validate import Invalid, check_text
-from hermes_web.jobs import queue_search_index
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import IMPORT_PENDING, Message, Session
 
@@ -78,7 +79,6 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
         finally:  # a spool file or an open reader, also when the session was refused unread
             if close is not None:
                 close()
-        queue_search_index(streamed.pk)
         return streamed
     if parsed.token_counts is None:  # not yet paired and checked by the parsing thread
         pair_tool_results(parsed)
@@ -102,7 +102,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     links = links or Links(owner)
     session = None
     try:
-        with transaction.atomic():
+        with groups.session_transaction():
             session = Session.objects.create(
                 owner=owner,
                 title=titles.title,
@@ -130,7 +130,7 @@ def store_session(parsed: ParsedSession, owner, file: str, links: Links | None =
     budget.note_stored(session.pk)
     if own_links:
         links.finish()
-    queue_search_index(session.pk)
+    groups.stored(session.pk)
     session.message_total = report["messages"]
     session.fidelity = report
     return session
@@ -148,11 +148,25 @@ def _public_id(parsed: ParsedSession, owner, file: str) -> str:
     except Invalid as error:
         raise ImportProblem(file, parsed.line, str(error)) from None
     public_id = namespaced(parsed.public_id, owner)
-    if Session.objects.filter(
-        Q(public_id=public_id) | Q(public_id=parsed.public_id, owner=owner)  # or before ids had
-    ).exists():  # a namespace
+    if _taken(public_id, parsed.public_id, owner.pk):
         raise AlreadyImported(file, parsed.line, "already imported", parsed.public_id)
     return public_id
+
+
+def _taken(public_id: str, tool_id: str, owner_pk: int) -> bool:
+    """``public_id`` is stored, or ``tool_id`` is among the owner's sessions stored before ids
+    had a namespace. Plain SQL: asked once per session, where building the ORM's query
+    cost more than running it (a 20,000 session import)."""
+    qn = connection.ops.quote_name
+    table, column = qn(Session._meta.db_table), qn("public_id")
+    owner = qn(Session._meta.get_field("owner").column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {table} WHERE {column} = %s OR ({column} = %s AND {owner} = %s) "  # noqa: S608 - our names
+            "LIMIT 1",
+            [public_id, tool_id, owner_pk],
+        )
+        return cursor.fetchone() is not None
 
 
 def _session_extra(parsed: ParsedSession) -> dict:
@@ -202,6 +216,8 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
             tally.add(message)
             titles.add(message)
             batch.append(message)
+            if len(batch) % _PAUSE_EVERY == 0:  # no lock held while a long session is read
+                groups.pause()
             if len(batch) >= _STREAM_BATCH or checker.stored - start >= _BATCH_CHARACTERS:
                 return batch, False
         return batch, True
@@ -211,9 +227,11 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
         stored = 0
         while True:
             counts = count_tokens(batch, parsed.model) if batch else []
-            with transaction.atomic():
+            # The first write goes into the import's group; the batches after it are not
+            # grouped: each commits, so that their undo (discard) finds them committed.
+            with groups.session_transaction() if session is None else transaction.atomic():
                 if session is None:
-                    session = Session.objects.create(
+                    session = Session(
                         owner=owner,
                         title="",
                         source=parsed.source,
@@ -225,18 +243,25 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
                         extra={**parsed.extra, **({} if done else {PENDING: True})},
                         **({"public_id": public_id} if public_id else {}),
                     )
+                    if done:  # read whole: its row is written once, with its final fields
+                        report = _finish_streamed(
+                            session, parsed, owner, file, tally, titles, renamed=not public_id
+                        )
+                    session.save(force_insert=True)
                     natives = NativeRows(session, parsed, file)
+                elif done:
+                    report = _finish_streamed(
+                        session, parsed, owner, file, tally, titles, renamed=not public_id
+                    )
                 if batch:
                     _insert_rows(session, batch, counts, stored, natives)
                     stored += len(batch)
                 if done:
-                    report = _finish_streamed(
-                        session, parsed, owner, file, tally, titles, renamed=not public_id
-                    )
                     links.link(session, parsed)
-                    natives.finish()
+                    natives.finish(children=links.attached(parsed))
             if done:
                 break
+            groups.release()  # the first batch's group commits with it
             committed = True
             if spent is not None:
                 spent.check(file)
@@ -257,12 +282,14 @@ def _store_streamed(parsed: ParsedSession, owner, file: str, links: Links | None
     budget.note_stored(session.pk)
     if own_links:
         links.finish()
-    queue_search_index(session.pk)
+    groups.stored(session.pk)
     session.message_total = report["messages"]
     session.fidelity = report
     return session
 
 
+# Messages read between two looks at the import's group (``groups.pause``).
+_PAUSE_EVERY = 256
 # Marks a session whose batches are still being written (see ``_store_streamed``); hidden
 # from every page (``SessionQuerySet.for_user``) until its last batch removes it.
 PENDING = IMPORT_PENDING
@@ -281,7 +308,8 @@ def _finish_streamed(
     renamed: bool,
 ) -> dict:
     """Once the stream is read: refuse an empty session, check what is known only now
-    (title, metadata), write the session's final fields; its fidelity report."""
+    (title, metadata), write the session's final fields (set only, when its row is not
+    written yet); its fidelity report."""
     _refuse_empty(tally, parsed, file)
     keep_session_controls_visible(parsed)  # title and metadata: known once read
     try:
@@ -304,6 +332,8 @@ def _finish_streamed(
     session.previous_summary = previous
     session.extra = {**_session_extra(parsed), "import_report": report}
     session.created_at = parsed.created_at or session.created_at
+    if session.pk is None:
+        return report
     session.save(
         update_fields=[
             *("title", "model", "context_length", "previous_summary", "extra"),

@@ -208,7 +208,7 @@ def _many_sessions(path, sessions: int, *, index: bool = False):
     return path
 
 
-@pytest.mark.timeout(1200)  # 20,000 sessions stored one transaction each, on a loaded box
+@pytest.mark.timeout(1200)  # 20,000 sessions (grouped commits), on a loaded box
 def test_twenty_thousand_sessions_without_an_index_import_through_the_api(
     alice_client, tmp_path, settings
 ):

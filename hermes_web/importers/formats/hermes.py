@@ -31,7 +31,7 @@ from typing import IO, Any, cast
 from django.conf import settings
 
 from compaction import PREFIX_OPENING
-from hermes_web.importers import budget, sqlite_file
+from hermes_web.importers import budget, groups, sqlite_file
 from hermes_web.importers.base import (
     MAX_LINE_BYTES,
     ImportProblem,
@@ -828,6 +828,7 @@ class _DbStream:
                 if self.spool is None:
                     self.spool = Spool()
                 self.spool.write(held)  # empties ``held``
+                groups.pause()  # a long read: the import's open group may commit first
         parsed.records = rows + 1
         if metas:
             parsed.extra["hermes"]["session_meta"] = metas
