@@ -5,6 +5,7 @@ many were left to ``recall`` (the format: ``compaction.ledger``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -396,7 +397,14 @@ def _written(
 
 def _source(command: Fact) -> str:
     """The label an error line of ``command`` carries (see ``_result``)."""
-    return _one_line(command.text, 60)
+    return _label(command.text)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _label(text: str) -> str:
+    # Every layout labels every command of the ledger again (up to 24 layouts while a
+    # summary is fitted): each distinct command's label is worked out once.
+    return _one_line(text, 60)
 
 
 def _nested(
@@ -407,8 +415,9 @@ def _nested(
     60 chars; two alike would leave it unclear whose error it is)."""
     labels: dict[str, int] = {}
     for command in every:
-        labels[_source(command)] = labels.get(_source(command), 0) + 1
-    by_label = {_source(c): c.text for c in commands if labels.get(_source(c)) == 1}
+        label = _source(command)
+        labels[label] = labels.get(label, 0) + 1
+    by_label = {label: c.text for c in commands if labels.get(label := _source(c)) == 1}
     nested: dict[str, list[Fact]] = {}
     for error in errors:
         text = by_label.get(error.detail)
