@@ -279,12 +279,18 @@ def _newest(fact: Fact) -> int:
     return fact.last
 
 
-def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
+def _choose(
+    kind: str, facts: Sequence[Fact], room: int, whole: int | None = None
+) -> tuple[Fact, ...]:
     """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
-    first; written back in chronological order."""
+    first; written back in chronological order. ``whole``: the section size of all
+    ``facts`` when the caller has it."""
+    given = len(facts)
     if kind == "requests":
         facts = facts[-_MAX_REQUESTS:]
-    if _section_size(kind, facts) <= room:
+    if whole is None or len(facts) != given:
+        whole = _section_size(kind, facts)
+    if whole <= room:
         return tuple(facts)
     # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
     ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
@@ -371,14 +377,20 @@ def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[
     """The facts of each kind chosen to fill ``room`` chars."""
     need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
     allowed = _allot(need, room)
-    chosen = {kind: _choose(kind, wanted[kind], allowed[kind]) for kind in need}
+    # Each kind's whole size is worked out once here (it is the most costly size: every
+    # line of the kind), then handed to ``_choose`` and reused for a kind kept whole (the
+    # very tuple back: a kept-whole kind whose long commands were abbreviated is not).
+    chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind]) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
     # that still left facts out.
-    spare = room - sum(_section_size(kind, facts) for kind, facts in chosen.items())
+    spare = room - sum(
+        need[kind] if facts is wanted[kind] else _section_size(kind, facts)
+        for kind, facts in chosen.items()
+    )
     for kind in ("constraints", "files", "commands", "errors", "exceptions", "tests"):
         if kind in chosen and len(chosen[kind]) < len(wanted[kind]) and spare > 0:
             used = _section_size(kind, chosen[kind])
-            chosen[kind] = _choose(kind, wanted[kind], used + spare)
+            chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind])
             spare -= _section_size(kind, chosen[kind]) - used
     return chosen
 
