@@ -63,6 +63,7 @@ from compaction.tokens import (
     count_message_tokens,
     count_messages_tokens,
     estimate_message_tokens,
+    piecewise_counter,
     tiktoken_counter,
 )
 from compaction.trigger import compute_threshold
@@ -671,6 +672,9 @@ def compact(
     original = msgs  # the input; the hermes passes replace ``msgs`` with a slimmed copy
     hermes = cfg.profile != "classic"
     counter = tokenizer or tiktoken_counter(cfg.model)
+    # The summary is counted up to 8 times while the ledger is fitted, then once more in its
+    # message: line by line, each distinct line once (exact; see ``piecewise_counter``).
+    summary_counter = tokenizer or piecewise_counter(cfg.model)
     work = None
     if hermes:
         # The passes' list is started here: its walk validates the input as ``_scan_input``
@@ -860,7 +864,7 @@ def compact(
         # The ceiling holds for the whole summary message: its prefix and end marker count.
         cap = min(int(cfg.summary_window_fraction * cfg.context_length), _SUMMARY_TOKEN_CAP)
         cap -= count_message_tokens({"role": "user", "content": wrap_summary("")}, cfg, counter)
-        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, counter)
+        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, summary_counter)
         clock.lap("ledger", add=True)
     if hermes:
         body, found = redact(body)
@@ -879,7 +883,9 @@ def compact(
     if hermes:  # the unfinished newest request, restated after the boundary (§7.5)
         final, replay = inflight_replay(original, final, summary_index)
     out_tokens = [
-        counts_by_id[id(m)] if id(m) in counts_by_id else count_message_tokens(m, cfg, counter)
+        counts_by_id[id(m)]
+        if id(m) in counts_by_id
+        else count_message_tokens(m, cfg, summary_counter)
         for m in final
     ]
     clock.lap("sanitize")
@@ -897,7 +903,9 @@ def compact(
         # The summary's row also holds a kept message (role alternation): "summary" is the
         # row as sent; this is the kept message's share of it, so a page can tell them apart.
         alone = {"role": summary_message.get("role"), "content": wrap_summary(body)}
-        info["summary_merged"] = max(0, summary_tokens - count_message_tokens(alone, cfg, counter))
+        info["summary_merged"] = max(
+            0, summary_tokens - count_message_tokens(alone, cfg, summary_counter)
+        )
     details: dict[str, Any] = {
         "slimming": tuple(actions),
         "slimming_totals": _totals(actions, cfg.profile),

@@ -5,6 +5,7 @@ many were left to ``recall`` (the format: ``compaction.ledger``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -279,12 +280,18 @@ def _newest(fact: Fact) -> int:
     return fact.last
 
 
-def _choose(kind: str, facts: Sequence[Fact], room: int) -> tuple[Fact, ...]:
+def _choose(
+    kind: str, facts: Sequence[Fact], room: int, whole: int | None = None
+) -> tuple[Fact, ...]:
     """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
-    first; written back in chronological order."""
+    first; written back in chronological order. ``whole``: the section size of all
+    ``facts`` when the caller has it."""
+    given = len(facts)
     if kind == "requests":
         facts = facts[-_MAX_REQUESTS:]
-    if _section_size(kind, facts) <= room:
+    if whole is None or len(facts) != given:
+        whole = _section_size(kind, facts)
+    if whole <= room:
         return tuple(facts)
     # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
     ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
@@ -371,14 +378,20 @@ def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[
     """The facts of each kind chosen to fill ``room`` chars."""
     need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
     allowed = _allot(need, room)
-    chosen = {kind: _choose(kind, wanted[kind], allowed[kind]) for kind in need}
+    # Each kind's whole size is worked out once here (it is the most costly size: every
+    # line of the kind), then handed to ``_choose`` and reused for a kind kept whole (the
+    # very tuple back: a kept-whole kind whose long commands were abbreviated is not).
+    chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind]) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
     # that still left facts out.
-    spare = room - sum(_section_size(kind, facts) for kind, facts in chosen.items())
+    spare = room - sum(
+        need[kind] if facts is wanted[kind] else _section_size(kind, facts)
+        for kind, facts in chosen.items()
+    )
     for kind in ("constraints", "files", "commands", "errors", "exceptions", "tests"):
         if kind in chosen and len(chosen[kind]) < len(wanted[kind]) and spare > 0:
             used = _section_size(kind, chosen[kind])
-            chosen[kind] = _choose(kind, wanted[kind], used + spare)
+            chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind])
             spare -= _section_size(kind, chosen[kind]) - used
     return chosen
 
@@ -397,7 +410,14 @@ def _written(
 
 def _source(command: Fact) -> str:
     """The label an error line of ``command`` carries (see ``_result``)."""
-    return _one_line(command.text, 60)
+    return _label(command.text)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _label(text: str) -> str:
+    # Every layout labels every command of the ledger again (up to 24 layouts while a
+    # summary is fitted): each distinct command's label is worked out once.
+    return _one_line(text, 60)
 
 
 def _nested(
@@ -408,8 +428,9 @@ def _nested(
     60 chars; two alike would leave it unclear whose error it is)."""
     labels: dict[str, int] = {}
     for command in every:
-        labels[_source(command)] = labels.get(_source(command), 0) + 1
-    by_label = {_source(c): c.text for c in commands if labels.get(_source(c)) == 1}
+        label = _source(command)
+        labels[label] = labels.get(label, 0) + 1
+    by_label = {label: c.text for c in commands if labels.get(label := _source(c)) == 1}
     nested: dict[str, list[Fact]] = {}
     for error in errors:
         text = by_label.get(error.detail)

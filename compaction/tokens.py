@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,6 +45,7 @@ __all__ = [
     "count_text_tokens",
     "get_encoding",
     "message_token_text",
+    "piecewise_counter",
     "tiktoken_counter",
 ]
 
@@ -84,6 +86,36 @@ def tiktoken_counter(model: str) -> TokenCounter:
 
     def count(text: str) -> int:
         return len(encoding.encode_ordinary(text)) if text else 0
+
+    return count
+
+
+# A line start that no piece of these encodings' pre-split crosses: every pattern that can
+# take a "\n" goes on only with more whitespace (or, in o200k_base, "/"), so the text's
+# tokens are the sum of its parts' tokens cut here (BPE merges only inside a piece). The
+# "\n" must follow a non-space: p50k_base's ``\s+(?!\S)`` splits a run of whitespace before
+# text ("\n\n." is "\n", "\n", ".") but not at the end of a text.
+_PIECE_BREAK = re.compile(r"(?<=\S\n)(?=[^\s/])")
+
+
+def piecewise_counter(model: str) -> TokenCounter:
+    """A tiktoken counter for ``model`` that counts a text line by line (cut only where no
+    pre-split piece spans, so the sum is the exact count) and remembers each line's count.
+
+    For the ledger's fitting loop, which counts many texts that share most of their lines:
+    each distinct line is encoded once. One per compaction: the memo lives with it.
+    """
+    encoding = get_encoding(model)
+    memo: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        total = 0
+        for part in _PIECE_BREAK.split(text):
+            known = memo.get(part)
+            if known is None:
+                known = memo[part] = len(encoding.encode_ordinary(part)) if part else 0
+            total += known
+        return total
 
     return count
 
