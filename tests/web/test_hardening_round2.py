@@ -624,16 +624,16 @@ def _litellm_after_wsgi_import(tmp_path, **env_extra: str) -> bool:
     return done.stdout.strip().splitlines()[-1] == "True"
 
 
-def test_web_processes_hold_litellm_only_when_preload_is_asked_for(tmp_path):
-    """litellm is ~150 MB of every web process's RSS (issue #28: 298-314 MB per process with
-    it in the --preload master, ~165 MB without), and only /v1 calls a model: by default the
-    web warm-up leaves it out; HERMES_WEB_PRELOAD_LITELLM=1 imports it in the master, so no
-    /v1 request waits 4.5-15 s for the import."""
+def test_web_processes_preload_litellm_unless_told_not_to(tmp_path):
+    """No /v1 request waits 4-15 s for litellm's import (issue #39): by default the web
+    warm-up imports it in gunicorn's --preload master, whose copy the workers share.
+    HERMES_WEB_PRELOAD_LITELLM=0 leaves it out, for processes that serve pages only (issue
+    #28: litellm is ~150 MB of every web process's RSS)."""
     procfile = dict(
         line.split(":", 1)
         for line in (ROOT / "Procfile").read_text().splitlines()
         if line and not line.startswith("#")
     )
     assert "--preload" in procfile["web"]
-    assert _litellm_after_wsgi_import(tmp_path) is False
-    assert _litellm_after_wsgi_import(tmp_path, HERMES_WEB_PRELOAD_LITELLM="1") is True
+    assert _litellm_after_wsgi_import(tmp_path) is True
+    assert _litellm_after_wsgi_import(tmp_path, HERMES_WEB_PRELOAD_LITELLM="0") is False
