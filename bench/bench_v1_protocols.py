@@ -169,11 +169,17 @@ def start_litellm(tmp: Path, upstream_url: str, master_key: str) -> tuple[subpro
     return process, port
 
 
+# As the Procfile starts it (each worker warms litellm's first call); not in a copy of the code
+# from before the hooks existed (a before/after run).
+HOOKS = int((ROOT / "hermes_web" / "gunicorn_hooks.py").exists())
+
+
 def start_hermes(tmp: Path, upstream_url: str) -> tuple[subprocess.Popen, int, str]:
     port = free_port()
     env, raw_key = prepare_hermes(tmp, upstream_url)
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "hermes_web.wsgi:application"]
+        + ["-c", "python:hermes_web.gunicorn_hooks"] * HOOKS
         + ["--bind", f"127.0.0.1:{port}", "--preload", "--timeout", "120"]
         + GUNICORN
         + ["--log-level", "warning"],
