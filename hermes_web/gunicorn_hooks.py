@@ -26,6 +26,8 @@ def post_worker_init(worker) -> None:
 
         warm_calls()
     except Exception:  # a warm-up must never keep a worker from serving
-        log.exception("worker %s: litellm warm-up failed; its first /v1 request warms it", worker.pid)
+        log.exception(
+            "worker %s: litellm warm-up failed; its first /v1 request warms it", worker.pid
+        )
         return
     log.info("worker %s: litellm warmed in %.2f s", worker.pid, time.perf_counter() - started)
