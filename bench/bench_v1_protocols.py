@@ -496,7 +496,8 @@ def main() -> int:
         upstream.stop()
 
     print(
-        f"{TURNS} turns per protocol and mode in {elapsed:.0f} s; load average at the end "
+        f"{TURNS if results else 0} turns per protocol and mode in {elapsed:.0f} s; load average "
+        "at the end "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; litellm[proxy]=={LITELLM_VERSION}; "
         f"gunicorn {WORKER} worker"
     )
