@@ -26,8 +26,16 @@ model call both go to the fake upstream), and an Anthropic ``/v1/messages`` requ
 it clears) vs the same request without. Printed: the medians and the overhead in % (the
 median of each round's ratio), target at most ``COMPACTION_TARGET``.
 
-    python bench/bench_v1_protocols.py [chat] [messages] [responses] [compaction]
+Then, concurrently (issue #39): CLIENTS agents at once (20), each CONCURRENT_TURNS turns (25),
+per protocol, JSON and SSE, against one gateway at a time (alternating which goes first), in
+the same run; each request's whole wall time (the fake upstream answers at once, the same for
+both). Printed: p50/p95/p99, req/s and errors per gateway; PASS when ours has 0 errors and
+p50, p95 and p99 at or below LiteLLM's. Also printed: each gateway's first request after it
+started (what a worker warms before it takes traffic).
+
+    python bench/bench_v1_protocols.py [chat] [messages] [responses] [compaction] [--concurrent-only]
     HERMES_BENCH_V1_TURNS=1000 python bench/bench_v1_protocols.py   # longer history
+    HERMES_BENCH_V1_CLIENTS=0 python bench/bench_v1_protocols.py    # sequential only
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +59,12 @@ sys.path.insert(0, str(ROOT))
 
 from hermes_server import p95, prepare_hermes, tool_output  # noqa: E402  (bench/, beside this script)
 
+from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 from tools.localservices import free_port  # noqa: E402
 
 TURNS = int(os.environ.get("HERMES_BENCH_V1_TURNS", "200"))
+CLIENTS = int(os.environ.get("HERMES_BENCH_V1_CLIENTS", "20"))
+CONCURRENT_TURNS = int(os.environ.get("HERMES_BENCH_V1_CONCURRENT_TURNS", "25"))
 BAND = 50
 FLAT_SLACK_MS = 3.0
 PROTOCOLS = ("chat", "messages", "responses")
@@ -178,11 +191,17 @@ def start_litellm(tmp: Path, upstream_url: str, master_key: str) -> tuple[subpro
     return process, port
 
 
+# As the Procfile starts it (each worker warms litellm's first call); not in a copy of the code
+# from before the hooks existed (a before/after run).
+HOOKS = int((ROOT / "hermes_web" / "gunicorn_hooks.py").exists())
+
+
 def start_hermes(tmp: Path, upstream_url: str) -> tuple[subprocess.Popen, int, str]:
     port = free_port()
     env, raw_key = prepare_hermes(tmp, upstream_url)
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "hermes_web.wsgi:application"]
+        + ["-c", "python:hermes_web.gunicorn_hooks"] * HOOKS
         + ["--bind", f"127.0.0.1:{port}", "--preload", "--timeout", "120"]
         + GUNICORN
         + ["--log-level", "warning"],
@@ -194,13 +213,31 @@ def start_hermes(tmp: Path, upstream_url: str) -> tuple[subprocess.Popen, int, s
     return process, port, raw_key
 
 
+class Upstream(FakeOpenAIServer):
+    """The fake model; with nothing queued (the concurrent clients), every reply is a tool
+    call with an id of its own, and the request is not kept (thousands of growing bodies)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._replies = 0
+
+    def _next(self, body: dict) -> dict:
+        with self._lock:
+            if self._queue:
+                self.requests.append(body)
+                return self._queue.popleft()
+            self._replies += 1
+            return reply(self._replies, "c")
+
+
 class Agent:
     """One conversation in one protocol's wire format, and the requests it sends."""
 
-    def __init__(self, protocol: str, streamed: bool) -> None:
+    def __init__(self, protocol: str, streamed: bool, who: str = "") -> None:
         self.protocol = protocol
         self.streamed = streamed
         opening = f"Trace how events are routed ({protocol}, {'sse' if streamed else 'json'})."
+        opening += f" {who}" if who else ""
         if protocol == "chat":
             self.history: list[dict] = [
                 {"role": "system", "content": SYSTEM},
@@ -461,20 +498,81 @@ def print_compaction(figures: dict[str, tuple]) -> bool:
     return verdict
 
 
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(len(ordered) * share) - 1))]
+
+
+def run_concurrent(gateways, protocol: str, streamed: bool, first: str) -> dict:
+    """CLIENTS agents at once, CONCURRENT_TURNS turns each, on each gateway in turn."""
+    import httpx
+
+    results = {}
+    order = [first] + [name for name in gateways if name != first]
+    for name in order:
+        url, headers = gateways[name]
+        latencies: list[float] = []
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def agent_run(
+            index: int, url=url, headers=headers, latencies=latencies, errors=errors, lock=lock
+        ):
+            agent = Agent(protocol, streamed, f"(agent {index}, {secrets.token_hex(4)})")
+            with httpx.Client(timeout=120) as client:
+                for turn in range(CONCURRENT_TURNS):
+                    try:
+                        ms, (call_id, arguments) = timed(
+                            client, url + PATHS[protocol], agent.body(), headers, agent.read_reply
+                        )
+                    except Exception as error:  # counted, the agent stops
+                        with lock:
+                            errors.append(str(error)[:200])
+                        return
+                    with lock:
+                        latencies.append(ms)
+                    agent.append_turn(call_id, arguments, tool_output(turn))
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            list(pool.map(agent_run, range(CLIENTS)))
+        elapsed = time.perf_counter() - started
+        results[name] = {
+            "p50": percentile(latencies, 0.50) if latencies else float("nan"),
+            "p95": percentile(latencies, 0.95) if latencies else float("nan"),
+            "p99": percentile(latencies, 0.99) if latencies else float("nan"),
+            "rps": len(latencies) / elapsed,
+            "requests": len(latencies),
+            "errors": errors,
+        }
+    return results
+
+
+def first_request(gateways) -> dict[str, float]:
+    """Each gateway's first /v1 request after it started, in ms (nothing warmed by a client)."""
+    import httpx
+
+    body = Agent("chat", False, "(first request)").body()
+    times = {}
+    with httpx.Client(timeout=120) as client:
+        for name, (url, headers) in gateways.items():
+            times[name], _ = timed(client, url + PATHS["chat"], body, headers, drain)
+    return times
+
+
 def bands(values: list[float]) -> list[float]:
     return [statistics.median(values[i : i + BAND]) for i in range(0, len(values), BAND)]
 
 
 def main() -> int:
-    asked = sys.argv[1:]
+    asked = [name for name in sys.argv[1:] if not name.startswith("--")]
     protocols = [name for name in asked if name in PROTOCOLS]
-    with_compaction = "compaction" in asked or not asked
     if not asked:
         protocols = list(PROTOCOLS)
+    sequential = "--concurrent-only" not in sys.argv
+    with_compaction = sequential and ("compaction" in asked or not asked)
     tmp = Path(tempfile.mkdtemp(prefix="bench_v1_"))
-    from tests.fake_openai import FakeOpenAIServer
-
-    upstream = FakeOpenAIServer().start()
+    upstream = Upstream().start()
     processes: list[subprocess.Popen] = []
     try:
         master_key = "sk-bench-" + secrets.token_hex(16)
@@ -497,11 +595,14 @@ def main() -> int:
                 {**headers, "Authorization": f"Bearer {master_key}"},
             ),
         }
+        if not protocols:  # the compaction figure alone: hermes-web only
+            del gateways["litellm"]
+        firsts = first_request(gateways) if protocols else {}
         results = {}
         compaction_figures = {}
         started = time.monotonic()
         with httpx.Client(timeout=120) as client:
-            for protocol in protocols:
+            for protocol in protocols if sequential else ():
                 for streamed in (False, True):
                     results[protocol, streamed] = run_protocol(
                         client, gateways, upstream, protocol, streamed
@@ -509,6 +610,12 @@ def main() -> int:
             if with_compaction:
                 compaction_figures = compaction_overheads(client, *gateways["hermes-web"], upstream)
         elapsed = time.monotonic() - started
+        concurrent = {}
+        names = list(gateways)
+        for protocol in protocols if CLIENTS else ():
+            for streamed in (False, True):
+                first = names[len(concurrent) % 2]  # alternating which gateway goes first
+                concurrent[protocol, streamed] = run_concurrent(gateways, protocol, streamed, first)
     finally:
         for process in processes:
             os.killpg(process.pid, signal.SIGTERM)
@@ -562,7 +669,43 @@ def main() -> int:
         )
     if compaction_figures:
         print_compaction(compaction_figures)
+    print(
+        "first /v1 request after start: "
+        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in firsts.items())
+    )
+    if concurrent:
+        print_concurrent(concurrent)
     return 0
+
+
+def print_concurrent(concurrent: dict) -> None:
+    print(
+        f"{CLIENTS} concurrent clients × {CONCURRENT_TURNS} turns (request wall time, ms); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(f"{'':<22}{'gateway':<12}{'p50':>7}{'p95':>7}{'p99':>7}{'req/s':>7}{'errors':>7}")
+    verdict = True
+    for (protocol, streamed), by_gateway in concurrent.items():
+        label = f"{protocol} {'SSE' if streamed else 'JSON'}"
+        for name, row in by_gateway.items():
+            print(
+                f"{label:<22}{name:<12}{row['p50']:7.0f}{row['p95']:7.0f}{row['p99']:7.0f}"
+                f"{row['rps']:7.1f}{len(row['errors']):7d}"
+                + (f"  first error: {row['errors'][0]}" if row["errors"] else "")
+            )
+        ours, theirs = by_gateway["hermes-web"], by_gateway["litellm"]
+        marks = [
+            f"{q} {'≤' if ours[q] <= theirs[q] else '>'} LiteLLM ({ours[q] / theirs[q]:.2f}×)"
+            for q in ("p50", "p95", "p99")
+        ]
+        ok = not ours["errors"] and all(ours[q] <= theirs[q] for q in ("p50", "p95", "p99"))
+        verdict = verdict and ok
+        print(f"{'':<22}{'PASS' if ok else 'MISS'}: " + ", ".join(marks))
+    print(
+        "PASS" if verdict else "MISS",
+        f"(target at {CLIENTS} concurrent clients: 0 errors, p50, p95 and p99 at or below "
+        "LiteLLM's)",
+    )
 
 
 if __name__ == "__main__":

@@ -381,12 +381,26 @@ class Compaction(models.Model):
     # Who asked, when a client did through a provider's compaction API on /v1 ({} otherwise):
     # {"protocol", "endpoint", "asked_with", "key", "client"} (see ``who_asked``).
     asked_by = models.JSONField(default=dict, blank=True)
+    # Of a committed rotation, for clients that rebuild their history (openai_compat.replaced):
+    # the chained hash of the messages it replaced (its input up to the tail it kept), and
+    # the input's prefix hashes from there to its end. One indexed lookup finds the run a
+    # request starts with, instead of reading and hashing candidates' rows per request.
+    # ``replaced_hashes`` is null until indexed, [] when no request can use the run.
+    replaced_prefix_hash = models.CharField(max_length=64, blank=True, default="")
+    replaced_hashes = models.JSONField(null=True, blank=True)
 
     objects = CompactionQuerySet.as_manager()
 
     class Meta:
         ordering = ["-queued_at"]
-        indexes = [models.Index(fields=["session", "-queued_at"])]
+        indexes = [
+            models.Index(fields=["session", "-queued_at"]),
+            models.Index(
+                fields=["replaced_prefix_hash"],
+                condition=~models.Q(replaced_prefix_hash=""),
+                name="compaction_replaced_prefix",
+            ),
+        ]
         constraints = [
             # One real (non-dry) run per session queued or running: enforced by the database,
             # so simultaneous requests cannot both get in.

@@ -404,11 +404,12 @@ HERMES_DB_RETRY_SECONDS = env_int("HERMES_DB_RETRY_SECONDS", 60)
 HERMES_WORKSPACE = Path(env_str("HERMES_WORKSPACE", str(BASE_DIR / "demo_workspace")))
 HERMES_ENABLE_TERMINAL = env_bool("HERMES_ENABLE_TERMINAL", False)
 HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
-# Import litellm in gunicorn's --preload master (hermes_web.warmup): every /v1 request is then
-# warm from the start, but each web process's RSS grows by ~150 MB (shared pages, counted by
-# RSS in every process). Off: the first /v1 request of each web process imports it (4.5 s on
-# an idle core) and only processes that served /v1 hold it.
-HERMES_WEB_PRELOAD_LITELLM = env_bool("HERMES_WEB_PRELOAD_LITELLM", False)
+# Import litellm in gunicorn's --preload master (hermes_web.warmup): no /v1 request waits for
+# the import (issue #39: the first /v1 request of each worker took 3.9-5.5 s), and the workers
+# share the master's copy (RSS counts ~150 MB more per process, but a worker that imported it
+# itself held 254-260 MB PSS of its own against 84-90 MB shared). Off (0): for web processes
+# that serve pages only; the first /v1 request of each process then imports it.
+HERMES_WEB_PRELOAD_LITELLM = env_bool("HERMES_WEB_PRELOAD_LITELLM", True)
 
 # --- Hardening (issue #16) ----------------------------------------------------------------
 # Every user's agent works in a folder of its own (a chat in its own when asked), copied from

@@ -22,6 +22,7 @@ from hermes_web.importers.base import clean_title
 from hermes_web.importers.formats.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
+from hermes_web.openai_compat import replaced
 from hermes_web.openai_compat.contexts import CONTEXTS, StoredContext
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import (
@@ -30,7 +31,6 @@ from hermes_web.openai_compat.matching import (
     bookkeeping,
     extend_hash,
     find_session,
-    prefix_hashes,
 )
 from hermes_web.openai_compat.upstream import Reply, resolve_model
 from hermes_web.openai_compat.validation import ChatRequest
@@ -217,11 +217,6 @@ def with_tool_errors(context: StoredContext, request: list[dict]) -> list[dict]:
     ]
 
 
-# How many of the key's newest committed compactions a request that continues no session is
-# compared with (see _use_replaced_prefix).
-REPLACED_PREFIX_CANDIDATES = 4
-
-
 def _use_replaced_prefix(prepared: Prepared) -> None:
     """For a client that rebuilds its history instead of appending to it (aider moves its
     "files added to the chat" turns behind the history it grew), so that no request is a
@@ -229,59 +224,18 @@ def _use_replaced_prefix(prepared: Prepared) -> None:
     replaced, the model receives that compaction's head + summary + the tail it kept, up to
     where the request stops agreeing with the compacted session, then the rest of the
     request as sent. The request still starts a session of its own (nothing it holds is
-    dropped); only what the model reads is compacted."""
-    runs = (
-        Compaction.objects.committed()
-        .filter(
-            session__api_key_id=prepared.key.pk,
-            mode=Compaction.Mode.ROTATION,
-            result_session__isnull=False,
-        )
-        .order_by("-finished_at", "-pk")[:REPLACED_PREFIX_CANDIDATES]
-    )
-    best: tuple[int, list[dict], Compaction] | None = None
-    hashes = prepared.hashes
-    for run in runs:
-        opening = run.input_rows().values_list(*Message.ENGINE_COLUMNS)[:1]
-        if prefix_hashes([Message.engine_dict(*row) for row in opening])[:1] != hashes[:1]:
-            continue  # another conversation: not worth reading its rows
-        source = [
-            Message.engine_dict(*row)
-            for row in run.input_rows().values_list(*Message.ENGINE_COLUMNS)
-        ]
-        common = _common_prefix(prefix_hashes(source), hashes)
-        rows = list(run.final_rows(10_000).values_list(*Message.ENGINE_COLUMNS, "is_summary"))
-        summary = [index for index, row in enumerate(rows) if row[-1]]
-        if not summary or common == 0 or (best is not None and common <= best[0]):
-            continue
-        result = [Message.engine_dict(*row[:-1]) for row in rows]
-        kept_tail = len(result) - summary[-1] - 1  # the tail is the source's last messages
-        if kept_tail > len(source) or common < len(source) - kept_tail:
-            continue  # the request leaves the compacted part before the tail: no substitute
-        context = result[: len(result) - (len(source) - common)]
-        best = (common, context, run)
-    if best is None:
+    dropped); only what the model reads is compacted. The run is found by its indexed
+    replaced-prefix hash (``replaced``), not by reading stored rows."""
+    found = replaced.find(prepared.key, prepared.hashes)
+    if found is None:
         return
-    common, context, run = best
-    messages = context + prepared.request.messages[common:]
+    messages = found.context + prepared.request.messages[found.common :]
     problems = validate_tool_pairs(messages)
     if problems:
-        log.warning("compaction %s: substituted context has broken tool pairs", run.public_id)
+        log.warning("compaction %s: substituted context has broken tool pairs", found.run.public_id)
         return
     prepared.upstream_messages = messages
-    prepared.compaction = run
-
-
-def _common_prefix(first: list[str], second: list[str]) -> int:
-    """How many leading prefix hashes two histories share (equal hashes: equal prefixes)."""
-    low, high = 0, min(len(first), len(second))
-    while low < high:  # a shared prefix of k means shared hashes at every index below k
-        middle = (low + high + 1) // 2
-        if first[middle - 1] == second[middle - 1]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    prepared.compaction = found.run
 
 
 def call_ids(messages: list[dict]) -> set[str]:

@@ -133,6 +133,30 @@ def preload_litellm() -> None:
     _import_litellm()
 
 
+def warm_calls() -> None:
+    """One offline completion, plain and streamed (litellm's ``mock_response``: no network),
+    so that what litellm imports and builds on its first call (its proxy types, ~1 s of
+    pydantic classes, the HTTP client stack) is done before a request waits for it.
+
+    Run in each web worker after the fork (``hermes_web.gunicorn_hooks``), never in the
+    --preload master: the call starts litellm's logging thread, which a fork would not copy.
+    """
+    litellm = _import_litellm()
+    import h11  # noqa: F401  (the HTTP client stack of a real call, which a mock skips)
+    import httpcore  # noqa: F401
+
+    messages = [{"role": "user", "content": "warm up"}]
+    litellm.completion(model="openai/warm-up", messages=messages, mock_response="ok")
+    for _ in litellm.completion(
+        model="openai/warm-up",
+        messages=messages,
+        mock_response="ok",
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
+        pass
+
+
 def _keep_tool_errors() -> None:
     """litellm turns a chat ``tool`` message into an Anthropic ``tool_result`` without its
     ``is_error`` (the chat format has no such flag; its comment says so). A tool message that

@@ -625,16 +625,41 @@ def _litellm_after_wsgi_import(tmp_path, **env_extra: str) -> bool:
     return done.stdout.strip().splitlines()[-1] == "True"
 
 
-def test_web_processes_hold_litellm_only_when_preload_is_asked_for(tmp_path):
-    """litellm is ~150 MB of every web process's RSS (issue #28: 298-314 MB per process with
-    it in the --preload master, ~165 MB without), and only /v1 calls a model: by default the
-    web warm-up leaves it out; HERMES_WEB_PRELOAD_LITELLM=1 imports it in the master, so no
-    /v1 request waits 4.5-15 s for the import."""
+def test_web_processes_preload_litellm_unless_told_not_to(tmp_path):
+    """No /v1 request waits 4-15 s for litellm's import (issue #39): by default the web
+    warm-up imports it in gunicorn's --preload master, whose copy the workers share.
+    HERMES_WEB_PRELOAD_LITELLM=0 leaves it out, for processes that serve pages only (issue
+    #28: litellm is ~150 MB of every web process's RSS)."""
     procfile = dict(
         line.split(":", 1)
         for line in (ROOT / "Procfile").read_text().splitlines()
         if line and not line.startswith("#")
     )
     assert "--preload" in procfile["web"]
-    assert _litellm_after_wsgi_import(tmp_path) is False
-    assert _litellm_after_wsgi_import(tmp_path, HERMES_WEB_PRELOAD_LITELLM="1") is True
+    assert _litellm_after_wsgi_import(tmp_path) is True
+    assert _litellm_after_wsgi_import(tmp_path, HERMES_WEB_PRELOAD_LITELLM="0") is False
+
+
+def test_each_web_worker_warms_litellms_first_call_before_taking_traffic(tmp_path):
+    """After the import, litellm's first call still built ~1 s of classes (its proxy types,
+    the HTTP client stack): the Procfile's gunicorn runs our post_worker_init hook, which
+    makes one offline call in each worker before it accepts a connection (issue #39)."""
+    for name in ("Procfile", "Procfile.scaled"):
+        web = next(
+            line for line in (ROOT / name).read_text().splitlines() if line.startswith("web:")
+        )
+        assert "-c python:hermes_web.gunicorn_hooks" in web, name
+    script = (
+        "import sys, types, django; django.setup(); "
+        "from hermes_web.gunicorn_hooks import post_worker_init; "
+        "post_worker_init(types.SimpleNamespace(pid=1)); "
+        "print('litellm.proxy._types' in sys.modules, 'httpcore' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HERMES_WEB_PRELOAD_LITELLM"}
+    env.update(HERMES_DATA_DIR=str(tmp_path), DATABASE_URL="")
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert "warm-up failed" not in done.stderr, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True True", done.stderr[-2000:]
