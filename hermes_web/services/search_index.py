@@ -461,6 +461,27 @@ def rebuild(
     return counts
 
 
+def trigger_statements(vendor: str) -> list[str]:
+    """Drop and create only the triggers that mark changed rows. On SQLite, a migration that
+    remakes the message or compaction table (adding a column with a default does) drops the
+    triggers with the old table: a later migration runs these to put them back."""
+    if vendor == "postgresql":
+        drops = [d for d in POSTGRES_DROP if d.startswith("DROP TRIGGER")]
+        return [*drops, *(c for c in POSTGRES_CREATE if c.startswith("CREATE TRIGGER"))]
+    drops = [d for d in SQLITE_DROP if d.startswith("DROP TRIGGER")]
+    return [*drops, *_sqlite_triggers()]
+
+
+def reinstall_triggers(schema_editor) -> None:  # noqa: ANN001 (migration API)
+    """Put the triggers back (``trigger_statements``) and index again what was written while
+    they were missing."""
+    connection = schema_editor.connection
+    with connection.cursor() as cursor:
+        for statement in trigger_statements(connection.vendor):
+            cursor.execute(statement)
+    rebuild(connection)
+
+
 def install(schema_editor, reverse: bool = False) -> None:  # noqa: ANN001 (migration API)
     """Create (or drop) the index and its triggers; on create, index the rows already stored."""
     connection = schema_editor.connection

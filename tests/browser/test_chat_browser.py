@@ -387,8 +387,10 @@ def test_undo_and_redo_a_compaction_from_the_chat(
     expect(page.locator(".user-bubble:visible").filter(has_text="question 0 ")).to_have_count(1)
     expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(0)
     marker.get_by_role("button", name="Undo").click()
-    # Said next to the status row (issue #27); the archived turns are collapsed, not gone.
-    expect(page.locator("#chat-notices")).to_contain_text("Undone: the context from before")
+    # Said once, in the status row (issue #27, #37: the notice beside it used to repeat it);
+    # the archived turns are collapsed, not gone.
+    expect(page.locator("#compaction-status")).to_contain_text("Undone: the context from before")
+    expect(page.get_by_text("Undone: the context from before")).to_have_count(1)
     expect(page.locator(".chat-marker:visible")).to_have_count(0)
     expect(page.locator(".user-bubble:visible").filter(has_text="question 2 ")).to_have_count(1)
     screenshot("chat-undone")

@@ -256,3 +256,26 @@ def test_the_rebuild_command_indexes_everything_again(alice):
     assert "messages: ids up to" in printed
     assert "compactions" in printed
     assert search(alice, parse_query(f'"{a_fact(run)}"', kinds=["ledger"])).hits
+
+
+def test_every_trigger_of_the_index_exists_after_all_migrations():
+    """A migration that remakes the message or compaction table on SQLite drops its triggers
+    (0013 and 0016 did): after the last migration every one of them is there."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'hermes_search_%'")
+            expected = {
+                "hermes_search_message",
+                "hermes_search_compaction",
+                "hermes_search_message_truncate",
+                "hermes_search_compaction_truncate",
+            }
+        else:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            expected = {
+                f"hermes_search_{table}_{event}"
+                for table in ("message", "compaction")
+                for event in ("insert", "update", "delete")
+            }
+        names = {row[0] for row in cursor.fetchall()}
+    assert expected <= names, sorted(expected - names)
