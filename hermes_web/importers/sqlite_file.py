@@ -118,6 +118,27 @@ def columns(db: sqlite3.Connection, table: str, wanted: tuple[str, ...]) -> list
     return [c for c in wanted if c in have]
 
 
+def agent_tables(
+    db: sqlite3.Connection, file: str, agent: str, tables: dict[str, tuple[tuple, tuple]]
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """An agent database's tables checked as ``require_tables`` does, each present, with its
+    columns among those wanted and the required ones there: ``tables`` maps a table to
+    (wanted columns, required columns). Returns the stored names and each table's columns;
+    refuses the file as "not a <agent> database" naming what is missing."""
+    names = require_tables(db, file, tuple(tables))
+    for table in tables:
+        if table not in names:
+            raise ImportProblem(file, 0, f"not a {agent} database: it has no '{table}' table")
+    found = {}
+    for table, (wanted, needed) in tables.items():
+        found[table] = columns(db, names[table], wanted)
+        if missing := [c for c in needed if c not in found[table]]:
+            raise ImportProblem(
+                file, 0, f"not a {agent} database: table '{table}' lacks {', '.join(missing)}"
+            )
+    return names, found
+
+
 def rows(
     db: sqlite3.Connection, table: str, names: list[str], tail: str = "", parameters: tuple = ()
 ) -> list[dict[str, Any]]:

@@ -55,20 +55,16 @@ def parse_path(path: Path, file: str) -> Iterator[ParsedSession | ImportProblem]
 
 def _sessions(db: sqlite3.Connection, file: str) -> sqlite_file.Sessions:
     """Check the tables; the sessions, oldest first, and how one is read."""
-    names = sqlite_file.require_tables(db, file, ("sessions", "messages"))
-    for table in ("sessions", "messages"):
-        if table not in names:
-            raise ImportProblem(file, 0, f"not a Crush database: it has no '{table}' table")
-    session_columns = sqlite_file.columns(db, names["sessions"], SESSION_COLUMNS)
-    message_columns = sqlite_file.columns(db, names["messages"], MESSAGE_COLUMNS)
-    for needed, have, table in (
-        (("id",), session_columns, "sessions"),
-        (("id", "role", "parts"), message_columns, "messages"),
-    ):
-        if missing := [c for c in needed if c not in have]:
-            raise ImportProblem(
-                file, 0, f"not a Crush database: table '{table}' lacks {', '.join(missing)}"
-            )
+    names, found = sqlite_file.agent_tables(
+        db,
+        file,
+        "Crush",
+        {
+            "sessions": (SESSION_COLUMNS, ("id",)),
+            "messages": (MESSAGE_COLUMNS, ("id", "role", "parts")),
+        },
+    )
+    session_columns, message_columns = found["sessions"], found["messages"]
     order = " ORDER BY created_at, id" if "created_at" in session_columns else " ORDER BY id"
     message_order = "created_at, rowid" if "created_at" in message_columns else "rowid"
 
