@@ -22,7 +22,7 @@ from hermes_web.importers.base import clean_title
 from hermes_web.importers.formats.codex import IDE_REQUEST, context_kind
 from hermes_web.llm_models import context_length_for
 from hermes_web.models import ApiKey, Compaction, Message, Session, new_public_id
-from hermes_web.openai_compat import replaced
+from hermes_web.openai_compat import codex_local, replaced
 from hermes_web.openai_compat.contexts import CONTEXTS, StoredContext
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.matching import (
@@ -68,6 +68,10 @@ class Prepared:
     stored_results: frozenset[str] = frozenset()
     # The stored context read for it (when compacted): store() records its own rows there.
     context: StoredContext | None = None
+    # Codex's local compaction (codex_local): this request is its summarization turn, or
+    # the first request after one (that run, and where its summary is in the request).
+    codex_summarizing: bool = False
+    codex_run: tuple[Compaction, int] | None = None
 
     @property
     def new_messages(self) -> list[dict]:
@@ -123,11 +127,13 @@ def prepare(
         match=match,
         upstream_messages=request.messages,
         mode=mode,
+        codex_summarizing=codex_local.is_summarization(request.messages),
     )
     if match is None:
         prepared.public_id = new_public_id()
         if not session_header.strip():
             _use_replaced_prefix(prepared)
+            prepared.codex_run = codex_local.continued(key, request.messages)
     else:
         prepared.public_id = match.session.public_id
         if match.session.compression_count:
@@ -388,6 +394,14 @@ def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction 
     prompt_tokens = reply.usage.get("prompt_tokens") if reply is not None else None
     names = _ToolNames([*request.messages, *([answer] if answer else [])])
     new_hash = extend_hash(prepared.hashes[-1], answer) if answer else prepared.hashes[-1]
+    # Codex's summarization turn is no turn of the conversation: its prompt and the summary
+    # are not stored (the summary goes into the compaction recorded below).
+    summarizing = prepared.codex_summarizing
+    held = len(request.messages) - 1 if summarizing else len(request.messages) + bool(answer)
+    if summarizing:
+        answer = None
+        new_hash = prepared.hashes[-2] if len(prepared.hashes) > 1 else ""
+    codex_after: tuple[Compaction, int] | None = None
     with transaction.atomic():
         session = _continue(prepared)
         # Stubs and stripped calls are mended only against the stored context prepare saw.
@@ -405,6 +419,11 @@ def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction 
         if session is None:  # a new conversation, or one that moved on meanwhile (a fork)
             session = _create(prepared)
             to_store = request.messages
+            if prepared.codex_run is not None:
+                # A new session, whose first rows are the ones linked below.
+                codex_after = prepared.codex_run
+        if summarizing:
+            to_store = to_store[:-1]
         items = []
         owners: dict[str, dict] | None = None
         for message in to_store:
@@ -437,12 +456,14 @@ def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction 
         # One INSERT for the request's messages and the reply (a per-message append took a
         # lock, a position lookup and a touch each: a third of the endpoint's own time).
         rows = append_messages(session, items) if items else []
+        if codex_after is not None:
+            codex_local.link(*codex_after, session)
         landed = _landing(session, rows[-1]) if rows else resolve_tip(session)
         remembered = {
             "api_key": prepared.key,
             "client_name": prepared.client_name or landed.client_name,
             "prefix_hash": new_hash,
-            "client_messages": len(request.messages) + (answer is not None),
+            "client_messages": held,
         }
         if prepared.mode:
             remembered["compaction_mode"] = prepared.mode
@@ -452,10 +473,26 @@ def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction 
         CONTEXTS.appended(context, now)
     for name, value in remembered.items():
         setattr(landed, name, value)
+    if summarizing and reply is not None and landed.client_messages:
+        codex_local.record(landed, reply, _asked_by_codex(prepared))
+        return landed, None
     if reply is None:
         return landed, None
     queued = maybe_auto_compact(landed, prompt_tokens=prompt_tokens)
     return landed, queued
+
+
+def _asked_by_codex(prepared: Prepared) -> dict:
+    endpoint = (
+        "/v1/responses" if "response_id" in prepared.request.extra else "/v1/chat/completions"
+    )
+    return {
+        "protocol": "openai",
+        "endpoint": endpoint,
+        "asked_with": codex_local.ASKED_WITH,
+        "key": prepared.key.name,
+        "client": prepared.client_name,
+    }
 
 
 def _reply_ids(request: ChatRequest) -> dict[str, str]:
