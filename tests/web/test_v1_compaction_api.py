@@ -787,6 +787,38 @@ def test_anthropic_clear_thinking_keeps_the_newest_thinking_turns_and_reports_it
     assert all(f"Answer {number}." in texts for number in range(3))
 
 
+def test_anthropic_clear_thinking_streamed_reports_its_edits_in_the_last_message_delta(
+    live_server, alice, claude_upstream
+):
+    client = anthropic.Anthropic(base_url=live_server.url, api_key=issue_key(alice), max_retries=0)
+    with client.beta.messages.stream(
+        model="claude-sonnet-4-5",
+        max_tokens=2048,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        messages=thinking_turns(3),
+        context_management={"edits": [{"type": "clear_thinking_20251015"}]},
+        betas=CLEARING_BETA,
+    ) as stream:
+        events = list(stream)
+        reply = stream.get_final_message()
+    deltas = [event for event in events if event.type == "message_delta"]
+    assert len(deltas) == 1
+    assert events[-1].type == "message_stop"  # the delta is the stream's last word but one
+    [applied] = deltas[0].context_management.applied_edits
+    assert applied.type == "clear_thinking_20251015"
+    assert applied.cleared_thinking_turns == 2  # all but the last thinking turn
+    assert 200 < applied.cleared_input_tokens < 400
+    # Nothing else of the stream carries it, and the SDK's final message has it.
+    assert all(
+        getattr(event, "context_management", None) is None
+        for event in events
+        if event.type != "message_delta"
+    )
+    assert reply.context_management.applied_edits == [applied]
+    thoughts = sent_thinking(claude_upstream.requests[-1])
+    assert [bool(thought) for thought in thoughts] == [False, False, True]
+
+
 @pytest.mark.parametrize(
     ("edits", "where"),
     [
