@@ -392,6 +392,24 @@ def _amount(edit: dict[str, Any], name: str, kind: str, default: int, where: str
     return amount
 
 
+def _trigger(edit: dict[str, Any], where: str) -> dict[str, Any]:
+    """The edit's trigger: ``{type: input_tokens, value}`` (the default, 100k) or
+    ``{type: tool_uses, value}`` (what Claude Code sends: clear once the context holds that
+    many tool uses), as ``trigger`` (tokens) or ``trigger_tool_uses``."""
+    value = edit.get("trigger")
+    if isinstance(value, dict) and value.get("type") == "tool_uses":
+        return {"trigger": 0, "trigger_tool_uses": _amount(edit, "trigger", "tool_uses", 0, where)}
+    try:
+        return {"trigger": _amount(edit, "trigger", "input_tokens", 100_000, where)}
+    except ApiError:
+        raise invalid(
+            f"{where}.trigger: must be {{type: input_tokens or tool_uses, value: a "
+            "non-negative integer}.",
+            code="invalid_value",
+            param=f"{where}.trigger",
+        ) from None
+
+
 def _clearing_edit(management: Any) -> dict[str, Any] | None:
     if not isinstance(management, dict):
         return None
@@ -407,7 +425,7 @@ def _clearing_edit(management: Any) -> dict[str, Any] | None:
                 param=f"{where}.exclude_tools",
             )
         return {
-            "trigger": _amount(edit, "trigger", "input_tokens", 100_000, where),
+            **_trigger(edit, where),
             "keep": _amount(edit, "keep", "tool_uses", 3, where),
             "clear_at_least": _amount(edit, "clear_at_least", "input_tokens", 0, where),
             "exclude": frozenset(excluded),
@@ -447,6 +465,9 @@ def clear_tool_uses(
     result but the newest ``keep`` (excluded tools aside) becomes a placeholder (and its
     call's input ``{}`` with ``clear_tool_inputs``), when that frees at least
     ``clear_at_least`` tokens. The messages and the applied edit (or None)."""
+    uses = edit.get("trigger_tool_uses")
+    if uses is not None and sum(len(m.get("tool_calls") or ()) for m in messages) < uses:
+        return messages, None  # (counted before any token: the cheap trigger first)
     config = CompactionConfig(model=model)
     counts = _counts(messages, config)
     if sum(counts) < edit["trigger"]:

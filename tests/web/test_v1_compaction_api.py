@@ -601,6 +601,55 @@ def test_anthropic_clear_tool_uses_clears_what_the_model_reads_and_reports_it(
     assert any(MIDDLE_MARKER in str(content) for content in stored)
 
 
+@pytest.mark.parametrize(("uses", "cleared"), [(6, 4), (7, 0)])
+def test_anthropic_clear_tool_uses_with_a_tool_uses_trigger(claude, upstream, uses, cleared):
+    """Claude Code's edit: ``trigger: {type: tool_uses}``; the context holds six tool uses."""
+    upstream.enqueue({"content": "Done.", "prompt_tokens": 9_000})
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": uses},
+        "keep": {"type": "tool_uses", "value": 2},
+        "clear_at_least": {"type": "input_tokens", "value": 1_000},
+        "exclude_tools": ["GetTask"],
+    }
+    reply = claude.beta.messages.create(
+        model="fake-chat",
+        max_tokens=1024,
+        tools=[TOOL],
+        messages=claude_conversation(6),
+        context_management={"edits": [edit]},
+        betas=CLEARING_BETA,
+    )
+    assert reply.content[0].text == "Done."
+    applied = reply.context_management.applied_edits
+    sent = upstream.requests[-1]["messages"]
+    results = [message["content"] for message in sent if message["role"] == "tool"]
+    if not cleared:  # under its trigger: nothing cleared, nothing reported
+        assert applied == []
+        assert "[Old tool result content cleared]" not in results
+        return
+    [edit_done] = applied
+    assert edit_done.cleared_tool_uses == cleared
+    assert results[:cleared] == ["[Old tool result content cleared]"] * cleared
+
+
+def test_a_bad_clear_tool_uses_trigger_is_named(claude, upstream):
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.beta.messages.create(
+            model="fake-chat",
+            max_tokens=64,
+            messages=claude_conversation(1),
+            context_management={
+                "edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "turns"}}]
+            },
+            betas=CLEARING_BETA,
+        )
+    assert "context_management.edits.0.trigger: must be {type: input_tokens or tool_uses" in (
+        refused.value.message
+    )
+    assert not upstream.requests
+
+
 # -- the sealed item: authenticated encryption (AES-GCM, key from SECRET_KEY by HKDF) ----------
 
 
