@@ -131,7 +131,15 @@ def continued(key: ApiKey, messages: list[dict]) -> tuple[Compaction, int] | Non
 
 def link(run: Compaction, summary_index: int, child: Session) -> None:
     """Make ``child`` (just created for the request holding the summary, in the caller's
-    transaction) the continuation of ``run``'s session: the parent ends, the tree goes on."""
+    transaction) the continuation of ``run``'s session: the parent ends, the tree goes on.
+    A run another request linked meanwhile is left alone (``child`` stays a root)."""
+    if (
+        Compaction.objects.select_for_update()
+        .filter(pk=run.pk, result_session__isnull=True)
+        .first()
+        is None
+    ):
+        return
     parent = resolve_tip(Session.objects.select_for_update().get(pk=run.session_id))
     now = timezone.now()
     Session.objects.filter(pk=child.pk).update(
