@@ -21,7 +21,6 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -231,7 +230,7 @@ class _Builder:
             self.messages.append(
                 ParsedMessage(
                     role="user",
-                    content=wrap_summary(summary),
+                    content=summary,
                     is_summary=True,
                     extra={"line": number, "codex_compacted": True},
                     created_at=when,
