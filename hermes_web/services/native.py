@@ -4,6 +4,7 @@ replaced (``Compaction.replay_of``), one per engine profile, in the agent's wind
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from django.utils import timezone
 
@@ -205,3 +206,33 @@ def latest_replays(native: Compaction) -> list[Compaction]:
     order = {p: i for i, p in enumerate(PROFILES)}
     return sorted(newest.values(), key=lambda r: order.get(str((r.config or {}).get("profile")), 9))
 
+
+def agent_thresholds(runs: Iterable[Compaction]) -> list[dict]:
+    """Each agent's own compaction threshold as far as its transcripts tell it, one entry
+    per agent of the native compactions in ``runs`` (by name):
+
+    - ``how == "limit"``: the auto-compact limit it recorded (Codex's
+      ``model_auto_compact_token_limit``);
+    - ``how == "fired"``: the lowest count at which its automatic compaction fired, as it
+      recorded it (Claude Code's ``preTokens`` of a compaction triggered "auto"): its
+      threshold is at most this;
+    - ``value`` None: nothing recorded says when it compacts.
+
+    Values are the agent's own counts (its tokenizer, its whole prompt), not ours."""
+    found: dict[str, dict] = {}
+    for run in runs:
+        if not run.is_native:
+            continue
+        agent = run.get_source_display()
+        entry = found.setdefault(agent, {"agent": agent, "value": None, "how": ""})
+        limit = (run.native_record or {}).get("model_auto_compact_token_limit")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            entry.update(value=limit, how="limit")
+        elif (
+            entry["how"] != "limit"
+            and run.trigger == Compaction.Trigger.AUTO
+            and run.tokens_before
+            and (entry["value"] is None or run.tokens_before < entry["value"])
+        ):
+            entry.update(value=run.tokens_before, how="fired")
+    return sorted(found.values(), key=lambda e: e["agent"])

@@ -115,6 +115,7 @@ class _Builder:
         self.kept_by: int | None = None  # replaying a compaction's replacement history
         self.last_usage: dict | None = None
         self.context_window: int | None = None
+        self.auto_compact_limit: int | None = None
 
     def close(self) -> None:
         if self.turn is not None:
@@ -205,6 +206,8 @@ class _Builder:
             extra["last_token_usage"] = self.last_usage
         if self.context_window is not None:
             extra["model_context_window"] = self.context_window
+        if self.auto_compact_limit is not None:
+            extra["model_auto_compact_token_limit"] = self.auto_compact_limit
         marker = ""
         if not summary.strip():
             marker = (
@@ -256,6 +259,13 @@ class _Builder:
         if isinstance(info.get("model_context_window"), int):
             self.context_window = info["model_context_window"]
 
+    def limits(self, context: dict) -> None:
+        """A ``turn_context`` record: the auto-compact limit Codex ran with, when the record
+        carries it (``model_auto_compact_token_limit``, as in its config)."""
+        limit = context.get("model_auto_compact_token_limit")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            self.auto_compact_limit = limit
+
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
     """The whole rollout is one session, read in two passes as Claude Code's is (see
@@ -298,6 +308,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
                     model = model or item["model"]
                 if isinstance(item.get("cwd"), str):
                     meta.setdefault("cwd", item["cwd"])
+                build.limits(item)
             label = item.get("type") if isinstance(item, dict) else None
             session.skip(f"{kind}:{label} record" if isinstance(label, str) else f"{kind} record")
             continue
