@@ -13,6 +13,9 @@ __all__ = ["PROFILES", "SANITIZE_MODES", "CompactionConfig"]
 
 SANITIZE_MODES = ("stub", "strip")
 PROFILES = ("hermes", "classic")
+# The hermes summary body is never bounded below this unless resume_summary_max_chars asks
+# for less (``CompactionConfig.summary_chars``).
+SUMMARY_FLOOR_CHARS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +168,14 @@ class CompactionConfig:
     @property
     def summary_chars(self) -> int:
         """Bound of the deterministic summary body: classic ``summary_max_chars``; hermes
-        ``max(1,000, min(resume_summary_max_chars, int(summary_window_fraction × window × 4)))``."""
+        ``max(floor, min(resume_summary_max_chars, int(summary_window_fraction × window × 4)))``
+        where the floor is 1,000 unless ``resume_summary_max_chars`` asks for less (a replay
+        aimed at an agent's small retained budget does; the defaults never reach it)."""
         if self.profile == "classic":
             return self.summary_max_chars
         scaled = int(self.summary_window_fraction * self.context_length * 4)
-        return max(1_000, min(self.resume_summary_max_chars, scaled))
+        floor = min(SUMMARY_FLOOR_CHARS, self.resume_summary_max_chars)
+        return max(floor, min(self.resume_summary_max_chars, scaled))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-serializable dict."""
@@ -228,7 +234,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "lean_tail_keep_rounds": (0, 10_000),
     "lean_tail_min_chars": (1, float("inf")),
     "summary_window_fraction": (0.001, 1.0),
-    "resume_summary_max_chars": (1_000, float("inf")),
+    # Below the 1,000-character floor only when asked for (``summary_chars``): a replay aimed
+    # at an agent's retained budget of a few hundred tokens.
+    "resume_summary_max_chars": (1, float("inf")),
     "threshold_min_percent": (0.0, 1.0),
     "threshold_raise_below": (0, float("inf")),
 }

@@ -812,7 +812,10 @@ def compact(
     if hermes:
         ledger = merge(parse(previous_body), extract(facts_middle, slimming.calls))
         ledger_text, _ = render(ledger, int(cfg.summary_chars * _LEDGER_SHARE))
-        narrative_chars = max(_NARRATIVE_FLOOR, cfg.summary_chars - len(ledger_text) - 2)
+        # The floor never exceeds half the bound: a bound set below the defaults' 1,000
+        # characters (a replay aimed at an agent's small budget) is not overrun by it.
+        floor = min(_NARRATIVE_FLOOR, cfg.summary_chars // 2)
+        narrative_chars = max(floor, cfg.summary_chars - len(ledger_text) - 2)
         if previous_body:
             narrative_previous = split_ledger(previous_body)[0] or None
         clock.lap("ledger", add=True)

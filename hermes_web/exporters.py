@@ -118,7 +118,8 @@ def iter_hermes_jsonl(sessions) -> Iterator[str]:
 
 def _iter_openai(session: Session) -> Iterator[str]:
     """The active messages as an indented JSON list, in chunks: byte for byte
-    ``json.dumps(openai_messages(session), indent=2)`` plus a newline."""
+    ``json.dumps(openai_messages(session), indent=2)`` plus a newline, except that an
+    agent's own summary row is exported as the agent wrote it (a prompt wraps it)."""
     rows = (
         Message.objects.filter(session_id=session.pk, active=True)
         .order_by("position")

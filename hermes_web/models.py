@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from compaction.markers import is_summary_text, wrap_summary
 from hermes_web.llm_models import DEFAULT_CONTEXT_LENGTH
 
 
@@ -221,6 +222,9 @@ class Message(models.Model):
     # The columns an engine message is built from, in ``engine_dict``'s argument order: read
     # them with ``values_list(*Message.ENGINE_COLUMNS)`` where model instances cost too much.
     ENGINE_COLUMNS = ("role", "content", "tool_calls", "tool_call_id", "tool_name", "reasoning")
+    # ``ENGINE_COLUMNS`` and ``is_summary``: what a prompt is built from (``engine_dict`` wraps
+    # an agent's own summary row in our prefix and end marker; a record shows it as stored).
+    PROMPT_COLUMNS = (*ENGINE_COLUMNS, "is_summary")
 
     @staticmethod
     def engine_dict(
@@ -230,11 +234,15 @@ class Message(models.Model):
         tool_call_id: str = "",
         tool_name: str = "",
         reasoning: Any = None,
+        is_summary: bool = False,
     ) -> dict[str, Any]:
         """The OpenAI-format dict the engine and providers take for these column values.
 
         Reasoning is kept and ``extra`` dropped; a tool result carries its call id and name.
+        With ``is_summary``, a summary row is given as the engine reads one (``prompt_content``).
         """
+        if is_summary:
+            content = Message.prompt_content(content)
         message: dict[str, Any] = {"role": role, "content": content}
         if tool_calls:
             message["tool_calls"] = tool_calls
@@ -246,9 +254,22 @@ class Message(models.Model):
             message["reasoning"] = reasoning
         return message
 
+    @staticmethod
+    def prompt_content(content: Any) -> Any:
+        """A summary row's content as a prompt our engine builds carries it.
+
+        An agent's own summary is stored as the agent wrote it (an import keeps its bytes);
+        in a context we build it gets our prefix and end marker, so the engine recognizes it
+        as an earlier summary and the model reads it as reference, as it does ours. Our own
+        summaries and Hermes's carry them already and are left as they are.
+        """
+        if isinstance(content, str) and not is_summary_text(content):
+            return wrap_summary(content)
+        return content
+
     def to_engine(self) -> dict[str, Any]:
         """This message as the engine and providers see it (see ``engine_dict``)."""
-        return Message.engine_dict(*(getattr(self, column) for column in self.ENGINE_COLUMNS))
+        return Message.engine_dict(*(getattr(self, column) for column in self.PROMPT_COLUMNS))
 
     to_openai = to_engine
 

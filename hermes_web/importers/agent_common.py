@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
-from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     UNREADABLE_NUMBER,
     ImportProblem,
@@ -111,10 +110,11 @@ def compact(
 
 
 def summary_row(text: str, index: int, extra: dict, created_at=None) -> ParsedMessage:
-    """The user row holding an agent's own compaction summary, as the engine reads one."""
+    """The user row holding an agent's own compaction summary, as the agent wrote it (a
+    prompt we build wraps it in our prefix: ``Message.prompt_content``)."""
     return ParsedMessage(
         role="user",
-        content=wrap_summary(text),
+        content=text,
         is_summary=True,
         summary_of=index,
         extra=extra,

@@ -16,6 +16,7 @@ def timeline_chart(
     height: int = 240,
     threshold: int | None = None,
     window: int | None = None,
+    agent_lines: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Bar pairs (before, after) per compaction for an inline SVG, plus lines and warnings.
 
@@ -24,11 +25,24 @@ def timeline_chart(
     twice the tallest bar (otherwise it would flatten every bar), else ``window_off_chart``.
     Warnings: an automatic compaction skipped by anti-thrash, and two committed compactions
     in a row that each saved less than 10 %.
+
+    ``agent_lines`` (``{"agent", "value", ...}``): an agent's own threshold, drawn like the
+    window (only when at most twice the tallest bar; each gets ``on_chart``).
     """
     tallest = max([p.get("before") or 0 for p in points] + [1])
     window_tokens = window or 0
     window_on_chart = bool(window_tokens) and window_tokens <= 2 * max(tallest, threshold or 0)
-    top: int = max(tallest, threshold or 0, window_tokens if window_on_chart else 0, 1)
+    agents = [
+        {**line, "on_chart": line["value"] <= 2 * max(tallest, threshold or 0)}
+        for line in agent_lines
+    ]
+    top: int = max(
+        tallest,
+        threshold or 0,
+        window_tokens if window_on_chart else 0,
+        *(line["value"] for line in agents if line["on_chart"]),
+        1,
+    )
     pad_left, pad_bottom, pad_top = 64, 44, 10
     plot_h = height - pad_bottom - pad_top
     slot = (width - pad_left - 10) / max(1, len(points))
@@ -62,8 +76,19 @@ def timeline_chart(
             lines.append(
                 {
                     "name": name,
+                    "kind": name,
                     "value": value,
                     "y": round(pad_top + plot_h - plot_h * value / top, 1),
+                }
+            )
+    for line in agents:
+        if line["on_chart"]:
+            lines.append(
+                {
+                    "name": f"{line['agent']}'s threshold",
+                    "kind": "agent",
+                    "value": line["value"],
+                    "y": round(pad_top + plot_h - plot_h * line["value"] / top, 1),
                 }
             )
     warnings = []
@@ -94,6 +119,7 @@ def timeline_chart(
         "threshold": threshold,
         "window": window,
         "window_off_chart": bool(window) and not window_on_chart,
+        "agent_lines": agents,
         "axis_x": pad_left,
         "axis_y": pad_top + plot_h,
         "label_y": height - 24,

@@ -186,10 +186,11 @@ def _facts_kept(a: Compaction, b: Compaction, native: Compaction) -> dict[str, A
 
 
 def agent_summary_texts(rows: Iterable[Message]) -> dict[int, str]:
-    """The agent's own words for each summary row an import wrapped for our engine, by row
-    position: the importers store an agent's summary inside our prefix and end marker so the
-    engine reads it as a summary, but a page shows what the agent wrote, byte for byte.
-    Hermes writes the prefix itself: its rows are already verbatim and are left alone."""
+    """The agent's own words for each agent's summary row, by row position. An import now
+    stores the row as the agent wrote it (prompts wrap it: ``Message.prompt_content``); rows
+    imported before that hold it inside our prefix and end marker, and a page still shows
+    what the agent wrote, byte for byte. Hermes writes the prefix itself: its rows are
+    already verbatim and are left alone."""
     wanted = {
         str(row.extra["native_compaction"]): row.position
         for row in rows

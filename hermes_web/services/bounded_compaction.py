@@ -66,7 +66,13 @@ _SLIMMED_CALL_TOKENS = 24
 _MAX_ROUNDS = 12
 _REF_RE = re.compile(r"\[ref:(\d+)\]")
 # values_list columns of one row, in ``_engine_row``'s order.
-_COLUMNS = ("position", *Message.ENGINE_COLUMNS, "token_count", "provider_prompt_tokens")
+_COLUMNS = (
+    "position",
+    *Message.ENGINE_COLUMNS,
+    "token_count",
+    "provider_prompt_tokens",
+    "is_summary",
+)
 
 Row = tuple[Any, ...]
 Engine = Callable[[list[dict[str, Any]], list[int], int | None, bool], CompactionResult]
@@ -132,7 +138,7 @@ class BoundedRun:
 
 
 def _engine_row(row: Row) -> dict[str, Any]:
-    _, role, content, calls, call_id, tool_name, reasoning, _, prompt, *_ = row
+    _, role, content, calls, call_id, tool_name, reasoning, _, prompt, is_summary, *_ = row
     message = Message.engine_dict(
         role=intern(role),
         content=content,
@@ -140,6 +146,7 @@ def _engine_row(row: Row) -> dict[str, Any]:
         tool_call_id=call_id,
         tool_name=intern(tool_name) if tool_name else tool_name,
         reasoning=reasoning,
+        is_summary=is_summary,  # an agent's summary wrapped as the engine reads one
     )
     if prompt is not None:
         message["provider_prompt_tokens"] = prompt

@@ -15,7 +15,13 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
-from compaction import CompactionConfig, CompactionResult, DeterministicSummarizer, compact
+from compaction import (
+    CompactionConfig,
+    CompactionResult,
+    DeterministicSummarizer,
+    compact,
+    count_message_tokens,
+)
 from hermes_web import jobs
 from hermes_web.llm_models import build_summarizer
 from hermes_web.models import Compaction, Message, Session, SessionLock
@@ -198,7 +204,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
     active, top = (0, 0) if replay else active_span(session.pk)
     if replay:
         # What-if on exactly the rows an agent's own compaction replaced (replay_of).
-        messages, token_counts, snapshot, provider_prompt = _load_rows(run.input_rows())
+        messages, token_counts, snapshot, provider_prompt = _load_rows(run.input_rows(), config)
         Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
         run.snapshot_position = snapshot
         result = engine(messages, token_counts, provider_prompt)
@@ -228,7 +234,7 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
         provider_prompt = report.get("tokens", {}).get("provider_prompt_tokens")
         del bounded
     else:
-        messages, token_counts, snapshot, provider_prompt = _load_active(session.pk)
+        messages, token_counts, snapshot, provider_prompt = _load_active(session.pk, config)
         Compaction.objects.filter(pk=run.pk).update(snapshot_position=snapshot)
         run.snapshot_position = snapshot
         result = engine(messages, token_counts, provider_prompt)
@@ -259,21 +265,26 @@ def _run_locked(run: Compaction, holder: str) -> Compaction:
 
 
 @db_retry
-def _load_active(session_id: int) -> tuple[list[dict], list[int], int, int | None]:
+def _load_active(
+    session_id: int, config: CompactionConfig | None = None
+) -> tuple[list[dict], list[int], int, int | None]:
     """Active messages in engine format, their stored token counts, the last position, and
     the newest provider prompt count. Read as plain tuples: model instances for 10k rows
-    cost more than the engine run itself."""
+    cost more than the engine run itself. With ``config``, an agent's summary row (wrapped
+    for the engine) is counted as wrapped."""
     return _load_rows(
-        Message.objects.filter(session_id=session_id, active=True).order_by("position")
+        Message.objects.filter(session_id=session_id, active=True).order_by("position"), config
     )
 
 
 @db_retry
-def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
+def _load_rows(
+    rows, config: CompactionConfig | None = None
+) -> tuple[list[dict], list[int], int, int | None]:
     """``_load_active`` of any ordered queryset of messages (a replay's replaced rows)."""
     rows = rows.values_list(
         "position",
-        *Message.ENGINE_COLUMNS,
+        *Message.PROMPT_COLUMNS,
         "token_count",
         "provider_prompt_tokens",
         "created_at",
@@ -287,6 +298,7 @@ def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
         tool_call_id,
         tool_name,
         reasoning,
+        is_summary,
         tokens,
         prompt,
         created_at,
@@ -301,8 +313,13 @@ def _load_rows(rows) -> tuple[list[dict], list[int], int, int | None]:
                 tool_call_id=tool_call_id,
                 tool_name=intern(tool_name) if tool_name else tool_name,
                 reasoning=reasoning,
+                is_summary=is_summary,
             )
         )
+        if is_summary and config is not None and messages[-1]["content"] is not content:
+            # An agent's summary, stored as written, wrapped for the engine: the stored
+            # count is of the agent's words, the engine reads the wrapped row.
+            tokens = count_message_tokens(messages[-1], config)
         # The row's own time, so the summary dates an imported session's actions by when
         # they happened, not by the day of the compaction (the engine reads ``timestamp``;
         # a commit drops it, and it never reaches a provider).

@@ -226,7 +226,7 @@ def openai_messages(session: Session) -> list[dict]:
     rows = (
         Message.objects.filter(session_id=session.pk, active=True)
         .order_by("position")
-        .values_list(*Message.ENGINE_COLUMNS)
+        .values_list(*Message.PROMPT_COLUMNS)  # an agent's summary wrapped as ours are
     )
     return [Message.engine_dict(*row) for row in rows]
 

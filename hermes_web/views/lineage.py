@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.presenters.lineage import timeline_chart
 from hermes_web.presenters.vocabulary import tally_compactions, term
+from hermes_web.services.native import agent_thresholds
 from hermes_web.services.sessions import session_tree
 from hermes_web.views.compactions import _session_for
 
@@ -145,12 +146,18 @@ def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
     # Our threshold says nothing about when an agent compacted on its own: drawn only when
     # the chain holds a compaction of ours.
     ours = not runs or any(not c.is_native for c in runs)
-    agents = sorted({c.source_label for c in runs if c.is_native})
+    agents = sorted({c.get_source_display() for c in runs if c.is_native})
+    # An agent's own threshold where its transcripts tell it (services.native.agent_thresholds).
+    thresholds = agent_thresholds(runs)
     chart = timeline_chart(
         points,
         threshold=config.threshold_tokens if ours else None,
         window=config.context_length,
+        agent_lines=[t for t in thresholds if t["value"]],
     )
+    drawn = {line["agent"]: line["on_chart"] for line in chart["agent_lines"]}
+    for t in thresholds:
+        t["on_chart"] = drawn.get(t["agent"], False)
     return render(
         request,
         "hermes_web/timeline.html",
@@ -159,6 +166,7 @@ def conversation_timeline(request: HttpRequest, public_id: str) -> HttpResponse:
             "chart": chart,
             "tally": tally,
             "agents": agents,
+            "agent_thresholds": thresholds,
             "nav": "conversations",
         },
     )

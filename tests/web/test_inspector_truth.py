@@ -25,6 +25,7 @@ from hermes_web.presenters.inspector import one_scale, structure_of
 from hermes_web.presenters.vocabulary import report_warnings
 from hermes_web.services.sessions import append_message
 from tests.web.inspector_seed import compact_now, seed_conversation
+from tests.web.native_sources import NATIVE_SOURCES, source_strings
 
 pytestmark = pytest.mark.django_db
 
@@ -280,3 +281,102 @@ def test_native_compactions_of_real_shapes_and_their_replays_are_true(
             check_run(alice_client, run)
         for run in replays:
             check_compare(alice_client, native, run)
+
+
+# -- an agent's own summary, byte for byte from its transcript to every page (issue #37) --------
+
+
+def _strings_of(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_of(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_of(v)]
+    return []
+
+
+def _streamed(response) -> str:
+    assert response.status_code == 200
+    body = getattr(response, "streaming_content", None)
+    raw = b"".join(body) if body is not None else response.content
+    return raw.decode("utf-8")
+
+
+@pytest.mark.parametrize("agent", sorted(NATIVE_SOURCES))
+def test_an_agents_summary_is_its_source_bytes_stored_and_shown(
+    alice, alice_client, tmp_path, agent
+):
+    """For each agent with a native-compaction fixture: the summary row stored for the
+    session, the compaction's verbatim summary, the message page, the conversation page,
+    the inspector, the exports and the API all hold the string the agent wrote, and none of
+    them our prefix or end marker (a prompt we build adds those: ``Message.prompt_content``)."""
+    from compaction import END_MARKER, PREFIX_OPENING
+    from hermes_web.importers import import_path
+
+    path = NATIVE_SOURCES[agent](tmp_path)
+    assert import_path(path, owner=alice).refused == []
+    written = source_strings(path)
+    natives = list(
+        Compaction.objects.filter(session__owner=alice, source=agent).exclude(native_summary="")
+    )
+    assert natives, f"{agent}: the fixture holds a summary of the agent's own"
+    for native in natives:
+        summary = native.native_summary
+        assert summary in written, (agent, summary[:80])  # a whole string of the source
+        session = native.result_session
+        row = Message.objects.get(
+            session=session, position=native.report["native"]["summary_position"]
+        )
+        assert row.content == summary, (agent, str(row.content)[:80])
+
+        message = html_lib.unescape(
+            _streamed(
+                alice_client.get(reverse("message_detail", args=[session.public_id, row.position]))
+            )
+        )
+        body = message.split('<pre class="content" tabindex="0">', 1)[1].split("</pre>", 1)[0]
+        assert body == summary
+        inspector = html_lib.unescape(
+            _streamed(alice_client.get(reverse("compaction_detail", args=[native.public_id])))
+        )
+        shown = inspector.split('id="native-summary-text">', 1)[1].split("</pre>", 1)[0]
+        assert shown == summary
+        conversation = html_lib.unescape(
+            _streamed(alice_client.get(reverse("conversation_detail", args=[session.public_id])))
+        )
+        report = json.loads(
+            _streamed(alice_client.get(reverse("compaction_report_json", args=[native.public_id])))
+        )
+        assert report["summary"] == summary
+        api = json.loads(
+            _streamed(
+                alice_client.get(
+                    f"/api/sessions/{session.public_id}/messages?include_archived=true&limit=500"
+                )
+            )
+        )
+        (item,) = [m for m in api["items"] if m["position"] == row.position]
+        assert item["content"] == summary
+        hermes = _streamed(
+            alice_client.get(f"/api/sessions/{session.public_id}/export?format=hermes-jsonl")
+        )
+        assert summary in _strings_of([json.loads(line) for line in hermes.splitlines() if line])
+        if row.active:
+            assert summary in conversation
+            exported = json.loads(
+                _streamed(alice_client.get(f"/api/sessions/{session.public_id}/export"))
+            )
+            assert summary in [m.get("content") for m in exported]
+        hermes_text = "\n".join(
+            _strings_of([json.loads(line) for line in hermes.splitlines() if line])
+        )
+        for page in (
+            message,
+            inspector,
+            conversation,
+            json.dumps(api, ensure_ascii=False),
+            hermes_text,
+        ):
+            assert PREFIX_OPENING not in page, agent
+            assert END_MARKER not in page, agent

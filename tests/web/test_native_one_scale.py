@@ -5,6 +5,7 @@ replay aims at the agent's retained budget; the timeline draws no threshold of o
 against an agent's compaction."""
 
 import html as html_lib
+import json
 
 import pytest
 from django.urls import reverse
@@ -79,10 +80,48 @@ def test_the_hermes_replay_aims_at_the_agents_retained_budget(alice, natives):
     assert hermes.config["protect_first_n"] == 0
     assert hermes.report["status"] == "compacted"
     aimed = hermes.report["tokens"]["after"]
-    # Our defaults keep ~5,000 tokens of these 14,774; aimed at the agent's few hundred,
-    # the replay keeps a summary of the minimum size (1,000 characters) and one short tail.
-    assert aimed < 4 * budget
+    # Our defaults keep ~5,000 tokens of these 14,774. The agent kept 67, less than our
+    # prefix alone: the replay goes to the smallest summary bound there is (below the
+    # defaults' 1,000-character floor) and keeps the smallest context it can.
+    assert hermes.config["resume_summary_max_chars"] == 1
+    assert budget < aimed < 500
     assert classic.config["protect_first_n"] == 3  # the second column keeps our defaults
+
+
+def _longer_summaries(lines: list[str], sentences: int) -> list[str]:
+    """The fixture's Claude Code summaries with ``sentences`` more lines: the sizes real
+    summaries have (a few hundred to a few thousand tokens)."""
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("isCompactSummary"):
+            more = "\n".join(
+                f"   - src/module_{i}.py: the total was off by {i}; fixed and tested."
+                for i in range(sentences)
+            )
+            record["message"]["content"] += "\n4. Files:\n" + more
+        out.append(json.dumps(record))
+    return out
+
+
+@pytest.mark.parametrize("sentences", [30, 40, 80])
+def test_the_hermes_replay_keeps_the_agents_retained_budget_within_5_percent(
+    alice, tmp_path, sentences
+):
+    """Both sides on one tokenizer (our count of the session's token model): the tokens
+    the agent's summary and kept rows hold, and the tokens our replay keeps of the same
+    rows."""
+    lines = _longer_summaries(claude_code_lines(compacts=2, rounds=8), sentences)
+    session = import_path(write_lines(tmp_path / "cc.jsonl", lines), owner=alice).sessions[0]
+    for native in Compaction.objects.filter(session=session).order_by("queued_at", "pk"):
+        budget = agent_budget(native)
+        assert budget is not None
+        assert budget > 500
+        hermes, classic = replay_native(native, requested_by=alice)
+        hermes.refresh_from_db()
+        kept = hermes.report["tokens"]["after"]
+        assert abs(kept - budget) <= 0.05 * budget, (budget, kept)
+        assert classic.config["resume_summary_max_chars"] == 40_000  # our defaults
 
 
 def test_the_timeline_of_an_imported_chain_is_on_our_scale_without_our_threshold(

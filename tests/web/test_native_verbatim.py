@@ -73,3 +73,30 @@ def test_compare_counts_the_agents_sections_as_the_inspector_does(alice_client, 
     compare = html_lib.unescape(response.content.decode())
     assert "Summary (5 sections)" in compare
     assert "Summary (0 sections)" not in compare.split("Right:")[0]
+
+
+def test_the_engine_reads_an_agents_stored_summary_wrapped_and_counted_as_wrapped(claude_session):
+    """The row is stored as the agent wrote it; the input our engine gets (a replay of the
+    second compaction holds the first summary) and a prompt of the session carry our prefix
+    and end marker, and the engine's token count is of the row as it reads it."""
+    from compaction import count_message_tokens
+    from compaction.summary import is_summary_message
+    from hermes_web.services.compaction_run import _load_rows
+    from hermes_web.services.sessions import compaction_config_for, openai_messages
+
+    first, second = Compaction.objects.filter(session=claude_session).order_by("queued_at", "pk")
+    stored = Message.objects.get(
+        session=claude_session, position=first.report["native"]["summary_position"]
+    )
+    assert stored.content == first.native_summary
+    config = compaction_config_for(claude_session)
+    messages, counts, _, _ = _load_rows(second.input_rows(), config)
+    rows = list(second.input_rows())
+    at = next(i for i, row in enumerate(rows) if row.pk == stored.pk)
+    assert messages[at]["content"].startswith(PREFIX_OPENING)
+    assert messages[at]["content"].endswith(END_MARKER)
+    assert first.native_summary.strip() in messages[at]["content"]
+    assert is_summary_message(messages[at])
+    assert counts[at] == count_message_tokens(messages[at], config) > stored.token_count
+    prompt = openai_messages(claude_session)
+    assert any(is_summary_message(m) for m in prompt)

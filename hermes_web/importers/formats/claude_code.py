@@ -28,7 +28,6 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -324,7 +323,7 @@ class _Builder:
         self.messages.append(
             ParsedMessage(
                 role="user",
-                content=wrap_summary(text),
+                content=text,
                 is_summary=True,
                 extra={**extra, "claude_code_summary": True},
                 created_at=when,

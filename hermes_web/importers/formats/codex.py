@@ -21,7 +21,6 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -116,6 +115,7 @@ class _Builder:
         self.kept_by: int | None = None  # replaying a compaction's replacement history
         self.last_usage: dict | None = None
         self.context_window: int | None = None
+        self.auto_compact_limit: int | None = None
 
     def close(self) -> None:
         if self.turn is not None:
@@ -206,6 +206,8 @@ class _Builder:
             extra["last_token_usage"] = self.last_usage
         if self.context_window is not None:
             extra["model_context_window"] = self.context_window
+        if self.auto_compact_limit is not None:
+            extra["model_auto_compact_token_limit"] = self.auto_compact_limit
         marker = ""
         if not summary.strip():
             marker = (
@@ -231,7 +233,7 @@ class _Builder:
             self.messages.append(
                 ParsedMessage(
                     role="user",
-                    content=wrap_summary(summary),
+                    content=summary,
                     is_summary=True,
                     extra={"line": number, "codex_compacted": True},
                     created_at=when,
@@ -256,6 +258,13 @@ class _Builder:
             self.last_usage = {k: v for k, v in last.items() if isinstance(v, int)}
         if isinstance(info.get("model_context_window"), int):
             self.context_window = info["model_context_window"]
+
+    def limits(self, context: dict) -> None:
+        """A ``turn_context`` record: the auto-compact limit Codex ran with, when the record
+        carries it (``model_auto_compact_token_limit``, as in its config)."""
+        limit = context.get("model_auto_compact_token_limit")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            self.auto_compact_limit = limit
 
 
 def parse(stream: IO[bytes], file: str) -> Iterator[ParsedSession | ImportProblem]:
@@ -299,6 +308,7 @@ def _read(stream: IO[bytes], file: str, spool: Spool) -> ParsedSession:
                     model = model or item["model"]
                 if isinstance(item.get("cwd"), str):
                     meta.setdefault("cwd", item["cwd"])
+                build.limits(item)
             label = item.get("type") if isinstance(item, dict) else None
             session.skip(f"{kind}:{label} record" if isinstance(label, str) else f"{kind} record")
             continue

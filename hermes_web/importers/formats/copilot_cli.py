@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import IO, Any
 
-from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -411,7 +410,7 @@ def _compaction(
             cut,
             ParsedMessage(
                 role="user",
-                content=wrap_summary(summary),
+                content=summary,
                 is_summary=True,
                 summary_of=index,
                 extra={"line": number, "copilot_compaction": True},

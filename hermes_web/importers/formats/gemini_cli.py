@@ -476,11 +476,9 @@ def _snapshot(
             compact(session, session.messages, last)
         else:
             compact_here(last)
-    last.summary = text.strip()
+    last.summary = text  # byte for byte: the row shown is the text the CLI sent
     index = session.native_compactions.index(last)
-    session.messages.append(
-        summary_row(text.strip(), index, {**extra, "gemini_snapshot": True}, when)
-    )
+    session.messages.append(summary_row(text, index, {**extra, "gemini_snapshot": True}, when))
 
 
 # --- the newer JSONL recording ---------------------------------------------------------

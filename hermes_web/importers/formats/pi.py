@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from compaction.summary import wrap_summary
 from hermes_web.importers.base import (
     ImportProblem,
     NativeCompaction,
@@ -368,7 +367,7 @@ class _Builder:
         if summary.strip():
             row = ParsedMessage(
                 role="user",
-                content=wrap_summary(summary),
+                content=summary,
                 is_summary=True,
                 summary_of=index,
                 extra={**self._extra(entry), "pi_compaction": True},
