@@ -424,10 +424,37 @@ def card_context(compaction: Compaction) -> dict:
         "report": {k: report.get(k) for k in CARD_REPORT_KEYS},
         "structure": structure_of(report, compaction.mode),
         "fates": message_fates(report),
+        "aim": replay_aim(compaction, ctx["tokens"].get("after")),
     }
     if compaction.is_finished:
         cache.set(key, data, PANEL_SECONDS)
     return {**data, "c": compaction}
+
+
+# A replay within this share of the agent's budget weighs the same size (the issue's aim).
+AIM_TOLERANCE = 0.05
+
+
+def replay_aim(compaction: Compaction, after: int | None) -> dict | None:
+    """For a replay aimed at the agent's retained budget: that budget (our count), what the
+    replay kept, and whether it came within ``AIM_TOLERANCE``; a budget out of reach says
+    which way (over: the smallest context our engine keeps of these rows, its prefix and
+    the last turn, is larger; under: whole rows and every fact fit in less). None otherwise."""
+    if not compaction.replay_of_id or (compaction.config or {}).get("protect_first_n") != 0:
+        return None
+    from hermes_web.services.native import agent_budget  # services import presenters' peers
+
+    native = Compaction.objects.only("report").filter(pk=compaction.replay_of_id).first()
+    budget = agent_budget(native) if native else None
+    if not budget or after is None:
+        return {"budget": budget, "after": after, "off": None, "within": False}
+    off = (after - budget) / budget
+    return {
+        "budget": budget,
+        "after": after,
+        "off": round(100 * off, 1),
+        "within": abs(off) <= AIM_TOLERANCE,
+    }
 
 
 def structure_of(report: dict, mode: str) -> dict:

@@ -86,6 +86,23 @@ def test_the_hermes_replay_aims_at_the_agents_retained_budget(alice, natives):
     assert hermes.config["resume_summary_max_chars"] == 1
     assert budget < aimed < 500
     assert classic.config["protect_first_n"] == 3  # the second column keeps our defaults
+    # The card says the budget was out of reach, and by how much, rather than "aimed at" alone.
+    aim = card_context(hermes)["aim"]
+    assert aim["budget"] == budget
+    assert aim["after"] == aimed
+    assert not aim["within"]
+    assert aim["off"] == round(100 * (aimed - budget) / budget, 1)
+
+
+def test_compare_says_whether_the_replay_reached_the_agents_budget(alice, alice_client, natives):
+    _first, second = natives
+    page = _text(
+        alice_client.post(reverse("compaction_replay", args=[second.public_id]), follow=True)
+    )
+    aim = page.split('class="tokens-aim">')[1].split("</dd>")[0]
+    assert f"{agent_budget(second):,} tokens (our count)" in aim
+    assert "out of reach" in aim
+    assert "% over" in aim
 
 
 def _longer_summaries(lines: list[str], sentences: int) -> list[str]:
@@ -121,6 +138,7 @@ def test_the_hermes_replay_keeps_the_agents_retained_budget_within_5_percent(
         hermes.refresh_from_db()
         kept = hermes.report["tokens"]["after"]
         assert abs(kept - budget) <= 0.05 * budget, (budget, kept)
+        assert card_context(hermes)["aim"]["within"]
         assert classic.config["resume_summary_max_chars"] == 40_000  # our defaults
 
 
