@@ -157,28 +157,50 @@ def _replace(kind: str, text: str, pattern: re.Pattern[str]) -> tuple[str, int]:
 _AT_LITERALS = frozenset({"password", "secret", "url_credentials", "bearer_token"})
 
 
+def _literal_starts(text: str, kinds: set[str], present: frozenset[str]) -> dict[str, set[int]]:
+    """Per ``_AT_LITERALS`` family in ``kinds``: every position where one of its literals
+    starts, a superset of where its pattern can match (the pattern decides).
+
+    The literals' case variants are found once each in the lower-cased text when it lines
+    up with the text (every character lowers to one), else the exact literals in the text.
+    ``present`` (the scan's case-insensitive hits) skips the variants that do not occur.
+    The text is lower-cased one overlapping piece at a time: the whole lower-cased copy
+    (as large as the summarizer input, four bytes a character once it holds an emoji) is
+    never held.
+    """
+    families = [k for k in _AT_LITERALS_ORDER if k in kinds]
+    wanted = {k: tuple(x for x in _LOWER_NEEDLES[k] if x in present) for k in families}
+    found: dict[str, set[int]] = {k: set() for k in families}
+    for base in range(0, max(len(text), 1), _SCAN_PIECE):
+        piece = text[base : base + _SCAN_PIECE + _LONGEST_LITERAL - 1]
+        lowered = piece.lower()
+        if len(lowered) != len(piece):
+            return _exact_starts(text, families)
+        _find_into(found, lowered, wanted, base)
+    return found
+
+
+def _exact_starts(text: str, families: list[str]) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {k: set() for k in families}
+    _find_into(found, text, {k: _LITERALS[k] for k in families}, 0)
+    return found
+
+
+def _find_into(
+    found: dict[str, set[int]], where: str, needles: dict[str, tuple[str, ...]], base: int
+) -> None:
+    for kind, literals in needles.items():
+        starts = found[kind]
+        for literal in literals:
+            at = where.find(literal)
+            while at != -1:
+                starts.add(base + at)
+                at = where.find(literal, at + 1)
+
+
 def _replace_at_literals(
-    kind: str,
-    text: str,
-    literals: tuple[str, ...],
-    pattern: re.Pattern[str],
-    lowered: str,
-    present: frozenset[str],
+    kind: str, text: str, pattern: re.Pattern[str], starts: set[int]
 ) -> tuple[str, int]:
-    # The literals' case variants are found once each in the lower-cased text (when it
-    # lines up with the text), a superset of where they start: the pattern decides.
-    # ``present`` (the scan's case-insensitive hits) skips the variants that do not occur.
-    where, needles = (
-        (lowered, tuple(x for x in _LOWER_NEEDLES[kind] if x in present))
-        if len(lowered) == len(text)
-        else (text, literals)
-    )
-    starts: set[int] = set()
-    for literal in needles:
-        at = where.find(literal)
-        while at != -1:
-            starts.add(at)
-            at = where.find(literal, at + 1)
     pieces: list[str] = []
     done = 0
     count = 0
@@ -202,6 +224,8 @@ def _replace_at_literals(
     return "".join(pieces), count
 
 
+_AT_LITERALS_ORDER = tuple(kind for kind, _, _ in _PATTERNS if kind in _AT_LITERALS)
+_LITERALS = {kind: literals for kind, literals, _ in _PATTERNS}
 _LOWER_NEEDLES: dict[str, tuple[str, ...]] = {
     kind: tuple(dict.fromkeys(x.lower() for x in literals))
     for kind, literals, _ in _PATTERNS
@@ -268,19 +292,19 @@ def redact(text: str) -> tuple[str, int]:
     if not kinds:
         return text, 0
     total = 0
-    lowered: str | None = None
-    for kind, literals, pattern in _PATTERNS:
+    starts: dict[str, set[int]] | None = None
+    for kind, _, pattern in _PATTERNS:
         if kind not in kinds:
             continue
         if kind in _AT_LITERALS:
-            if lowered is None:
-                lowered = text.lower()
-            text, count = _replace_at_literals(kind, text, literals, pattern, lowered, needles)
+            if starts is None:  # for every family still to run, in one walk
+                starts = _literal_starts(text, kinds, needles)
+            text, count = _replace_at_literals(kind, text, pattern, starts[kind])
         else:
             text, count = _replace(kind, text, pattern)
         if count:
-            # The next families are gated on the text as replaced so far.
+            # The next families are gated on the text as replaced so far (positions moved).
             kinds, needles = _present(text)
-            lowered = None
+            starts = None
             total += count
     return text, total
