@@ -153,8 +153,11 @@ def _replace(kind: str, text: str, pattern: re.Pattern[str]) -> tuple[str, int]:
 
 
 # Families whose pattern starts with one of its literals: instead of letting the regex try
-# every position of the text, it is matched only where ``str.find`` (C speed) found a literal.
-_AT_LITERALS = frozenset({"password", "secret", "url_credentials", "bearer_token"})
+# every position of the text, it is matched only where ``str.find`` (C speed) found a literal
+# (a lookbehind before the literal still sees the text before it). Not "aws_secret_key":
+# its pattern is case-insensitive where its exact literals are not, so finding those alone
+# (in a text whose lower-cased copy does not line up) could miss a match ``sub`` finds.
+_AT_LITERALS = frozenset(kind for kind, _, _ in _PATTERNS if kind != "aws_secret_key")
 
 
 def _literal_starts(text: str, kinds: set[str], present: frozenset[str]) -> dict[str, set[int]]:
@@ -171,8 +174,8 @@ def _literal_starts(text: str, kinds: set[str], present: frozenset[str]) -> dict
     families = [k for k in _AT_LITERALS_ORDER if k in kinds]
     wanted = {k: tuple(x for x in _LOWER_NEEDLES[k] if x in present) for k in families}
     found: dict[str, set[int]] = {k: set() for k in families}
-    for base in range(0, max(len(text), 1), _SCAN_PIECE):
-        piece = text[base : base + _SCAN_PIECE + _LONGEST_LITERAL - 1]
+    for base in range(0, max(len(text), 1), _LOWER_PIECE):
+        piece = text[base : base + _LOWER_PIECE + _LONGEST_LITERAL - 1]
         lowered = piece.lower()
         if len(lowered) != len(piece):
             return _exact_starts(text, families)
@@ -261,6 +264,10 @@ _SCAN, _ENTRIES = _literal_scan()
 # as UTF-8 at a time (the whole summarizer input was: its size again, three times over for
 # the non-ASCII text of code listings).
 _SCAN_PIECE = 65_536
+# Literals are found in lower-cased pieces of this length: a piece of a text holding one
+# emoji is four bytes a character, and ``str.lower`` of non-ASCII text takes a scratch
+# buffer of 12 bytes a character (64K pieces: 1 MB above the text).
+_LOWER_PIECE = 16_384
 _LONGEST_LITERAL = max(
     [len(x) for _, literals, _ in _PATTERNS for x in literals]
     + [len(x) for needles in _LOWER_NEEDLES.values() for x in needles]

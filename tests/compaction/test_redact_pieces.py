@@ -58,3 +58,20 @@ def test_redaction_never_holds_a_lower_cased_copy_of_the_whole_text() -> None:
     assert found == 6_000
     assert "hunter" not in redacted
     assert peak < 3 * sys.getsizeof(text)  # was 4×
+
+
+def test_finding_literals_in_a_text_with_nothing_to_redact_holds_only_pieces() -> None:
+    # Literals present, no secret: nothing is rebuilt, so the peak is what finding the
+    # literals takes (lower-casing non-ASCII text takes 12 bytes a character of scratch).
+    import sys
+    import tracemalloc
+
+    lines = "the field and the list stay as plain words\n" * 99
+    text = "🙂 " + ("the password field stays a word\n" + lines) * 60
+    redact("password = warmup1")
+    tracemalloc.start()
+    redacted, found = redact(text)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert (redacted, found) == (text, 0)
+    assert peak < 0.6 * sys.getsizeof(text)  # was 4× (a whole lower-cased copy, scratch)
