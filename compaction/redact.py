@@ -153,32 +153,57 @@ def _replace(kind: str, text: str, pattern: re.Pattern[str]) -> tuple[str, int]:
 
 
 # Families whose pattern starts with one of its literals: instead of letting the regex try
-# every position of the text, it is matched only where ``str.find`` (C speed) found a literal.
-_AT_LITERALS = frozenset({"password", "secret", "url_credentials", "bearer_token"})
+# every position of the text, it is matched only where ``str.find`` (C speed) found a literal
+# (a lookbehind before the literal still sees the text before it). Not "aws_secret_key":
+# its pattern is case-insensitive where its exact literals are not, so finding those alone
+# (in a text whose lower-cased copy does not line up) could miss a match ``sub`` finds.
+_AT_LITERALS = frozenset(kind for kind, _, _ in _PATTERNS if kind != "aws_secret_key")
+
+
+def _literal_starts(text: str, kinds: set[str], present: frozenset[str]) -> dict[str, set[int]]:
+    """Per ``_AT_LITERALS`` family in ``kinds``: every position where one of its literals
+    starts, a superset of where its pattern can match (the pattern decides).
+
+    The literals' case variants are found once each in the lower-cased text when it lines
+    up with the text (every character lowers to one), else the exact literals in the text.
+    ``present`` (the scan's case-insensitive hits) skips the variants that do not occur.
+    The text is lower-cased one overlapping piece at a time: the whole lower-cased copy
+    (as large as the summarizer input, four bytes a character once it holds an emoji) is
+    never held.
+    """
+    families = [k for k in _AT_LITERALS_ORDER if k in kinds]
+    wanted = {k: tuple(x for x in _LOWER_NEEDLES[k] if x in present) for k in families}
+    found: dict[str, set[int]] = {k: set() for k in families}
+    for base in range(0, max(len(text), 1), _LOWER_PIECE):
+        piece = text[base : base + _LOWER_PIECE + _LONGEST_LITERAL - 1]
+        lowered = piece.lower()
+        if len(lowered) != len(piece):
+            return _exact_starts(text, families)
+        _find_into(found, lowered, wanted, base)
+    return found
+
+
+def _exact_starts(text: str, families: list[str]) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {k: set() for k in families}
+    _find_into(found, text, {k: _LITERALS[k] for k in families}, 0)
+    return found
+
+
+def _find_into(
+    found: dict[str, set[int]], where: str, needles: dict[str, tuple[str, ...]], base: int
+) -> None:
+    for kind, literals in needles.items():
+        starts = found[kind]
+        for literal in literals:
+            at = where.find(literal)
+            while at != -1:
+                starts.add(base + at)
+                at = where.find(literal, at + 1)
 
 
 def _replace_at_literals(
-    kind: str,
-    text: str,
-    literals: tuple[str, ...],
-    pattern: re.Pattern[str],
-    lowered: str,
-    present: frozenset[str],
+    kind: str, text: str, pattern: re.Pattern[str], starts: set[int]
 ) -> tuple[str, int]:
-    # The literals' case variants are found once each in the lower-cased text (when it
-    # lines up with the text), a superset of where they start: the pattern decides.
-    # ``present`` (the scan's case-insensitive hits) skips the variants that do not occur.
-    where, needles = (
-        (lowered, tuple(x for x in _LOWER_NEEDLES[kind] if x in present))
-        if len(lowered) == len(text)
-        else (text, literals)
-    )
-    starts: set[int] = set()
-    for literal in needles:
-        at = where.find(literal)
-        while at != -1:
-            starts.add(at)
-            at = where.find(literal, at + 1)
     pieces: list[str] = []
     done = 0
     count = 0
@@ -202,6 +227,8 @@ def _replace_at_literals(
     return "".join(pieces), count
 
 
+_AT_LITERALS_ORDER = tuple(kind for kind, _, _ in _PATTERNS if kind in _AT_LITERALS)
+_LITERALS = {kind: literals for kind, literals, _ in _PATTERNS}
 _LOWER_NEEDLES: dict[str, tuple[str, ...]] = {
     kind: tuple(dict.fromkeys(x.lower() for x in literals))
     for kind, literals, _ in _PATTERNS
@@ -237,6 +264,10 @@ _SCAN, _ENTRIES = _literal_scan()
 # as UTF-8 at a time (the whole summarizer input was: its size again, three times over for
 # the non-ASCII text of code listings).
 _SCAN_PIECE = 65_536
+# Literals are found in lower-cased pieces of this length: a piece of a text holding one
+# emoji is four bytes a character, and ``str.lower`` of non-ASCII text takes a scratch
+# buffer of 12 bytes a character (64K pieces: 1 MB above the text).
+_LOWER_PIECE = 16_384
 _LONGEST_LITERAL = max(
     [len(x) for _, literals, _ in _PATTERNS for x in literals]
     + [len(x) for needles in _LOWER_NEEDLES.values() for x in needles]
@@ -268,19 +299,19 @@ def redact(text: str) -> tuple[str, int]:
     if not kinds:
         return text, 0
     total = 0
-    lowered: str | None = None
-    for kind, literals, pattern in _PATTERNS:
+    starts: dict[str, set[int]] | None = None
+    for kind, _, pattern in _PATTERNS:
         if kind not in kinds:
             continue
         if kind in _AT_LITERALS:
-            if lowered is None:
-                lowered = text.lower()
-            text, count = _replace_at_literals(kind, text, literals, pattern, lowered, needles)
+            if starts is None:  # for every family still to run, in one walk
+                starts = _literal_starts(text, kinds, needles)
+            text, count = _replace_at_literals(kind, text, pattern, starts[kind])
         else:
             text, count = _replace(kind, text, pattern)
         if count:
-            # The next families are gated on the text as replaced so far.
+            # The next families are gated on the text as replaced so far (positions moved).
             kinds, needles = _present(text)
-            lowered = None
+            starts = None
             total += count
     return text, total

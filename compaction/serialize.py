@@ -258,17 +258,50 @@ def serialize_middle(
         record_chars += sizes.chars
     truncated = sizes.truncations
     actions = [truncated[i] for i in sorted(truncated)]
-    if pos == end:
-        text = "\n\n".join(front + back)
-        head_text, tail_text = text, text
-    else:
-        # Both ends hold at least their share, and the whole is longer than the cap.
-        head_text, tail_text = "\n\n".join(front), "\n\n".join(back)
     total = record_chars + 2 * max(n - 1, 0)
-    if total <= cap:
-        return head_text, actions
     marker = (
         f"\n\n...[summary input truncated: omitted {total - cap:,} chars from the middle to "
         "keep compression prompt bounded]...\n\n"
     )
-    return head_text[:head_chars] + marker + tail_text[len(tail_text) - tail_chars :], actions
+    if pos == end:
+        text = "\n\n".join(front + back)
+        if total <= cap:
+            return text, actions
+        return text[:head_chars] + marker + text[len(text) - tail_chars :], actions
+    # Both ends hold at least their share, and the whole is longer than the cap: the first
+    # ``head_chars`` of the joined front and the last ``tail_chars`` of the joined back,
+    # taken record by record into one join (joining each end whole, then slicing and
+    # adding, held the capped input three times over at once).
+    pieces = _joined_head(front, head_chars)
+    pieces.append(marker)
+    pieces.extend(_joined_tail(back, tail_chars))
+    return "".join(pieces), actions
+
+
+def _joined_head(records: list[str], limit: int) -> list[str]:
+    """Pieces whose concatenation is ``"\n\n".join(records)[:limit]``."""
+    pieces: list[str] = []
+    for i, record in enumerate(records):
+        for chunk in ("\n\n", record) if i else (record,):
+            if len(chunk) >= limit:
+                pieces.append(chunk[:limit])
+                return pieces
+            pieces.append(chunk)
+            limit -= len(chunk)
+    return pieces
+
+
+def _joined_tail(records: list[str], limit: int) -> list[str]:
+    """Pieces whose concatenation is the last ``limit`` chars of ``"\n\n".join(records)``."""
+    pieces: list[str] = []
+    last = len(records) - 1
+    for i in range(last, -1, -1):
+        for chunk in ("\n\n", records[i]) if i < last else (records[i],):
+            if len(chunk) >= limit:
+                pieces.append(chunk[len(chunk) - limit :])
+                pieces.reverse()
+                return pieces
+            pieces.append(chunk)
+            limit -= len(chunk)
+    pieces.reverse()
+    return pieces

@@ -47,6 +47,7 @@ __all__ = [
     "message_token_text",
     "piecewise_counter",
     "tiktoken_counter",
+    "token_length",
 ]
 
 OFFLINE_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "p50k_base"})
@@ -79,13 +80,34 @@ def get_encoding(model: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(encoding_name)
 
 
+def token_length(encoding: tiktoken.Encoding, text: str) -> int:
+    """``len(encoding.encode_ordinary(text))`` without the list of token ids.
+
+    The ids come back as one packed buffer of 4-byte integers (tiktoken's own
+    ``encode_to_numpy`` path; with no special token allowed it is the ordinary encoding)
+    instead of a list of Python ints: 36 bytes a token, 360 KB for one 40 KB tool result,
+    was the peak of a small compaction. Surrogates are replaced as ``encode_ordinary`` does.
+    """
+    if not text:
+        return 0
+    core = encoding._core_bpe
+    try:
+        return memoryview(core.encode_to_tiktoken_buffer(text, _NO_SPECIAL)).nbytes // 4
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return memoryview(core.encode_to_tiktoken_buffer(text, _NO_SPECIAL)).nbytes // 4
+
+
+_NO_SPECIAL: frozenset[str] = frozenset()
+
+
 @functools.cache
 def tiktoken_counter(model: str) -> TokenCounter:
     """A ``TokenCounter`` backed by tiktoken for ``model`` (cached per model)."""
     encoding = get_encoding(model)
 
     def count(text: str) -> int:
-        return len(encoding.encode_ordinary(text)) if text else 0
+        return token_length(encoding, text)
 
     return count
 
@@ -113,7 +135,7 @@ def piecewise_counter(model: str) -> TokenCounter:
         for part in _PIECE_BREAK.split(text):
             known = memo.get(part)
             if known is None:
-                known = memo[part] = len(encoding.encode_ordinary(part)) if part else 0
+                known = memo[part] = token_length(encoding, part)
             total += known
         return total
 
@@ -166,9 +188,22 @@ def count_messages_tokens(
 
     def count(chunk: Sequence[Message]) -> list[int]:
         counts = []
+        # A plain-text row's count by (content, call id): a result read twice, a command's
+        # output repeated or a pasted prompt is encoded once. The key holds the row's own
+        # string, never a copy (the text with the call id appended is built only to count).
+        memo: dict[tuple[str, str], int] = {}
         for message in chunk:
+            content = message.get("content")
+            if type(content) is str and not message.get("tool_calls"):
+                call_id = message.get("tool_call_id")
+                key = (content, str(call_id) if call_id else "")
+                known = memo.get(key)
+                if known is None:
+                    known = memo[key] = token_length(encoding, content + key[1]) + overhead
+                counts.append(known)
+                continue
             text, images = message_token_text(message)
-            length = len(encoding.encode_ordinary(text)) if text else 0
+            length = token_length(encoding, text)
             counts.append(length + overhead + images * image_tokens)
         return counts
 

@@ -133,3 +133,24 @@ def test_fold_lines_and_sizes_measured_in_blocks_give_the_same_input(cap, block)
     assert serialize_middle(middle, 10, config, folds=folds) == expected
     assert serialize_middle(middle, 10, config, folds=folds, sizes=sizes) == expected
     assert [a["index"] for a in expected[1]] == [50, 210]
+
+
+def test_a_capped_input_is_built_without_joining_each_end_whole() -> None:
+    # Over the cap, the input is the front's first 45 % and the back's last 55 % around a
+    # marker. Joining each end whole, slicing and adding held it three times over at once.
+    import sys
+    import tracemalloc
+
+    config = CompactionConfig(summary_input_max_chars=200_000)
+    middle = [
+        {"role": "user" if i % 2 else "assistant", "content": f"step {i} ✓ " + "word " * 400}
+        for i in range(400)
+    ]
+    serialize_middle(middle[:2], 5, config)
+    tracemalloc.start()
+    text, _ = serialize_middle(middle, 5, config)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "[summary input truncated" in text
+    assert len(text) < 210_000
+    assert peak < 2.2 * sys.getsizeof(text)  # was 3.3×

@@ -2,8 +2,8 @@
 
 import tracemalloc
 
-from compaction import CompactionConfig, count_messages_tokens
-from compaction.tokens import tiktoken_counter
+from compaction import CompactionConfig, count_message_tokens, count_messages_tokens
+from compaction.tokens import get_encoding, tiktoken_counter, token_length
 
 
 def _messages() -> list[dict[str, str]]:
@@ -36,3 +36,44 @@ def test_peak_memory_stays_far_below_the_token_ids_of_the_whole_text() -> None:
     # text (content + call id, a copy) 3 MB.
     assert sum(counts) * 36 > 25_000_000
     assert peak < 1_500_000
+
+
+def test_one_long_text_is_counted_without_its_token_ids() -> None:
+    # One 400 KB tool result: its ids as Python ints take ~36 bytes a token (> 3 MB), the
+    # peak of a small compaction before; the count is read from tiktoken's packed buffer.
+    config = CompactionConfig()
+    text = "".join(f"value_{i} = {i * 7} # ok\n" for i in range(16_000))
+    count = tiktoken_counter(config.model)
+    count("warm up")
+    tracemalloc.start()
+    tokens = count(text)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert tokens == len(get_encoding(config.model).encode_ordinary(text))
+    assert tokens * 36 > 3_000_000
+    assert peak < 200_000
+
+
+def test_counts_equal_encode_ordinary_for_surrogates_and_special_token_text() -> None:
+    encoding = get_encoding("gpt-4o-mini")
+    for text in ("", "a", "x <|endoftext|> y <|fim_prefix|>", "lone \ud800 surrogate", "é" * 99):
+        assert token_length(encoding, text) == len(encoding.encode_ordinary(text))
+
+
+def test_repeated_rows_are_counted_as_often_as_they_occur() -> None:
+    # The per-run memo of plain rows (same content and call id) gives each row its count;
+    # a different call id or tool calls count apart.
+    config = CompactionConfig()
+    row = {"role": "tool", "tool_call_id": "c1", "content": "same output\n" * 40}
+    other = {**row, "tool_call_id": "c2-longer-id"}
+    calls = {
+        "role": "assistant",
+        "content": "same output\n" * 40,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+        ],
+    }
+    messages = [row, dict(row), other, calls, dict(row)]
+    expected = [count_message_tokens(m, config) for m in messages]
+    assert count_messages_tokens(messages, config) == expected
+    assert expected[0] == expected[1] == expected[4] != expected[2] != expected[3]
