@@ -99,19 +99,19 @@ run: run-check migrate ## Start gunicorn, a Celery worker and beat on embedded d
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile --lock "$(RUN_LOCK)" --port $(HERMES_PORT) \
 	  --ready-url http://127.0.0.1:$(HERMES_PORT)/
 
-# The SQLite run and the PostgreSQL runs share no database, port or file (each server and
-# test database is its own, under var/ or a temporary folder), and both spend much of their
-# time waiting on subprocesses, browsers and sleeps: run side by side they take about as long
-# as the SQLite run alone. Each one's output is printed whole when it ends (--output-sync),
-# and make fails if either does. The tests run with MAKEFLAGS emptied: the `make run` they
-# start would otherwise inherit -j2 and --output-sync without the jobserver (a warning, and
-# output held back).
+# The SQLite run, the PostgreSQL runs and mypy share no database, port or file (each server
+# and test database is its own, under var/ or a temporary folder; mypy writes only its cache),
+# and the test runs spend much of their time waiting on subprocesses, browsers and sleeps: side
+# by side the three take about as long as the SQLite run alone (mypy's first run, on a fresh
+# clone, is minutes of its own). Each one's output is printed whole when it ends
+# (--output-sync), and make fails if any does, once the others are done. ruff, seconds, still
+# goes first. The tests run with MAKEFLAGS emptied: the `make run` they start would otherwise
+# inherit -j3 and --output-sync without the jobserver (a warning, and output held back).
 .PHONY: test
-test: $(STAMP) system-deps ## Lint (ruff check + format check), type check (mypy), then every test: engine, web, real workers, real Chromium, and beside it the web suite again on Postgres (+ Redis proofs)
+test: $(STAMP) system-deps ## Lint (ruff check + format check), then side by side: mypy; every test (engine, web, real workers, real Chromium); the web suite again on Postgres (+ Redis proofs)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(MAKE) --no-print-directory typecheck
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-services
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite test-services typecheck
 
 .PHONY: test-sqlite
 test-sqlite: $(STAMP) ## Every test on the embedded default (SQLite): engine, web, real workers, real Chromium, real agent clients
