@@ -99,21 +99,37 @@ run: run-check migrate ## Start gunicorn, a Celery worker and beat on embedded d
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tools.supervise --procfile Procfile --lock "$(RUN_LOCK)" --port $(HERMES_PORT) \
 	  --ready-url http://127.0.0.1:$(HERMES_PORT)/
 
+# The SQLite run, the PostgreSQL runs and mypy share no database, port or file (each server
+# and test database is its own, under var/ or a temporary folder; mypy writes only its cache),
+# and the test runs spend much of their time waiting on subprocesses, browsers and sleeps: side
+# by side the three take about as long as the SQLite run alone (mypy's first run, on a fresh
+# clone, is minutes of its own). Each one's output is printed whole when it ends
+# (--output-sync), and make fails if any does, once the others are done. ruff, seconds, still
+# goes first. The tests run with MAKEFLAGS emptied: the `make run` they start would otherwise
+# inherit -j3 and --output-sync without the jobserver (a warning, and output held back).
 .PHONY: test
-test: $(STAMP) system-deps ## Lint (ruff check + format check), type check (mypy), then every test: engine, web, real workers, real Chromium, then again on Postgres (+ Redis proofs)
+test: $(STAMP) system-deps ## Lint (ruff check + format check), then side by side: mypy; every test (engine, web, real workers, real Chromium); the web suite again on Postgres (+ Redis proofs)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(MAKE) --no-print-directory typecheck
-	$(BIN)/python -m pytest
-	$(MAKE) --no-print-directory test-postgres check-scale
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite test-services typecheck
 
+.PHONY: test-sqlite
+test-sqlite: $(STAMP) ## Every test on the embedded default (SQLite): engine, web, real workers, real Chromium, real agent clients
+	MAKEFLAGS= $(BIN)/python -m pytest
+
+.PHONY: test-services
+test-services: $(STAMP) ## test-postgres, then check-scale
+	$(MAKE) --no-print-directory test-postgres
+	$(MAKE) --no-print-directory check-scale
+
+# Only the tests that use the database: the others ran, identically, on SQLite already.
 .PHONY: test-postgres
-test-postgres: $(STAMP) ## The web test suite against a real PostgreSQL started on 127.0.0.1 for the run
-	$(BIN)/python tests/run_with_services.py -- -m "not browser and not agent_clients" tests/web
+test-postgres: $(STAMP) ## The web test suite's database tests against a real PostgreSQL started on 127.0.0.1 for the run
+	MAKEFLAGS= $(BIN)/python tests/run_with_services.py -- -m "not browser and not agent_clients" --database-tests-only tests/web
 
 .PHONY: check-scale
 check-scale: $(STAMP) ## Scale-out proofs on real PostgreSQL + Redis + several workers (figures printed)
-	$(BIN)/python tests/run_with_services.py --redis -- tests/scale -s
+	MAKEFLAGS= $(BIN)/python tests/run_with_services.py --redis -- tests/scale -s
 
 HERMES_WORKERS ?= 2
 export HERMES_WORKERS

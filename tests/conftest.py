@@ -17,6 +17,52 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_DIR = ROOT / "test-output"
 
 
+# The fixtures through which a test reaches the database; a test whose fixture closure holds
+# none of them (and with no django_db mark) is refused every query by pytest-django.
+DATABASE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_setup",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+    }
+)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="deselect the tests that use no database (the PostgreSQL stage of make test: "
+        "they already ran, identically, on SQLite)",
+    )
+
+
+def uses_database(item) -> bool:
+    """Whether a test can reach the database: a django_db mark or a database fixture."""
+    if item.get_closest_marker("django_db") is not None:
+        return True
+    return bool(DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config, items):
+    """With --database-tests-only, leave out the tests that cannot touch the database.
+
+    `make test` runs tests/web twice, on SQLite then on PostgreSQL; a test with no database
+    fixture is refused every query, so its second run proves nothing new. A test whose
+    subprocess uses the database requests ``db`` or ``transactional_db`` anyway: only they
+    create the test database the subprocess is pointed at (``database_url_for``).
+    """
+    if not config.getoption("database_tests_only"):
+        return
+    kept = [item for item in items if uses_database(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+        items[:] = kept
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-pass-123")
