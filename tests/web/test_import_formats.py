@@ -247,6 +247,25 @@ def test_import_token_counts_match_the_engine():
     assert count_tokens(parsed, "gpt-4o") == engine
 
 
+def test_import_token_counts_keep_counts_not_token_ids():
+    """An import counts every row; one long row (a tool result of megabytes) is counted
+    without a list of its token ids (36 bytes a token: 27 MB for this 3 MB row)."""
+    import tracemalloc
+
+    from hermes_web.importers import count_tokens
+    from hermes_web.importers.base import ParsedMessage
+
+    text = "".join(f"line {i} value = {i * 7}\n" for i in range(150_000))
+    parsed = [ParsedMessage(role="tool", content=text, tool_call_id="c1")]
+    count_tokens([ParsedMessage(role="user", content="warm")], "gpt-4o")  # encoding loaded
+    tracemalloc.start()
+    (count,) = count_tokens(parsed, "gpt-4o")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert count * 36 > 25_000_000  # the list of ids the old count held
+    assert peak < 3 * len(text)  # the row's text, copied once to be counted
+
+
 def test_sessions_imported_before_ids_had_a_namespace_are_still_duplicates_and_parents(
     alice, tmp_path
 ):
