@@ -70,27 +70,27 @@ def timeline_chart(
                 "saved_percent": round(100.0 * (before - after) / before, 1) if before else None,
             }
         )
-    lines = []
-    for name, value in (("threshold", threshold), ("window", window if window_on_chart else None)):
-        if value:
-            lines.append(
-                {
-                    "name": name,
-                    "kind": name,
-                    "value": value,
-                    "y": round(pad_top + plot_h - plot_h * value / top, 1),
-                }
-            )
-    for line in agents:
-        if line["on_chart"]:
-            lines.append(
-                {
-                    "name": f"{line['agent']}'s threshold",
-                    "kind": "agent",
-                    "value": line["value"],
-                    "y": round(pad_top + plot_h - plot_h * line["value"] / top, 1),
-                }
-            )
+    drawn = [
+        (name, name, value)
+        for name, value in (
+            ("threshold", threshold),
+            ("window", window if window_on_chart else None),
+        )
+        if value
+    ] + [
+        (f"{line['agent']}'s threshold", "agent", line["value"])
+        for line in agents
+        if line["on_chart"]
+    ]
+    lines = [
+        {
+            "name": name,
+            "kind": kind,
+            "value": value,
+            "y": round(pad_top + plot_h - plot_h * value / top, 1),
+        }
+        for name, kind, value in drawn
+    ]
     warnings = []
     low_streak = 0
     for p in bars:
