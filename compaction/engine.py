@@ -833,18 +833,24 @@ def compact(
         indices=indices,
         with_ledger=ledger is not None,
     )
-    prompt = build_prompt(
-        summarizer_input,
-        now=day,
-        previous_summary=narrative_previous,
-        focus=focus,
-        budget_tokens=_narrative_target(
-            summary_budget_tokens(span_info["middle"], cfg.context_length),
-            narrative_chars if ledger is not None else None,
-        ),
-        ledger=ledger is not None,
+    budget_tokens = _narrative_target(
+        summary_budget_tokens(span_info["middle"], cfg.context_length),
+        narrative_chars if ledger is not None else None,
     )
-    request = SummaryRequest(prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
+    # Built once, and only if a summarizer reads it (an LLM does; the deterministic summary
+    # does not): it is the serialized middle again, the largest string of a small compaction.
+    make_prompt = functools.cache(
+        functools.partial(
+            build_prompt,
+            summarizer_input,
+            now=day,
+            previous_summary=narrative_previous,
+            focus=focus,
+            budget_tokens=budget_tokens,
+            ledger=ledger is not None,
+        )
+    )
+    request = SummaryRequest(make_prompt, summarizer_input, facts, cfg.abort_on_summary_failure)
     try:
         outcome = _run_summarizer(summarizer or DeterministicSummarizer(), request)
     except SummaryAborted as aborted:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol
@@ -44,16 +44,23 @@ class SummaryRequest:
     """Everything a summarizer may use.
 
     Attributes:
-        prompt: the full prompt for an LLM (see ``summary.build_prompt``).
+        make_prompt: builds the full prompt for an LLM (see ``summary.build_prompt``); read
+            it as ``prompt``. Built only when read: the prompt holds the whole serialized
+            middle again, which the deterministic summary never reads.
         serialized_input: the serialized slimmed middle (inside the prompt too).
         facts: the data for the deterministic summary.
         abort_on_failure: abort instead of falling back to the deterministic summary.
     """
 
-    prompt: str
+    make_prompt: Callable[[], str]
     serialized_input: str
     facts: SummaryFacts
     abort_on_failure: bool = False
+
+    @property
+    def prompt(self) -> str:
+        """The full prompt for an LLM (built on the first read, then the same string)."""
+        return self.make_prompt()
 
     @property
     def middle(self) -> Sequence[Message]:
