@@ -2,8 +2,12 @@
 
 import tracemalloc
 
-from compaction import CompactionConfig, count_message_tokens, count_messages_tokens
-from compaction.tokens import get_encoding, tiktoken_counter, token_length
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction import CompactionConfig, count_message_tokens, count_messages_tokens, tokens
+from compaction.tokens import OFFLINE_ENCODINGS, get_encoding, tiktoken_counter, token_length
 
 
 def _messages() -> list[dict[str, str]]:
@@ -77,3 +81,61 @@ def test_repeated_rows_are_counted_as_often_as_they_occur() -> None:
     expected = [count_message_tokens(m, config) for m in messages]
     assert count_messages_tokens(messages, config) == expected
     assert expected[0] == expected[1] == expected[4] != expected[2] != expected[3]
+
+
+# Lines that pre-split pieces like to join across a cut (see test_piecewise_count.py), in a
+# text long enough to be counted in pieces.
+_PIECE_PARTS = st.lists(
+    st.sampled_from(
+        [
+            "\n",
+            "\r\n",
+            " ",
+            "\t",
+            "/",
+            ".",
+            ")",
+            "'s",
+            "a",
+            "Word",
+            "123",
+            "—",
+            "日本",
+            "😀",
+            "\u00a0",
+            "\ud800",
+            "- ",
+            "→",
+        ]
+    ),
+    max_size=80,
+).map("".join)
+
+
+@pytest.mark.parametrize("encoding", sorted(OFFLINE_ENCODINGS))
+@settings(max_examples=150, deadline=None)
+@given(text=_PIECE_PARTS, suffix=st.sampled_from(["", "call_1", "\n", "é"]))
+def test_a_long_text_counted_in_pieces_counts_as_the_whole(
+    encoding: str, text: str, suffix: str
+) -> None:
+    enc = get_encoding(encoding)
+    whole = (text + suffix).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokens, "_PIECE_CHARS", 4)  # cut every few characters
+        assert token_length(enc, text, suffix) == len(enc.encode_ordinary(whole))
+
+
+def test_a_long_non_ascii_text_is_not_converted_to_utf8_whole() -> None:
+    # A 50,000-character system prompt with one dash: CPython builds its UTF-8 form through
+    # a buffer of 3 bytes a character, then keeps the result (200 KB at once). A suffix (a
+    # result's call id) copied the whole text before that.
+    enc = get_encoding("o200k_base")
+    text = "".join(f"line {i}: the value — {i * 7}\n" for i in range(2_000))
+    assert len(text) > 50_000
+    expected = len(enc.encode_ordinary(text + "call_7"))
+    tracemalloc.start()
+    counted = token_length(enc, text, "call_7")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert counted == expected
+    assert peak < 60_000  # the whole text's UTF-8 alone is over 50 KB
