@@ -891,10 +891,13 @@ def compact(
     replay = None
     if hermes:  # the unfinished newest request, restated after the boundary (§7.5)
         final, replay = inflight_replay(original, final, summary_index)
+    # The summary's row is counted with the summary's own memo of lines; another new row (the
+    # system prompt with the compaction note, a restated request) is counted plainly: its
+    # lines would only fill the memo with a copy of a long system prompt.
     out_tokens = [
         counts_by_id[id(m)]
         if id(m) in counts_by_id
-        else count_message_tokens(m, cfg, summary_counter)
+        else count_message_tokens(m, cfg, summary_counter if m is summary_message else counter)
         for m in final
     ]
     clock.lap("sanitize")

@@ -51,3 +51,30 @@ def test_a_summarizer_that_reads_the_prompt_gets_it_built_once(prompts_built: li
     assert prompt is not None
     assert len(prompt) == prompts_built[0]
     assert result.report.summarizer_input in prompt
+
+
+def test_the_summary_memo_never_holds_the_system_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The summary is counted line by line with a memo of its lines (it is counted many times
+    # while the ledger is fitted); the system prompt with the compaction note is another new
+    # row: counted through the memo it would keep a copy of every line of a long prompt.
+    seen: list[str] = []
+    real = engine.piecewise_counter
+
+    def recording(model: str) -> Any:
+        count = real(model)
+
+        def counted(text: str) -> int:
+            seen.append(text)
+            return count(text)
+
+        return counted
+
+    monkeypatch.setattr(engine, "piecewise_counter", recording)
+    messages = generate_conversation(300, seed=3)
+    system_prompt = "You are a careful agent. Rule 41: never push to main.\n" * 400
+    messages[0] = {"role": "system", "content": system_prompt}
+    result = compact(messages, config=CompactionConfig(), force=True)
+    assert result.status == "compacted"
+    assert result.messages[0]["content"].startswith(system_prompt)  # the note was appended
+    assert seen  # the summary was counted through it
+    assert not any("Rule 41" in text for text in seen)
