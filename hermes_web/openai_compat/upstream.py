@@ -208,20 +208,32 @@ def open_stream(kwargs: dict[str, Any]) -> Iterator[Any]:
     timeout, unreachable) raises ApiError here, before any byte goes to the client."""
     litellm = _import_litellm()
     try:
-        chunks = iter(litellm.completion(**kwargs))
+        stream = litellm.completion(**kwargs)
+        chunks = iter(stream)
         first = next(chunks, None)
     except Exception as error:
         raise upstream_error(error, kwargs["model"]) from error
     if first is None:
         return iter(())
-    return _guarded(itertools.chain([first], chunks), kwargs["model"])
+    return _guarded(stream, itertools.chain([first], chunks), kwargs["model"])
 
 
-def _guarded(chunks: Iterator[Any], model: str) -> Iterator[Any]:
+def _guarded(stream: Any, chunks: Iterator[Any], model: str) -> Iterator[Any]:
     try:
-        yield from chunks
+        for chunk in chunks:
+            yield chunk
+            if getattr(stream, "sent_stream_usage", False) is True:
+                # litellm's usage chunk (we always ask for usage) is the last one. Asking
+                # for another makes litellm build the whole reply from its chunks, work
+                # out its cost and run its success logging a second time before it stops:
+                # a third of a streamed request's CPU.
+                break
     except Exception as error:
         raise upstream_error(error, model) from error
+    finally:
+        close = getattr(stream, "close", None)
+        if callable(close):
+            close()
 
 
 class StreamGatherer:

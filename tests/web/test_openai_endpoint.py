@@ -581,3 +581,27 @@ def test_a_stream_cut_off_mid_reply_ends_with_an_error_and_stores_nothing(sdk, u
     assert "".join(received).startswith("a long")  # the client saw the start of the reply...
     assert "upstream" in caught.value.code
     assert list(Message.objects.values_list("pk", "content")) == before  # ...nothing half stored
+
+
+def test_a_streamed_reply_is_built_from_its_chunks_once(sdk, upstream, monkeypatch):
+    # litellm builds the whole reply from the chunks (and works out its cost, and runs its
+    # success logging) when the stream ends; asked for one more chunk after its usage
+    # chunk, it did all of that a second time before it stopped.
+    import litellm
+
+    builds = []
+    real = litellm.stream_chunk_builder
+
+    def counted(*args, **kwargs):
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "stream_chunk_builder", counted)
+    upstream.enqueue({"content": "Streamed once.", "prompt_tokens": 1_200})
+    message, usage, _, finish = stream(sdk, [{"role": "user", "content": "hello"}])
+    assert message["content"] == "Streamed once."
+    assert finish == "stop"
+    assert usage.prompt_tokens == 1_200
+    assert len(builds) == 1
+    stored = Message.objects.filter(role="assistant").latest("id")
+    assert stored.content == "Streamed once."
