@@ -90,16 +90,16 @@ def token_length(encoding: tiktoken.Encoding, text: str, suffix: str = "") -> in
     was the peak of a small compaction. Surrogates are replaced as ``encode_ordinary`` does.
 
     A long text that is not plain ASCII (or has a ``suffix``) goes to tiktoken in pieces cut
-    where the sum of the pieces' counts is the exact count (``_PIECE_BREAK``): CPython hands
+    where the sum of the pieces' counts is the exact count (``_piece_break``): CPython hands
     such a string to tiktoken as UTF-8 built through a buffer of 3 bytes a character, kept
     with the string (a 50,000-character system prompt holding one dash peaked at 200 KB,
     4 times its UTF-8 size), and ``text + suffix`` would copy the text first.
     """
     if len(text) <= _PIECE_CHARS or (not suffix and text.isascii()):
         return _encoded_length(encoding, text + suffix)
-    total, start = 0, 0
+    total, start, breaks = 0, 0, _piece_break(encoding)
     while start + _PIECE_CHARS < len(text):
-        cut = _PIECE_BREAK.search(text, start + _PIECE_CHARS)
+        cut = breaks.search(text, start + _PIECE_CHARS)
         if cut is None:
             break
         total += _encoded_length(encoding, text[start : cut.start()])
@@ -140,6 +140,14 @@ def tiktoken_counter(model: str) -> TokenCounter:
 # "\n" must follow a non-space: p50k_base's ``\s+(?!\S)`` splits a run of whitespace before
 # text ("\n\n." is "\n", "\n", ".") but not at the end of a text.
 _PIECE_BREAK = re.compile(r"(?<=\S\n)(?=[^\s/])")
+# cl100k_base and o200k_base try ``\s*[\r\n]+`` before any other whitespace pattern, so a
+# run of newlines always ends its piece: a line that starts with spaces or tabs before its
+# text (indented code, the line numbers of a Claude Code Read result) can be cut at too.
+_INDENT_BREAK = re.compile(r"(?<=\n)(?=[ \t]+\S|[^\s/])")
+
+
+def _piece_break(encoding: tiktoken.Encoding) -> re.Pattern[str]:
+    return _INDENT_BREAK if encoding.name in ("cl100k_base", "o200k_base") else _PIECE_BREAK
 
 
 def piecewise_counter(model: str) -> TokenCounter:
@@ -150,11 +158,12 @@ def piecewise_counter(model: str) -> TokenCounter:
     each distinct line is encoded once. One per compaction: the memo lives with it.
     """
     encoding = get_encoding(model)
+    breaks = _piece_break(encoding)
     memo: dict[str, int] = {}
 
     def count(text: str) -> int:
         total = 0
-        for part in _PIECE_BREAK.split(text):
+        for part in breaks.split(text):
             known = memo.get(part)
             if known is None:
                 known = memo[part] = token_length(encoding, part)

@@ -91,6 +91,7 @@ _PIECE_PARTS = st.lists(
             "\n",
             "\r\n",
             " ",
+            "   ",
             "\t",
             "/",
             ".",
@@ -106,6 +107,10 @@ _PIECE_PARTS = st.lists(
             "\ud800",
             "- ",
             "→",
+            "     12→",
+            "\x0b",
+            "\u2028",
+            "\x85",
         ]
     ),
     max_size=80,
@@ -113,7 +118,7 @@ _PIECE_PARTS = st.lists(
 
 
 @pytest.mark.parametrize("encoding", sorted(OFFLINE_ENCODINGS))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(text=_PIECE_PARTS, suffix=st.sampled_from(["", "call_1", "\n", "é"]))
 def test_a_long_text_counted_in_pieces_counts_as_the_whole(
     encoding: str, text: str, suffix: str
