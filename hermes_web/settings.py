@@ -410,6 +410,13 @@ HERMES_DEMO_DATA = env_bool("HERMES_DEMO_DATA", True)
 # itself held 254-260 MB PSS of its own against 84-90 MB shared). Off (0): for web processes
 # that serve pages only; the first /v1 request of each process then imports it.
 HERMES_WEB_PRELOAD_LITELLM = env_bool("HERMES_WEB_PRELOAD_LITELLM", True)
+# A web worker whose resident memory is over this after a request finishes that request and
+# is replaced by a fresh one forked from the preloaded master (gunicorn_hooks.post_request):
+# a worker's memory is then bounded whatever a request once needed (CPython keeps freed
+# memory; the probe of issue #39 saw an import leave a worker at 759-956 MB idle). Idle
+# workers take ~350 MB RSS with litellm preloaded (most of it shared with the master).
+# 0 turns it off.
+HERMES_WEB_MAX_RSS_MB = env_int("HERMES_WEB_MAX_RSS_MB", 768)
 
 # --- Hardening (issue #16) ----------------------------------------------------------------
 # Every user's agent works in a folder of its own (a chat in its own when asked), copied from
