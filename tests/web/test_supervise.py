@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.web.procfile_web import free_port, make_run_env
 from tools.supervise import read_procfile
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
@@ -63,12 +64,6 @@ def wait_for(predicate, timeout: float, what: str, log=None):
     tail = "\n".join(log().splitlines()[-60:]) if log else ""
     suffix = f"; their output:\n{tail}" if tail else ""
     raise AssertionError(f"timed out waiting for {what}{suffix}")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Run:
@@ -230,25 +225,13 @@ def get(url: str) -> int:
 @pytest.mark.slow
 def test_make_runs_processes_are_restarted_and_leave_no_orphans(tmp_path):
     port = free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "HERMES_CACHE_URL")
-    }
-    env.update(
-        HERMES_DATA_DIR=str(tmp_path),
-        HERMES_PORT=str(port),
+    env = make_run_env(
+        tmp_path,
+        port,
         HERMES_WORKER_CONCURRENCY="1",
         HERMES_WORKER_LOGLEVEL="info",
         HERMES_WORKER_WARMUP="0",
-        HERMES_RUN_WEB_PROCESSES="1",
-        DJANGO_SETTINGS_MODULE="hermes_web.settings",
-        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     )
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=env, check=True, timeout=300,
-    )  # fmt: skip
     run = Run(tmp_path, ROOT / "Procfile", port, env)
     below: set[int] = set()
     try:

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from django.test import Client, RequestFactory
 
 from hermes_web.views import errors
+from tests.web.procfile_web import start_web
 
 pytestmark = pytest.mark.django_db
 
@@ -109,31 +107,8 @@ def raw_request(port: int, header_bytes: int, path: str = "/v1/models") -> tuple
 
 @pytest.mark.slow
 def test_gunicorn_as_make_run_starts_it_lets_a_60_kb_header_reach_the_json_431(tmp_path):
-    line = next(x for x in (ROOT / "Procfile").read_text().splitlines() if x.startswith("web:"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env.update(
-        HERMES_PORT=str(port),
-        HERMES_RUN_WEB_PROCESSES="1",
-        HERMES_DATA_DIR=str(tmp_path),
-        DJANGO_SETTINGS_MODULE="hermes_web.settings",
-        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    )
-    web = subprocess.Popen(
-        ["/bin/sh", "-c", "exec " + line.split(":", 1)[1].strip()], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    web, port = start_web(tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not start"
-                time.sleep(0.3)
         status, kind, body = raw_request(port, 60_000)
         assert (status, kind) == (431, "application/json")
         assert b"X-Probe header is 60,000 characters" in body

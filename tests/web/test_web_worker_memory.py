@@ -4,9 +4,7 @@ request, it answers that request and gunicorn replaces it with a fresh worker.""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,44 +12,16 @@ import httpx
 import pytest
 
 from hermes_web import gunicorn_hooks
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.web.procfile_web import start_web
 
 
 def _serve(tmp_path: Path, **env_extra: str) -> tuple[subprocess.Popen[bytes], int, Path]:
     """gunicorn as the Procfile starts it, one worker; its error log in a file."""
-    line = next(x for x in (ROOT / "Procfile").read_text().splitlines() if x.startswith("web:"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env.update(
-        HERMES_PORT=str(port),
-        HERMES_RUN_WEB_PROCESSES="1",
-        HERMES_DATA_DIR=str(tmp_path),
-        HERMES_WEB_PRELOAD_LITELLM="0",
-        DJANGO_SETTINGS_MODULE="hermes_web.settings",
-        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        **env_extra,
-    )
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=env, check=True, timeout=300,
-    )  # fmt: skip
     log = tmp_path / "gunicorn.log"
-    web = subprocess.Popen(
-        ["/bin/sh", "-c", "exec " + line.split(":", 1)[1].strip()], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return web, port, log
-        except OSError:
-            assert web.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "gunicorn did not start"
-            time.sleep(0.3)
+    web, port = start_web(
+        tmp_path, stderr=log.open("wb"), HERMES_WEB_PRELOAD_LITELLM="0", **env_extra
+    )
+    return web, port, log
 
 
 def _booted(log: Path) -> int:
