@@ -13,7 +13,7 @@ own work; nothing is cached between runs (no stored token counts, fresh dicts ea
 
 Inputs, "real-shaped": Claude Code sessions generated from the shapes of real ones (tool-heavy
 Read/Bash/Edit runs with long outputs, ``bench/claude_code_shapes.py``) and converted by our
-importer, 10 to 20,000 messages; and the engine's generated conversations at 1k–20k. Forced
+importer, 10 to 20,000 messages; and the engine's generated conversations at 1k–50k. Forced
 compaction at a 200K window. Each side is timed best-of-N in this process, then its peak
 Python memory is measured in one more run under tracemalloc.
 
@@ -49,7 +49,7 @@ HOW_TO_PROVIDE = (
     f"hermes-agent=={HERMES_VERSION} into {HERMES_DIR.relative_to(ROOT)}"
 )
 CLAUDE_CODE_SIZES = (10, 20, 50, 100, 300, 1_000, 5_000, 20_000)
-GENERATED_SIZES = (1_000, 10_000, 20_000)
+GENERATED_SIZES = (1_000, 10_000, 20_000, 50_000)  # issue 39 names 1k, 10k and 50k
 
 
 def hermes_path() -> tuple[str | None, str]:
