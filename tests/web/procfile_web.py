@@ -22,7 +22,8 @@ def free_port() -> int:
 
 def make_run_env(tmp_path: Path, port: int, **extra: str) -> dict[str, str]:
     """This process's environment as ``make run`` sets it: the embedded default (no
-    PostgreSQL, broker or cache URL), one web process, data under ``tmp_path``, migrated."""
+    PostgreSQL, broker or cache URL), one web process unless ``extra`` says otherwise, data
+    under ``tmp_path``, migrated."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -34,8 +35,8 @@ def make_run_env(tmp_path: Path, port: int, **extra: str) -> dict[str, str]:
         HERMES_RUN_WEB_PROCESSES="1",
         DJANGO_SETTINGS_MODULE="hermes_web.settings",
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        **extra,
     )
+    env.update(extra)  # may set HERMES_RUN_WEB_PROCESSES="" for the Procfile's default
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
         cwd=ROOT, env=env, check=True, timeout=300,

@@ -1,5 +1,6 @@
-"""While agents stream through ``make run``'s web process, its pages still answer: a streamed
-``/v1`` reply holds a thread while the model writes, not the whole process."""
+"""While agents stream through ``make run``'s web processes, its pages still answer: a
+streamed ``/v1`` reply holds a gunicorn process while the model writes, and ``make run``
+starts enough of them (the Procfile's default) that two agents streaming leave some free."""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def _api_key(tmp_path: Path, env_extra: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-def test_pages_answer_while_two_agents_stream_through_one_web_process(tmp_path):
-    # Each reply streams for about 6 s (20 pieces, 0.3 s apart). One web process, as many
-    # streams as the Procfile's default of one thread a process used to allow per process
-    # and one more: the page must come back while both streams are still open.
+def test_pages_answer_while_two_agents_stream_through_make_runs_web(tmp_path):
+    # Each reply streams for about 6 s (20 pieces, 0.3 s apart). The Procfile's default
+    # number of web processes (it was 2: both held by the streams): the page must come back
+    # while both streams are still open.
     upstream = FakeOpenAIServer(default_reply={"content": "word " * 20, "chunk_sleep": 0.3})
     upstream.start()
     extra = {
@@ -48,6 +49,7 @@ def test_pages_answer_while_two_agents_stream_through_one_web_process(tmp_path):
         "HERMES_CHAT_API_KEY": "upstream-key",
         "HERMES_LLM_MAX_RETRIES": "0",
         "HERMES_WEB_PRELOAD_LITELLM": "0",
+        "HERMES_RUN_WEB_PROCESSES": "",  # the Procfile's default
     }
     web, port = start_web(tmp_path, **extra)
     base = f"http://127.0.0.1:{port}"
