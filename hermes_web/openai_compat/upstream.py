@@ -225,8 +225,8 @@ def _guarded(stream: Any, chunks: Iterator[Any], model: str) -> Iterator[Any]:
             if getattr(stream, "sent_stream_usage", False) is True:
                 # litellm's usage chunk (we always ask for usage) is the last one. Asking
                 # for another makes litellm build the whole reply from its chunks, work
-                # out its cost and run its success logging a second time before it stops:
-                # a third of a streamed request's CPU.
+                # out its cost and run its success logging a second time before it stops
+                # (1-2 ms of a streamed request's ~15 ms of CPU, bench_v1_cpu.py).
                 break
     except Exception as error:
         raise upstream_error(error, model) from error
