@@ -183,10 +183,10 @@ def _totals(actions: Sequence[SlimAction], profile: str = "classic") -> dict[str
     kinds = _KINDS if profile == "classic" else (*_KINDS, *_HERMES_KINDS)
     totals = {k: {"count": 0, "chars_before": 0, "chars_after": 0} for k in kinds}
     for a in actions:
-        t = totals[a["kind"]]
+        t = totals[a.kind]
         t["count"] += 1
-        t["chars_before"] += a["chars_before"]
-        t["chars_after"] += a["chars_after"]
+        t["chars_before"] += a.chars_before
+        t["chars_after"] += a.chars_after
     return totals
 
 
@@ -543,15 +543,12 @@ def _assemble_output(
 
 
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
-    """Each action with its ``region`` (head/middle/tail of the input) and ``line`` (the text
-    it wrote: the fold line, else the slimmed text)."""
+    """Each action with its ``region`` (head/middle/tail of the input) and so its ``line``
+    (the text it wrote: the fold line, else the slimmed text)."""
     h, t = bounds
-    # The actions are this compaction's own fresh dicts: completed in place, not copied.
+    # The actions are this compaction's own: completed in place, not copied.
     for a in actions:
-        i = a["index"]
-        extra: Any = a
-        extra["region"] = "head" if 0 <= i < h else "tail" if i >= t else "middle"
-        extra["line"] = a["fold_line"] or a["after"]
+        a.place(h, t)
     return tuple(actions)
 
 
@@ -911,10 +908,13 @@ def compact(
         "saved": before - after,
         "ratio": round(after / before, 4) if before else None,
     }
+    wrapped = wrap_summary(body)
+    if not summary_merged and summary_message.get("content") == wrapped:
+        wrapped = summary_message["content"]  # the row's own text: one copy, not two
     if summary_merged:
         # The summary's row also holds a kept message (role alternation): "summary" is the
         # row as sent; this is the kept message's share of it, so a page can tell them apart.
-        alone = {"role": summary_message.get("role"), "content": wrap_summary(body)}
+        alone = {"role": summary_message.get("role"), "content": wrapped}
         info["summary_merged"] = max(
             0, summary_tokens - count_message_tokens(alone, cfg, summary_counter)
         )
@@ -923,7 +923,7 @@ def compact(
         "slimming_totals": _totals(actions, cfg.profile),
         "summarizer_input": summarizer_input,
         "summarizer_prompt": outcome.prompt,
-        "summary": wrap_summary(body),
+        "summary": wrapped,
         "summary_body": body,
         "summarizer": outcome.source,
         "summarizer_model": outcome.model,

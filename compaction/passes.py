@@ -553,20 +553,8 @@ class Work:
             folded.add(pos)
             if len(line) <= sent_whole:
                 record_chars[pos] = tool_label + len(line) + (len(cid) or 1)
-            # ``make_action(pos, kind, message, text, line, tool_name=name, fold_line=line)``
-            actions.append(
-                {
-                    "index": pos,
-                    "kind": kind,
-                    "role": "tool",
-                    "tool_name": name,
-                    "chars_before": len(text),
-                    "chars_after": len(line),
-                    "fold_line": line,
-                    "before_excerpt": text[:600],
-                    "after": line[:2_000],
-                }
-            )
+            # ``make_action(…)`` inlined: the fold pass writes thousands of these.
+            actions.append(SlimAction(pos, kind, "tool", name, text, line, line, source=content))
             done += 1
         return done
 

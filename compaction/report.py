@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.actions import SlimAction
+
 __all__ = ["CompactionReport", "report_to_markdown"]
 
 
@@ -99,6 +101,8 @@ class CompactionReport:
 
 
 def _plain(value: Any) -> Any:
+    if type(value) is SlimAction:
+        return value.as_dict()
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

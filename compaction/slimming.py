@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
+from compaction.actions import SlimAction, make_action
 from compaction.config import CompactionConfig
 from compaction.messages import (
     Message,
@@ -32,6 +33,7 @@ __all__ = [
     "TRUNCATION_MARKER",
     "FoldFunction",
     "SlimAction",
+    "make_action",
     "Slimming",
     "CallIndex",
     "build_call_index",
@@ -216,60 +218,6 @@ def truncate_text(text: str, config: CompactionConfig) -> str:
         return text
     tail = text[-config.content_tail :] if config.content_tail else ""
     return text[: config.content_head] + TRUNCATION_MARKER + tail
-
-
-class SlimAction(TypedDict):
-    """One slimming step, as shown in the inspector and stored in the report.
-
-    A plain dict rather than a dataclass: a 10k-message middle yields thousands of actions,
-    and the report keeps them as JSON-ready dicts anyway, so building one object per action
-    instead of two halves the cost.
-
-    Keys:
-        index: index of the message in the input list.
-        kind: ``"fold"``, ``"truncate"`` or ``"image"``.
-        role: the message role.
-        tool_name: the tool, for tool results.
-        chars_before: text length before.
-        chars_after: text length after.
-        fold_line: the fold line (folds only).
-        before_excerpt: the start of the original text (≤ 600 chars).
-        after: the slimmed text (≤ 2,000 chars).
-    """
-
-    index: int
-    kind: str
-    role: str
-    tool_name: str | None
-    chars_before: int
-    chars_after: int
-    fold_line: str | None
-    before_excerpt: str
-    after: str
-
-
-def make_action(
-    index: int,
-    kind: str,
-    message: Message,
-    before: str,
-    after: str,
-    *,
-    tool_name: str | None = None,
-    fold_line: str | None = None,
-) -> SlimAction:
-    """Build a ``SlimAction`` with bounded excerpts."""
-    return {
-        "index": index,
-        "kind": kind,
-        "role": str(message.get("role") or ""),
-        "tool_name": tool_name,
-        "chars_before": len(before),
-        "chars_after": len(after),
-        "fold_line": fold_line,
-        "before_excerpt": before[:600],
-        "after": after[:2_000],
-    }
 
 
 CallIndex = dict[str, tuple[str, dict[str, Any]]]
