@@ -454,8 +454,8 @@ def messages(request: HttpRequest) -> HttpResponseBase:
     the features they switch on either translate or are dropped). A request with
     ``compaction`` (on-demand compaction) or a ``compaction`` block sent back is read here
     (``anthropic_compaction``)."""
-    # Imported here: that module builds on this one's parser.
-    from hermes_web.openai_compat import anthropic_compaction
+    # Imported here: those modules build on this one's parser.
+    from hermes_web.openai_compat import anthropic_compaction, anthropic_native
 
     key = None
     with contextlib.suppress(ApiError):  # serve answers the 401
@@ -464,9 +464,10 @@ def messages(request: HttpRequest) -> HttpResponseBase:
         return views.serve(request, MESSAGES)
     try:
         body = views.read_body(request)
-        # A cheap look first: most requests ask for no compaction.
+        # A cheap look first: most requests ask for no compaction. Those may reach an
+        # Anthropic model in its own protocol (anthropic_native decides).
         if b'"compaction' not in body and b'"context_management"' not in body:
-            return views.serve(request, MESSAGES)
+            return views.serve(request, anthropic_native.MESSAGES)
         data = load_body(body)
         anywhere = anthropic_compaction.threshold_blocks(request, data)
         data, history, carried = anthropic_compaction.after_block(
