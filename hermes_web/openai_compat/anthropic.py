@@ -52,6 +52,9 @@ BLOCK_TYPES = (
     "redacted_thinking",
 )
 RESULT_BLOCK_TYPES = ("text", "image", "document")
+# An assistant turn's server tool blocks (web search, code execution, MCP…), as a model that
+# was offered server tools (anthropic_native) wrote them; the translation leaves them out.
+SERVER_BLOCK_TYPES = ("server_tool_use", "mcp_tool_use", "*_tool_result")
 # Providers whose models take Anthropic thinking blocks back; others get the turn without them
 # (an OpenAI-compatible server may refuse the unknown fields).
 THINKING_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/")
@@ -91,9 +94,10 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
     for number, block in enumerate(content):
         here = f"{where}[{number}]"
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in allowed:
+        if kind not in allowed and not (allowed is BLOCK_TYPES and _server_block(kind)):
+            named = allowed + SERVER_BLOCK_TYPES if allowed is BLOCK_TYPES else allowed
             raise invalid(
-                f"{here}.type must be one of {', '.join(allowed)}; got {kind!r}.",
+                f"{here}.type must be one of {', '.join(named)}; got {kind!r}.",
                 code="invalid_value",
                 param=f"{here}.type",
             )
@@ -118,6 +122,12 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
                 _check_blocks(block["content"], f"{here}.content", RESULT_BLOCK_TYPES)
         if kind == "image" and not isinstance(block.get("source"), dict):
             raise invalid(f"{here}.source must be an object.", code="invalid_value", param=here)
+
+
+def _server_block(kind: object) -> bool:
+    return isinstance(kind, str) and (
+        kind in SERVER_BLOCK_TYPES[:2] or (kind.endswith("_tool_result") and kind != "tool_result")
+    )
 
 
 def check_body(data: dict[str, Any], start: int = 0) -> None:
