@@ -256,7 +256,8 @@ def test_an_upstream_error_is_anthropic_shaped_and_stores_nothing(
     assert error.status_code == expected
     assert error.body["type"] == "error"
     assert error.body["error"]["type"] == kind
-    assert "Traceback" not in error.message and "/site-packages/" not in error.message
+    assert "Traceback" not in error.message
+    assert "/site-packages/" not in error.message
     assert not Session.objects.exists()
 
 
