@@ -259,6 +259,8 @@ def test_an_upstream_error_is_anthropic_shaped_and_stores_nothing(
     assert "Traceback" not in error.message
     assert "/site-packages/" not in error.message
     assert not Session.objects.exists()
+    # It was the native call that failed (the translation would have dropped the mark).
+    assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED
 
 
 def test_a_client_cannot_choose_where_the_call_goes(live_server, alice, upstream):
@@ -266,6 +268,7 @@ def test_a_client_cannot_choose_where_the_call_goes(live_server, alice, upstream
     claude(live_server, alice).messages.create(**options)
     assert upstream.headers[-1]["x-api-key"] == "upstream-key"
     assert "api_base" not in upstream.requests[-1]
+    assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED  # the native call
 
 
 def test_the_clients_beta_flags_reach_the_model(live_server, alice, upstream):
