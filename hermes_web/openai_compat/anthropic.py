@@ -461,7 +461,8 @@ MESSAGES = views.Protocol("anthropic", parse, render, events)
 @csrf_exempt
 def messages(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages`` (``?beta=true`` and ``anthropic-beta`` headers are tolerated:
-    the features they switch on either translate or are dropped). A request with
+    the features they switch on either translate or are dropped, or reach an Anthropic model
+    as sent: ``anthropic_native``). A request with
     ``compaction`` (on-demand compaction) or a ``compaction`` block sent back is read here
     (``anthropic_compaction``)."""
     # Imported here: those modules build on this one's parser.
