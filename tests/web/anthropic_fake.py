@@ -5,6 +5,7 @@ content_block_start/delta/stop per block, message_delta, message_stop)."""
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -103,7 +104,7 @@ def events(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 class FakeAnthropic:
     """The fake server. Queue replies in ``replies`` (dicts with ``content``, ``input_tokens``,
     ``usage``; ``status`` and ``error`` for a refused request; ``cut_after`` for a stream
-    broken off). ``requests`` holds the bodies, ``headers`` their headers."""
+    broken off; ``delay``: seconds to wait before answering). ``requests`` holds the bodies, ``headers`` their headers."""
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
@@ -121,6 +122,8 @@ class FakeAnthropic:
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers.items()))
                 reply = fake.replies.pop(0) if fake.replies else {}
+                if reply.get("delay"):  # a model slower than the caller's timeout
+                    time.sleep(reply["delay"])
                 if reply.get("status"):
                     kind = ERROR_TYPES.get(reply["status"], "api_error")
                     error = {"type": "error", "error": {"type": kind, "message": reply["error"]}}
@@ -149,6 +152,7 @@ class FakeAnthropic:
                 self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True  # stop() does not wait for a delayed answer
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property

@@ -263,6 +263,17 @@ def test_an_upstream_error_is_anthropic_shaped_and_stores_nothing(
     assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED
 
 
+def test_a_model_slower_than_the_timeout_is_a_504(live_server, alice, upstream, settings):
+    settings.HERMES_LLM_TIMEOUT = 1
+    upstream.replies.append({"delay": 4})
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        claude(live_server, alice).messages.create(**body())
+    assert raised.value.status_code == 504
+    assert raised.value.body["error"]["type"] == "timeout_error"
+    assert not Session.objects.exists()
+    assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED  # the native call
+
+
 def test_a_client_cannot_choose_where_the_call_goes(live_server, alice, upstream):
     options = {**body(), "extra_body": {"api_base": "http://127.0.0.1:9", "api_key": "theirs"}}
     claude(live_server, alice).messages.create(**options)
