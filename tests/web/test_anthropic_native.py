@@ -287,3 +287,21 @@ def test_the_clients_beta_flags_reach_the_model(live_server, alice, upstream):
         **body(), extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"}
     )
     assert "interleaved-thinking-2025-05-14" in upstream.headers[-1].get("anthropic-beta", "")
+
+
+def test_a_streamed_request_is_translated_and_a_broken_stream_stores_nothing(
+    live_server, alice, upstream
+):
+    # The upstream stops after the first text delta: no content_block_stop, no message_stop.
+    upstream.replies.append({"content": [{"type": "text", "text": "Half a reply"}], "cut_after": 4})
+    with (
+        pytest.raises(anthropic.APIError) as raised,
+        claude(live_server, alice).messages.stream(**body()) as stream,
+    ):
+        for _ in stream:
+            pass
+    # Our error event, in Anthropic's shape, ends the stream.
+    assert raised.value.body["error"]["type"] == "api_error"
+    assert "Stream ended" in raised.value.body["error"]["message"]
+    assert not Session.objects.exists()
+    assert "cache_control" not in json.dumps(upstream.requests[-1])  # translated
