@@ -170,7 +170,12 @@ def reply_of(message: dict[str, Any]) -> Reply:
 def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     # Beyond litellm's own timeout (per attempt), a last bound so no worker waits forever.
     limit = settings.HERMES_LLM_TIMEOUT * (settings.HERMES_LLM_MAX_RETRIES + 1) + 30
-    return asyncio.run_coroutine_threadsafe(coroutine, _loop(os.getpid())).result(limit)
+    future = asyncio.run_coroutine_threadsafe(coroutine, _loop(os.getpid()))
+    try:
+        return future.result(limit)
+    except concurrent.futures.TimeoutError:
+        future.cancel()  # the call stops on the loop too
+        raise
 
 
 @functools.cache
