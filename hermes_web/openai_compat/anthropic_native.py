@@ -168,6 +168,8 @@ def reply_of(message: dict[str, Any]) -> Reply:
 
 
 def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    # The call's CPU is spent on the loop's thread: Server-Timing's ``cpu`` phase (the
+    # request thread's) leaves it out for a native call.
     # Beyond litellm's own timeout (per attempt), a last bound so no worker waits forever.
     limit = settings.HERMES_LLM_TIMEOUT * (settings.HERMES_LLM_MAX_RETRIES + 1) + 30
     future = asyncio.run_coroutine_threadsafe(coroutine, _loop(os.getpid()))
