@@ -54,7 +54,8 @@ BLOCK_TYPES = (
 RESULT_BLOCK_TYPES = ("text", "image", "document")
 # An assistant turn's server tool blocks (web search, code execution, MCP…), as a model that
 # was offered server tools (anthropic_native) wrote them; the translation leaves them out.
-SERVER_BLOCK_TYPES = ("server_tool_use", "mcp_tool_use", "*_tool_result")
+# (Their results' types are named after the tool: web_search_tool_result…)
+SERVER_TOOL_USES = ("server_tool_use", "mcp_tool_use")
 # Providers whose models take Anthropic thinking blocks back; others get the turn without them
 # (an OpenAI-compatible server may refuse the unknown fields).
 THINKING_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/")
@@ -95,7 +96,11 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
         here = f"{where}[{number}]"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind not in allowed and not (allowed is BLOCK_TYPES and _server_block(kind)):
-            named = allowed + SERVER_BLOCK_TYPES if allowed is BLOCK_TYPES else allowed
+            named = (
+                allowed + SERVER_TOOL_USES + ("*_tool_result",)
+                if allowed is BLOCK_TYPES
+                else allowed
+            )
             raise invalid(
                 f"{here}.type must be one of {', '.join(named)}; got {kind!r}.",
                 code="invalid_value",
@@ -126,7 +131,7 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
 
 def _server_block(kind: object) -> bool:
     return isinstance(kind, str) and (
-        kind in SERVER_BLOCK_TYPES[:2] or (kind.endswith("_tool_result") and kind != "tool_result")
+        kind in SERVER_TOOL_USES or (kind.endswith("_tool_result") and kind != "tool_result")
     )
 
 
