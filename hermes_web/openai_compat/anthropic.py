@@ -52,6 +52,10 @@ BLOCK_TYPES = (
     "redacted_thinking",
 )
 RESULT_BLOCK_TYPES = ("text", "image", "document")
+# An assistant turn's server tool blocks (web search, code execution, MCP…), as a model that
+# was offered server tools (anthropic_native) wrote them; the translation leaves them out.
+# (Their results' types are named after the tool: web_search_tool_result…)
+SERVER_TOOL_USES = ("server_tool_use", "mcp_tool_use")
 # Providers whose models take Anthropic thinking blocks back; others get the turn without them
 # (an OpenAI-compatible server may refuse the unknown fields).
 THINKING_PROVIDERS = ("anthropic/", "bedrock/", "vertex_ai/")
@@ -91,9 +95,14 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
     for number, block in enumerate(content):
         here = f"{where}[{number}]"
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in allowed:
+        if kind not in allowed and not (allowed is BLOCK_TYPES and _server_block(kind)):
+            named = (
+                allowed + SERVER_TOOL_USES + ("*_tool_result",)
+                if allowed is BLOCK_TYPES
+                else allowed
+            )
             raise invalid(
-                f"{here}.type must be one of {', '.join(allowed)}; got {kind!r}.",
+                f"{here}.type must be one of {', '.join(named)}; got {kind!r}.",
                 code="invalid_value",
                 param=f"{here}.type",
             )
@@ -118,6 +127,12 @@ def _check_blocks(content: Any, where: str, allowed: tuple[str, ...]) -> None:
                 _check_blocks(block["content"], f"{here}.content", RESULT_BLOCK_TYPES)
         if kind == "image" and not isinstance(block.get("source"), dict):
             raise invalid(f"{here}.source must be an object.", code="invalid_value", param=here)
+
+
+def _server_block(kind: object) -> bool:
+    return isinstance(kind, str) and (
+        kind in SERVER_TOOL_USES or (kind.endswith("_tool_result") and kind != "tool_result")
+    )
 
 
 def check_body(data: dict[str, Any], start: int = 0) -> None:
@@ -451,11 +466,12 @@ MESSAGES = views.Protocol("anthropic", parse, render, events)
 @csrf_exempt
 def messages(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages`` (``?beta=true`` and ``anthropic-beta`` headers are tolerated:
-    the features they switch on either translate or are dropped). A request with
+    the features they switch on either translate or are dropped, or reach an Anthropic model
+    as sent: ``anthropic_native``). A request with
     ``compaction`` (on-demand compaction) or a ``compaction`` block sent back is read here
     (``anthropic_compaction``)."""
-    # Imported here: that module builds on this one's parser.
-    from hermes_web.openai_compat import anthropic_compaction
+    # Imported here: those modules build on this one's parser.
+    from hermes_web.openai_compat import anthropic_compaction, anthropic_native
 
     key = None
     with contextlib.suppress(ApiError):  # serve answers the 401
@@ -464,9 +480,10 @@ def messages(request: HttpRequest) -> HttpResponseBase:
         return views.serve(request, MESSAGES)
     try:
         body = views.read_body(request)
-        # A cheap look first: most requests ask for no compaction.
+        # A cheap look first: most requests ask for no compaction. Those may reach an
+        # Anthropic model in its own protocol (anthropic_native decides).
         if b'"compaction' not in body and b'"context_management"' not in body:
-            return views.serve(request, MESSAGES)
+            return views.serve(request, anthropic_native.MESSAGES)
         data = load_body(body)
         anywhere = anthropic_compaction.threshold_blocks(request, data)
         data, history, carried = anthropic_compaction.after_block(

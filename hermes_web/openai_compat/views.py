@@ -87,6 +87,11 @@ class Protocol:
     parse: Callable[[bytes], ChatRequest]
     render: Callable[[ChatRequest, Reply], dict[str, Any]]
     events: Callable[[service.Prepared, Iterator[Any]], Iterator[bytes]]
+    # A protocol's own model call for a request it can send as the client wrote it: the
+    # reply to store and the body to answer with; None sends it through chat completions.
+    native: (
+        Callable[[service.Prepared, HttpRequest], tuple[Reply, dict[str, Any]] | None] | None
+    ) = None
 
 
 def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
@@ -123,12 +128,14 @@ def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # let a proxy pass chunks as they come
         else:
-            reply = complete(kwargs)
+            native = protocol.native(prepared, request) if protocol.native else None
+            reply = native[0] if native is not None else complete(kwargs)
             lap("upstream")
             session, _ = service.store(prepared, reply)
             lap("store")
             prepared.public_id = session.public_id
-            response = JsonResponse(protocol.render(chat, reply))
+            body = native[1] if native is not None else protocol.render(chat, reply)
+            response = JsonResponse(body)
     except ApiError as error:
         return error.response(protocol.shape)
     # Where the time went (W3C Server-Timing; browsers' dev tools and the bench read it).

@@ -16,8 +16,8 @@ from django.urls import reverse
 from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from hermes_web.openai_compat import compacting
+from tests.web.anthropic_fake import FakeAnthropic
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
-from tests.web.test_v1_tool_errors import FakeAnthropic
 from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)

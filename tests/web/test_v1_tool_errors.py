@@ -3,8 +3,6 @@
 and left out for an OpenAI-compatible upstream (an unknown field there)."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anthropic
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from compaction import PREFIX_OPENING
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.compactions import run_compaction
+from tests.web.anthropic_fake import FakeAnthropic
 from tests.web.test_openai_endpoint import file_text
 from tests.web.v1_helpers import issue_key, start_upstream
 
@@ -47,57 +46,6 @@ def conversation(*, failed: bool) -> list[dict]:
         {"role": "assistant", "content": calls},
         {"role": "user", "content": results},
     ]
-
-
-class FakeAnthropic:
-    """A stdlib Anthropic Messages server on 127.0.0.1 that records the bodies it gets."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.replies: list[dict] = []  # content blocks and input_tokens, in order
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format, *args):  # keep test output quiet
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                fake.requests.append(json.loads(self.rfile.read(length)))
-                reply = fake.replies.pop(0) if fake.replies else {}
-                content = reply.get("content") or [{"type": "text", "text": "Target 2 failed."}]
-                uses_tool = any(block["type"] == "tool_use" for block in content)
-                body = json.dumps(
-                    {
-                        "id": "msg_fake",
-                        "type": "message",
-                        "role": "assistant",
-                        "model": "claude-fake",
-                        "content": content,
-                        "stop_reason": "tool_use" if uses_tool else "end_turn",
-                        "stop_sequence": None,
-                        "usage": {
-                            "input_tokens": reply.get("input_tokens", 40),
-                            "output_tokens": 5,
-                        },
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def client(live_server, alice) -> anthropic.Anthropic:

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_web.openai_compat import anthropic as messages_api
+from hermes_web.openai_compat import anthropic_native
 from hermes_web.openai_compat import responses as responses_api
 from hermes_web.openai_compat.matching import canonical, prefix_hashes
 from hermes_web.openai_compat.upstream import Reply
@@ -370,3 +371,63 @@ def test_canonicalisation_never_merges_different_messages(message, what, extra):
     first = [{"role": "user", "content": "q"}, message]
     second = [{"role": "user", "content": "q"}, changed]
     assert prefix_hashes(first)[1] != prefix_hashes(second)[1]
+
+
+native_blocks = st.one_of(
+    st.builds(lambda text: {"type": "text", "text": text}, texts),
+    st.builds(
+        lambda thought, signature: {
+            "type": "thinking",
+            "thinking": thought,
+            "signature": signature,
+        },
+        texts,
+        ids,
+    ),
+    st.builds(lambda data: {"type": "redacted_thinking", "data": data}, ids),
+    st.builds(
+        lambda call_id, name, args: {
+            "type": "tool_use",
+            "id": call_id,
+            "name": name,
+            "input": args,
+        },
+        ids,
+        names,
+        arguments,
+    ),
+    st.builds(
+        lambda call_id, query: [
+            {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"q": query}},
+            {"type": "web_search_tool_result", "tool_use_id": call_id, "content": []},
+        ],
+        ids,
+        texts,
+    ),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(native_blocks, min_size=1, max_size=5).filter(
+        lambda blocks: any(
+            not isinstance(b, list) and b["type"] in ("text", "tool_use") for b in blocks
+        )
+    )
+)
+def test_a_native_reply_sent_back_is_the_stored_message(drawn):
+    """An Anthropic model's own message (anthropic_native), as stored, is what the client's
+    copy of it translates to, whatever blocks it holds and in whatever order."""
+    blocks = [block for item in drawn for block in (item if isinstance(item, list) else [item])]
+    seen: set[str] = set()
+    for block in blocks:  # one id per call, as a model writes them
+        if block["type"] == "tool_use":
+            block["id"] = f"{block['id']}_{len(seen)}"
+            seen.add(block["id"])
+    reply = anthropic_native.reply_of({"content": blocks, "usage": {}})
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": blocks}]
+    if seen:
+        results = [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in seen]
+        history.append({"role": "user", "content": results})
+    chat = messages_api.to_chat({"model": "m", "max_tokens": 5, "messages": history})
+    assert canonical(chat["messages"][1]) == canonical(reply.message())
