@@ -231,6 +231,7 @@ def test_responses_input_items_survive_the_translation(items):
 
 replies = st.builds(
     lambda text, calls: Reply(
+        id="chatcmpl-drawn",  # the default draws from random, which a strategy must not use
         content=text,
         tool_calls=[
             {
