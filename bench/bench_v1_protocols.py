@@ -133,14 +133,18 @@ def litellm_executable() -> Path:
     return executable
 
 
-def start_litellm(tmp: Path, upstream_url: str, master_key: str) -> tuple[subprocess.Popen, int]:
+def start_litellm(
+    tmp: Path, upstream_url: str, master_key: str, model: str = "custom_openai/fake-chat"
+) -> tuple[subprocess.Popen, int]:
+    """LiteLLM's proxy with the clients' model names routed to ``model`` at ``upstream_url``."""
     executable = litellm_executable()
     port = free_port()
     # ``custom_openai``: an OpenAI-compatible server that has chat completions only, so
     # /v1/responses goes through LiteLLM's bridge (an ``openai/`` model would be sent to the
     # upstream's /v1/responses, which the fake, like most self-hosted servers, lacks).
-    params = {"model": "custom_openai/fake-chat", "api_base": upstream_url, "api_key": "x"}
-    # The names the clients send, all routed to the fake upstream's chat completions.
+    params = {"model": model, "api_base": upstream_url, "api_key": "x"}
+    # The names the clients send, both routed to ``model`` (the fake upstream's chat completions
+    # unless a bench asks for another).
     names = ("openai/fake-chat", "claude-sonnet-4-5")
     config = {
         "model_list": [
@@ -196,9 +200,12 @@ def start_litellm(tmp: Path, upstream_url: str, master_key: str) -> tuple[subpro
 HOOKS = int((ROOT / "hermes_web" / "gunicorn_hooks.py").exists())
 
 
-def start_hermes(tmp: Path, upstream_url: str) -> tuple[subprocess.Popen, int, str]:
+def start_hermes(
+    tmp: Path, upstream_url: str, overrides: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, int, str]:
+    """hermes-web under gunicorn on its own SQLite database (``overrides``: its settings)."""
     port = free_port()
-    env, raw_key = prepare_hermes(tmp, upstream_url)
+    env, raw_key = prepare_hermes(tmp, upstream_url, overrides)
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "hermes_web.wsgi:application"]
         + ["-c", "python:hermes_web.gunicorn_hooks"] * HOOKS
@@ -216,6 +223,8 @@ def start_hermes(tmp: Path, upstream_url: str) -> tuple[subprocess.Popen, int, s
 class Upstream(FakeOpenAIServer):
     """The fake model; with nothing queued (the concurrent clients), every reply is a tool
     call with an id of its own, and the request is not kept (thousands of growing bodies)."""
+
+    DIRECT = "/chat/completions"  # where the bench posts a gateway's upstream body itself
 
     def __init__(self) -> None:
         super().__init__()
@@ -368,9 +377,12 @@ def run_protocol(client, gateways, upstream, protocol: str, streamed: bool) -> d
     from hermes_web.services.compactions import run_compaction
 
     agent = Agent(protocol, streamed)
-    direct = upstream.base_url + "/chat/completions"
+    direct = upstream.base_url + upstream.DIRECT
     tag = f"{protocol[0]}{'s' if streamed else 'j'}"
     overheads: dict[str, list[float]] = {name: [] for name in gateways}
+    # hermes-web's Server-Timing phases per counted request (where its time goes).
+    phases: dict[str, list[float]] = {}
+    models: list[float] = []  # the model's share: the same bodies straight to the upstream
     compacted = 0
     warm_up = 3  # the first turns (imports, tokenizer, connections) are not counted
     for turn in range(-warm_up, TURNS):
@@ -389,19 +401,31 @@ def run_protocol(client, gateways, upstream, protocol: str, streamed: bool) -> d
             )
             answers[name] = answer
             compacted += name == "hermes-web" and "x-hermes-compaction" in seen
+            if name == "hermes-web" and turn >= 0:
+                for part in seen.get("server-timing", "").split(","):
+                    phase, _, duration = part.strip().partition(";dur=")
+                    if duration:
+                        phases.setdefault(phase, []).append(float(duration))
             sent = json.dumps(upstream.requests[-1]).encode()
             upstream.requests.clear()  # 200 turns of growing bodies would hold gigabytes
             upstream.enqueue(reply(turn, tag))
             model, _ = timed(client, direct, sent, {"Content-Type": "application/json"}, drain)
             if turn >= 0:
                 overheads[name].append(max(0.0, total - model))
+                models.append(model)
         call_id, arguments = answers["hermes-web"]
         if answers["litellm"][0] != call_id:
             raise RuntimeError(f"litellm answered {answers['litellm']}, hermes-web {call_id}")
         agent.append_turn(call_id, arguments, tool_output(turn))
         for run in Compaction.objects.filter(status=Compaction.Status.QUEUED):
             run_compaction(run.pk)  # the worker's part, untimed
-    return {"overheads": overheads, "compacted": compacted, "history": len(agent.history)}
+    return {
+        "overheads": overheads,
+        "compacted": compacted,
+        "history": len(agent.history),
+        "phases": phases,
+        "models": models,
+    }
 
 
 def grown(protocol: str, label: str) -> Agent:
@@ -629,6 +653,21 @@ def main() -> int:
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; litellm[proxy]=={LITELLM_VERSION}; "
         f"gunicorn {WORKER} worker"
     )
+    print_sequential(results)
+    if compaction_figures:
+        print_compaction(compaction_figures)
+    print(
+        "first /v1 request after start: "
+        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in firsts.items())
+    )
+    if concurrent:
+        print_concurrent(concurrent)
+    return 0
+
+
+def print_sequential(results: dict) -> bool:
+    """The sequential figures per (protocol label, streamed): median, p95 and the median per
+    band of turns of each gateway, and the verdict (printed, and returned)."""
     band_names = " ".join(
         f"{start}-{min(start + BAND, TURNS) - 1}".rjust(8) for start in range(0, TURNS, BAND)
     )
@@ -667,15 +706,7 @@ def main() -> int:
             "PASS" if verdict else "MISS",
             "(target: median and p95 at or below LiteLLM's, flat as the history grows)",
         )
-    if compaction_figures:
-        print_compaction(compaction_figures)
-    print(
-        "first /v1 request after start: "
-        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in firsts.items())
-    )
-    if concurrent:
-        print_concurrent(concurrent)
-    return 0
+    return verdict
 
 
 def print_concurrent(concurrent: dict) -> None:

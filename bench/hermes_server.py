@@ -9,8 +9,11 @@ import os
 from pathlib import Path
 
 
-def prepare_hermes(tmp: Path, upstream_url: str) -> tuple[dict[str, str], str]:
-    """The environment for gunicorn (also applied to this process) and a fresh raw API key."""
+def prepare_hermes(
+    tmp: Path, upstream_url: str, overrides: dict[str, str] | None = None
+) -> tuple[dict[str, str], str]:
+    """The environment for gunicorn (also applied to this process) and a fresh raw API key;
+    ``overrides``: settings of the bench's own (another model, another context length)."""
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
@@ -27,6 +30,7 @@ def prepare_hermes(tmp: Path, upstream_url: str) -> tuple[dict[str, str], str]:
         "HERMES_SUMMARY_MODEL": "",
         "HERMES_LLM_MAX_RETRIES": "0",
         "HERMES_CONTEXT_LENGTH": "128000",
+        **(overrides or {}),
     }
     os.environ.update(env)
     import django

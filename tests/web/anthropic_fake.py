@@ -104,24 +104,30 @@ def events(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 class FakeAnthropic:
     """The fake server. Queue replies in ``replies`` (dicts with ``content``, ``input_tokens``,
     ``usage``; ``status`` and ``error`` for a refused request; ``cut_after`` for a stream
-    broken off; ``delay``: seconds to wait before answering). ``requests`` holds the bodies, ``headers`` their headers."""
+    broken off; ``delay``: seconds to wait before answering). ``requests`` holds the bodies, ``headers`` their headers.
 
-    def __init__(self) -> None:
+    ``keep_alive``: answer in HTTP/1.1 and keep the connection for the next request, as a
+    real provider does (the benchmarks; the tests' default is one connection a request)."""
+
+    def __init__(self, keep_alive: bool = False) -> None:
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self.replies: list[dict] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            # Headers and body go out in separate writes; with Nagle on, the body waits for
+            # the client's delayed ACK (~40 ms), which a benchmark would take for model time.
+            disable_nagle_algorithm = True
+
             def log_message(self, format, *args):  # keep test output quiet
                 pass
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length))
-                fake.requests.append(body)
-                fake.headers.append(dict(self.headers.items()))
-                reply = fake.replies.pop(0) if fake.replies else {}
+                reply = fake.next_reply(body, dict(self.headers.items()))
                 if reply.get("delay"):  # a model slower than the caller's timeout
                     time.sleep(reply["delay"])
                 if reply.get("status"):
@@ -144,16 +150,24 @@ class FakeAnthropic:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
+                # No Content-Length: the end of the connection ends the stream.
+                self.send_header("Connection", "close")
                 self.end_headers()
                 for name, payload in events(reply):
                     self.wfile.write(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
                     self.wfile.flush()
-                # No Content-Length: the end of the connection ends the stream.
                 self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True  # stop() does not wait for a delayed answer
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def next_reply(self, body: dict, headers: dict[str, str]) -> dict:
+        """The reply to a request (the next queued one, else the default text), the request
+        recorded. Called on the server's threads."""
+        self.requests.append(body)
+        self.headers.append(headers)
+        return self.replies.pop(0) if self.replies else {}
 
     @property
     def base_url(self) -> str:
