@@ -14,9 +14,45 @@ worker that could not warm serves anyway and warms on its first request.
 
 import logging
 import os
+import shlex
+import sys
 import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 log = logging.getLogger("hermes_web.warmup")
+
+
+def gevent_workers(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether ``argv`` is gunicorn's and it (or ``GUNICORN_CMD_ARGS``) asks for gevent workers
+    (``-k gevent``, ``--worker-class=gevent``, ``gunicorn.workers.ggevent.GeventWorker``…)."""
+    # Only gunicorn's own command line: a test run that imports this module (pytest -k gevent)
+    # must not patch itself.
+    program = Path(argv[0]) if argv else Path()
+    if "gunicorn" not in (program.name, program.parent.name):  # .../gunicorn/__main__.py: -m
+        return False
+    # gunicorn reads GUNICORN_CMD_ARGS first and lets its command line override it.
+    words = [*shlex.split(environ.get("GUNICORN_CMD_ARGS", "")), *argv[1:]]
+    chosen = ""
+    for index, word in enumerate(words):
+        if word in ("-k", "--worker-class") and index + 1 < len(words):
+            chosen = words[index + 1]
+        elif word.startswith("--worker-class="):
+            chosen = word.partition("=")[2]
+        elif word.startswith("-k") and not word.startswith("--") and len(word) > 2:
+            chosen = word[2:]
+    return "gevent" in chosen.lower()
+
+
+# gunicorn imports this module in the master before --preload imports the app (Django, and
+# litellm with its httpx): patch there, so that the sockets, locks and threads the app
+# creates are gevent's from the start. gunicorn's gevent worker patches again after the fork
+# (a no-op then). Patching only in the worker (gunicorn's own way) hung each worker's litellm
+# warm-up on something the master had made before the patch: no worker took a connection.
+if gevent_workers(sys.argv, os.environ):  # pragma: no cover - runs in gunicorn's master
+    from gevent import monkey
+
+    monkey.patch_all()
 
 
 def post_worker_init(worker) -> None:

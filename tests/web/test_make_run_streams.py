@@ -1,6 +1,7 @@
 """While agents stream through ``make run``'s web processes, its pages still answer: a
-streamed ``/v1`` reply holds a gunicorn process while the model writes, and ``make run``
-starts enough of them (the Procfile's default) that two agents streaming leave some free."""
+streamed ``/v1`` reply waits on the model for as long as it writes, and the Procfile's web
+must not give each such wait a whole process (with sync workers, as many agents streaming as
+processes left none for the pages)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,13 @@ def _api_key(tmp_path: Path, env_extra: dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-def test_pages_answer_while_two_agents_stream_through_make_runs_web(tmp_path):
-    # Each reply streams for about 6 s (20 pieces, 0.3 s apart). The Procfile's default
-    # number of web processes (it was 2: both held by the streams): the page must come back
-    # while both streams are still open.
-    upstream = FakeOpenAIServer(default_reply={"content": "word " * 20, "chunk_sleep": 0.3})
+@pytest.mark.parametrize("streams", [2, 6], ids=["two-agents", "more-agents-than-processes"])
+def test_pages_answer_while_agents_stream_through_make_runs_web(tmp_path, streams):
+    # Each reply streams for about 5 s (20 pieces, 0.25 s apart), through the Procfile's
+    # default web (2 sync processes: two streams held both; 4 sync processes: six streams
+    # held all four and two waited for one to end): all the streams are open at once, and the
+    # page comes back while they still are.
+    upstream = FakeOpenAIServer(default_reply={"content": "word " * 20, "chunk_sleep": 0.25})
     upstream.start()
     extra = {
         "HERMES_CHAT_MODEL": "openai/fake-chat",
@@ -79,12 +82,13 @@ def test_pages_answer_while_two_agents_stream_through_make_runs_web(tmp_path):
             texts.append(text)
             ended.append(time.monotonic())
 
-        agents = [threading.Thread(target=agent, args=(n,)) for n in range(2)]
+        agents = [threading.Thread(target=agent, args=(n,)) for n in range(streams)]
         for thread in agents:
             thread.start()
-        # Both streams are open once the upstream has been asked twice.
+        # Every stream is open once the upstream has been asked once per agent (with too few
+        # processes, the last ones are asked only after a stream has ended).
         deadline = time.monotonic() + 60
-        while len(upstream.requests) < 2:
+        while len(upstream.requests) < streams:
             assert time.monotonic() < deadline, "the streams did not start"
             time.sleep(0.05)
         page = httpx.get(f"{base}/accounts/login/", timeout=120)
@@ -92,7 +96,7 @@ def test_pages_answer_while_two_agents_stream_through_make_runs_web(tmp_path):
         for thread in agents:
             thread.join(120)
         assert page.status_code == 200
-        assert len(ended) == 2
+        assert len(ended) == streams
         assert all('"word' in text for text in texts)
         assert answered < min(ended)  # the page did not wait for a stream to end
     finally:
