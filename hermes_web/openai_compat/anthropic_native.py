@@ -3,8 +3,9 @@
 A Messages request for an ``anthropic/`` model that the service sends as the client wrote it
 (no compacted context, no context edits) goes to the model through litellm's native Messages
 interface with the client's body, not through the chat-completions translation and back:
-``cache_control`` marks, thinking signatures, server tools and the exact usage (cache read
-and creation tokens) reach the model and the client unchanged. The reply is stored as the
+``cache_control`` marks, thinking signatures, server tool definitions and the exact usage
+(cache read and creation tokens) reach the model and the client unchanged (litellm itself sends
+a web search result block that the client sent back on as text). The reply is stored as the
 chat path stores it (``reply_of``), so the session, its matching and a later compaction do
 not depend on which way a request went.
 

@@ -53,3 +53,65 @@ def test_make_runs_web_answers_with_litellm_preloaded_and_warmed(tmp_path, worke
     assert f"Using worker: {worker_class or 'gevent'}" in text, text[-3000:]
     assert "litellm warmed in" in text, text[-3000:]
     assert "MonkeyPatchWarning" not in text, text[-3000:]
+
+
+@pytest.mark.slow
+def test_a_native_anthropic_call_runs_in_a_gevent_worker(tmp_path):
+    # The native Messages call runs litellm's async client on an event loop thread of the
+    # process (anthropic_native); under gevent that thread is a greenlet and its selector
+    # gevent's. Two requests: the loop is made by the first and reused by the second.
+    from tests.web.anthropic_fake import FakeAnthropic
+    from tests.web.test_make_run_streams import _api_key
+
+    fake = FakeAnthropic()
+    fake.replies += [
+        {"content": [{"type": "text", "text": "first"}, _SERVER_TOOL_USE, _SEARCH_RESULT]},
+        {"content": [{"type": "text", "text": "second"}]},
+    ]
+    extra = {
+        "HERMES_CHAT_MODEL": "anthropic/claude-sonnet-4-5",
+        "HERMES_CHAT_API_BASE": fake.base_url,
+        "HERMES_CHAT_API_KEY": "upstream-key",
+        "HERMES_LLM_MAX_RETRIES": "0",
+        "HERMES_LLM_TIMEOUT": "30",
+    }
+    web, port = start_web(tmp_path, **extra)
+    try:
+        key = _api_key(tmp_path, extra)
+        messages = [{"role": "user", "content": "search it"}]
+        answers = []
+        for _ in range(2):
+            answer = httpx.post(
+                f"http://127.0.0.1:{port}/v1/messages",
+                headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
+                json={"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages},
+                timeout=60,
+            )
+            assert answer.status_code == 200, answer.text
+            answers.append(answer.json())
+            messages = [
+                *messages,
+                {"role": "assistant", "content": answer.json()["content"]},
+                {"role": "user", "content": "and then?"},
+            ]
+    finally:
+        os.killpg(web.pid, 15)
+        web.wait(30)
+        fake.stop()
+    # The model's own message came back: a block the chat translation does not carry.
+    assert [block["type"] for block in answers[0]["content"]] == [
+        "text", "server_tool_use", "web_search_tool_result",
+    ]  # fmt: skip
+    assert answers[1]["content"][0]["text"] == "second"
+    assert len(fake.requests) == 2
+    # litellm's native call (1.110.2) sends a web search result back as text.
+    assert fake.requests[1]["messages"][1]["content"][0] == {"type": "text", "text": "first"}
+
+
+_SERVER_TOOL_USE = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_1",
+    "name": "web_search",
+    "input": {"query": "x"},
+}
+_SEARCH_RESULT = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
