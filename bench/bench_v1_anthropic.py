@@ -47,6 +47,7 @@ from bench_v1_protocols import (  # noqa: E402  (bench/, beside this script; set
     TURNS,
     WORKER,
     Agent,
+    gateway_urls,
     print_concurrent,
     print_sequential,
     run_concurrent,
@@ -217,17 +218,7 @@ def main() -> int:
         processes.append(hermes)
         import httpx
 
-        headers = {"Content-Type": "application/json", "anthropic-version": "2023-06-01"}
-        gateways = {
-            "hermes-web": (
-                f"http://127.0.0.1:{hermes_port}",
-                {**headers, "Authorization": f"Bearer {raw_key}"},
-            ),
-            "litellm": (
-                f"http://127.0.0.1:{litellm_port}",
-                {**headers, "Authorization": f"Bearer {master_key}"},
-            ),
-        }
+        gateways = gateway_urls(hermes_port, raw_key, litellm_port, master_key)
         started = time.monotonic()
         found = native_check(gateways, upstream)
         print(

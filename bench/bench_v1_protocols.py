@@ -522,6 +522,23 @@ def print_compaction(figures: dict[str, tuple]) -> bool:
     return verdict
 
 
+def gateway_urls(
+    hermes_port: int, raw_key: str, litellm_port: int, master_key: str
+) -> dict[str, tuple[str, dict[str, str]]]:
+    """Each gateway's base URL and the headers every protocol's request carries there."""
+    headers = {"Content-Type": "application/json", "anthropic-version": "2023-06-01"}
+    return {
+        "hermes-web": (
+            f"http://127.0.0.1:{hermes_port}",
+            {**headers, "Authorization": f"Bearer {raw_key}"},
+        ),
+        "litellm": (
+            f"http://127.0.0.1:{litellm_port}",
+            {**headers, "Authorization": f"Bearer {master_key}"},
+        ),
+    }
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(len(ordered) * share) - 1))]
@@ -608,17 +625,7 @@ def main() -> int:
         processes.append(hermes)
         import httpx
 
-        headers = {"Content-Type": "application/json", "anthropic-version": "2023-06-01"}
-        gateways = {
-            "hermes-web": (
-                f"http://127.0.0.1:{hermes_port}",
-                {**headers, "Authorization": f"Bearer {raw_key}"},
-            ),
-            "litellm": (
-                f"http://127.0.0.1:{litellm_port}",
-                {**headers, "Authorization": f"Bearer {master_key}"},
-            ),
-        }
+        gateways = gateway_urls(hermes_port, raw_key, litellm_port, master_key)
         if not protocols:  # the compaction figure alone: hermes-web only
             del gateways["litellm"]
         firsts = first_request(gateways) if protocols else {}

@@ -176,3 +176,21 @@ class FakeAnthropic:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def serve_for(
+    settings: Any, model: str = "anthropic/claude-sonnet-4-5", context_length: int | None = 85_000
+) -> FakeAnthropic:
+    """A started fake, with ``settings`` (pytest-django's fixture) serving ``model`` from it:
+    no retries, a 5 s timeout, no summary model of its own. The caller stops it."""
+    server = FakeAnthropic()
+    settings.HERMES_CHAT_MODEL = model
+    settings.HERMES_CHAT_API_BASE = server.base_url
+    settings.HERMES_CHAT_API_KEY = "upstream-key"
+    settings.HERMES_API_MODELS = []
+    settings.HERMES_LLM_MAX_RETRIES = 0
+    settings.HERMES_LLM_TIMEOUT = 5
+    settings.HERMES_SUMMARY_MODEL = ""
+    if context_length is not None:
+        settings.HERMES_CONTEXT_LENGTH = context_length
+    return server

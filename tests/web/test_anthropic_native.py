@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from hermes_web.models import Message, Session
-from tests.web.anthropic_fake import FakeAnthropic
+from tests.web.anthropic_fake import serve_for
 from tests.web.v1_helpers import issue_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,16 +28,7 @@ CACHED = {"type": "ephemeral"}
 
 @pytest.fixture
 def upstream(settings):
-    server = FakeAnthropic()
-    # A name litellm knows takes thinking.
-    settings.HERMES_CHAT_MODEL = "anthropic/claude-sonnet-4-5"
-    settings.HERMES_CHAT_API_BASE = server.base_url
-    settings.HERMES_CHAT_API_KEY = "upstream-key"
-    settings.HERMES_API_MODELS = []
-    settings.HERMES_LLM_MAX_RETRIES = 0
-    settings.HERMES_LLM_TIMEOUT = 5
-    settings.HERMES_SUMMARY_MODEL = ""
-    settings.HERMES_CONTEXT_LENGTH = 85_000
+    server = serve_for(settings)  # a name litellm knows takes thinking
     yield server
     server.stop()
 

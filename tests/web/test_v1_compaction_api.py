@@ -16,7 +16,7 @@ from django.urls import reverse
 from compaction import PREFIX_OPENING, validate_tool_pairs
 from hermes_web.models import Compaction, Session
 from hermes_web.openai_compat import compacting
-from tests.web.anthropic_fake import FakeAnthropic
+from tests.web.anthropic_fake import serve_for
 from tests.web.test_openai_endpoint import MIDDLE_MARKER, file_text
 from tests.web.v1_helpers import AgentUpstream, issue_key, start_upstream
 
@@ -783,15 +783,8 @@ def sent_thinking(request: dict) -> list[str]:
 
 @pytest.fixture
 def claude_upstream(settings):
-    server = FakeAnthropic()
     # A name litellm knows takes thinking (it refuses the parameter for unknown models).
-    settings.HERMES_CHAT_MODEL = "anthropic/claude-sonnet-4-5"
-    settings.HERMES_CHAT_API_BASE = server.base_url
-    settings.HERMES_CHAT_API_KEY = "upstream-key"
-    settings.HERMES_API_MODELS = []
-    settings.HERMES_LLM_MAX_RETRIES = 0
-    settings.HERMES_LLM_TIMEOUT = 5
-    settings.HERMES_SUMMARY_MODEL = ""
+    server = serve_for(settings, context_length=None)
     yield server
     server.stop()
 

@@ -10,7 +10,7 @@ import pytest
 from compaction import PREFIX_OPENING
 from hermes_web.models import Compaction, Message, Session
 from hermes_web.services.compactions import run_compaction
-from tests.web.anthropic_fake import FakeAnthropic
+from tests.web.anthropic_fake import serve_for
 from tests.web.test_openai_endpoint import file_text
 from tests.web.v1_helpers import issue_key, start_upstream
 
@@ -91,15 +91,7 @@ def test_is_error_is_stored_and_an_openai_compatible_upstream_does_not_get_the_f
 
 @pytest.fixture
 def anthropic_upstream(settings):
-    server = FakeAnthropic()
-    settings.HERMES_CHAT_MODEL = "anthropic/claude-fake"
-    settings.HERMES_CHAT_API_BASE = server.base_url
-    settings.HERMES_CHAT_API_KEY = "upstream-key"
-    settings.HERMES_API_MODELS = []
-    settings.HERMES_LLM_MAX_RETRIES = 0
-    settings.HERMES_LLM_TIMEOUT = 5
-    settings.HERMES_SUMMARY_MODEL = ""
-    settings.HERMES_CONTEXT_LENGTH = 85_000
+    server = serve_for(settings, "anthropic/claude-fake")
     yield server
     server.stop()
 
