@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from itertools import islice
@@ -291,8 +292,13 @@ class _Scan:
         self.tests: list[str] = []
         self.constraints: dict[str, str] = {}
         # (call position, tool name, arguments, result position, unused): the date is read
-        # by ``action_detail`` for the actions that fit.
-        self.actions: list[tuple[int, str, dict[str, Any], int, None]] = []
+        # by ``action_detail`` for the actions that fit. Only the newest are kept: what the
+        # summary can hold and the newest results scanned (``_kept_actions``); the rest are
+        # counted (``action_total``). A 50k-message middle held 24k of them, 2.6 MB.
+        self.actions: deque[tuple[int, str, dict[str, Any], int, None]] = deque(
+            maxlen=_kept_actions(facts.max_chars)
+        )
+        self.action_total = 0
         self.last_user: tuple[int, str] | None = None
         self.requests: list[tuple[int, str]] = []  # every real user request, in order
         self.user_positions: list[int] = []
@@ -313,9 +319,11 @@ class _Scan:
         add_action = actions.append
         take_pending = pending.pop
         last_reply_pos = -1
+        tool_rows = 0
         for pos, message in enumerate(middle):
             role = message.get("role")
             if role == "tool":
+                tool_rows += 1  # one action each
                 cid = message.get("tool_call_id")
                 entry = take_pending(cid if type(cid) is str else str(cid or ""), None)
                 if entry is None:
@@ -385,9 +393,10 @@ class _Scan:
                             key = " ".join(sentence.split()).lower()
                             self.constraints.setdefault(key, sentence)
         self.last_reply_pos = last_reply_pos
+        self.action_total = tool_rows
         # Error lines and test counts come from the newest results only (the latest failures).
         # (One action per tool row, in order: the last actions are the newest results.)
-        for _, name, args, pos, _ in self.actions[-_FULL_SCAN_RESULTS:]:
+        for _, name, args, pos, _ in _newest(self.actions, _FULL_SCAN_RESULTS):
             self._result(pos, name, args, self._text(pos))
         for command, positions in runs.items():
             for pos in reversed(positions):  # the newest run that reports an exit code
@@ -395,7 +404,7 @@ class _Scan:
                 if code is not None:
                     self.commands[command] = code
                     break
-        self._names([action[3] for action in actions[-_NAME_SCAN_RESULTS:]])
+        self._names([action[3] for action in _newest(actions, _NAME_SCAN_RESULTS)])
 
     def _text(self, pos: int) -> str:
         content = self.facts.middle[pos].get("content")
@@ -552,6 +561,8 @@ _EXIT_RE = re.compile(
 
 
 _FULL_SCAN_RESULTS = 150
+# The shortest line an action can have in the summary: "1.  —  (on ) [tool: ]" and its newline.
+_ACTION_LINE_MIN = 22
 _NAME_SCAN_RESULTS = 1_000  # newest results read for exception names ...
 _MAX_NAMES = 60  # ... stopping once the summary's list of names is full
 _EDGE_HEAD, _EDGE_TAIL = 4_000, 8_000
@@ -915,7 +926,7 @@ def resume_summary(facts: SummaryFacts) -> str:
             number = max(number, int(match.group(1)))
     # Only the newest actions can fit: lines are built newest first until the budget is full.
     room = max(400, budget - used - 200)
-    total = len(scan.actions)
+    total = scan.action_total
     action_lines: list[str] = []
     filled = 0
     for offset, (call_pos, name, args, pos, _) in enumerate(reversed(scan.actions)):
@@ -1072,3 +1083,15 @@ def _first_arg(args: Mapping[str, Any]) -> str:
 def iter_refs(text: str) -> Sequence[int]:
     """The ``[ref:N]`` numbers named in a text."""
     return [int(n) for n in re.findall(r"\[ref:(\d+)\]", text)]
+
+
+def _kept_actions(budget: int) -> int:
+    """How many of the newest actions ``resume_summary`` can read: more than the lines that
+    fit the largest room it gives them (``max(400, budget)``, each at least ``_ACTION_LINE_MIN``)
+    and than the newest results the scans read."""
+    return max(_NAME_SCAN_RESULTS, _FULL_SCAN_RESULTS, max(400, budget) // _ACTION_LINE_MIN + 1)
+
+
+def _newest(actions: deque[Any], count: int) -> list[Any]:
+    """The last ``count`` entries of ``actions``, oldest first (``actions[-count:]``)."""
+    return list(islice(actions, max(0, len(actions) - count), None))

@@ -13,7 +13,7 @@ import re
 import string
 from datetime import date
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compaction import CompactionConfig, compact, resume
@@ -299,3 +299,34 @@ def test_the_hint_scan_agrees_with_substring_checks(parts):
         any(h in text for h in resume._ERROR_HINTS),
         any(h in text for h in resume._TEST_HINTS),
     )
+
+
+@settings(max_examples=12, deadline=None)
+@example(calls=2_500, summary_chars=12_000)  # more than the scan keeps
+@given(calls=st.integers(1, 2_500), summary_chars=st.sampled_from([1_200, 4_000, 12_000]))
+def test_actions_are_numbered_and_counted_whatever_their_number(calls, summary_chars):
+    # The scan keeps only the newest actions it can show (2.6 MB fewer at 50k messages): the
+    # numbering and the count of those left out still cover every action. The shortest lines
+    # an action can have (a one-letter tool, an empty result) fill the room fastest.
+    messages = [system(), user("start"), assistant("ok"), user("go on")]
+    for i in range(calls):
+        messages.append(assistant(None, call(f"c{i}", "x")))
+        messages.append(result(f"c{i}", ""))
+    messages += [user("tail " + "word " * 40), assistant("tail " + "word " * 40)]
+    config = CompactionConfig(
+        context_length=64_000,
+        tail_token_budget=60,
+        protect_first_n=1,
+        resume_summary_max_chars=summary_chars,
+    )
+    report = compact(messages, config=config, now=DAY, force=True, tokenizer=WORDS).report
+    middle_calls = sum(
+        1
+        for message in messages[report.boundaries["middle"][0] : report.boundaries["middle"][1]]
+        if message["role"] == "tool"
+    )
+    section = report.summary_body.split("## Completed Actions", 1)[1].split("\n## ", 1)[0]
+    numbered = [int(n) for n in re.findall(r"^(\d+)\. ", section, re.M)]
+    omitted = re.search(r"\((\d+) earlier actions omitted", section)
+    assert numbered == list(range(middle_calls - len(numbered) + 1, middle_calls + 1))
+    assert (int(omitted.group(1)) if omitted else 0) + len(numbered) == middle_calls
