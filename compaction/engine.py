@@ -394,7 +394,7 @@ def _settled(prepared: Any, indices: range | list[int]) -> _Settled | None:
     h, t = indices.start, indices.stop
     work = prepared.work
     folded, tool_rows = work.folded, work.tool_rows
-    slimmable = [p - h for p in _within(tool_rows, h, t) if p not in folded]
+    slimmable = [p - h for p in _within(tool_rows, h, t) if not folded[p]]
     slimmable.extend(p - h for p in _within(work.parted_rows, h, t))
     slimmable.sort()
     known = work.record_chars[h:t]

@@ -290,7 +290,8 @@ class Work:
         count: counts one message's tokens (used for changed rows only).
         config: the settings.
         actions: every change, in the order made.
-        folded: positions whose content is now a pass-written line.
+        folded: per position, 1 when its content is now a pass-written line (a byte each:
+            a set of the positions took 2 MB at 50k messages).
         calls: call id → (tool name, arguments) over the whole list.
         tool_rows: positions of the tool rows, in order (roles never change).
         call_rows: positions of the assistant rows with tool calls, in order.
@@ -316,7 +317,7 @@ class Work:
     count: Callable[[Message], int]
     config: CompactionConfig
     actions: list[SlimAction] = field(default_factory=list)
-    folded: set[int] = field(default_factory=set)
+    folded: bytearray = field(default_factory=bytearray)
     calls: CallIndex = field(default_factory=dict)
     count_many: Callable[[list[Message]], list[int]] | None = None
     immediate: bool = False
@@ -350,6 +351,7 @@ class Work:
         """
         work = cls(list(messages), [], count, config)
         work.record_chars = [0] * len(work.messages)
+        work.folded = bytearray(len(work.messages))
         work.count_many = count_many or (lambda batch: [count(m) for m in batch])
         # One walk indexes every call (as ``build_call_index``) and finds the rows each pass
         # visits: the passes then skip the rows they never change.
@@ -525,7 +527,7 @@ class Work:
         low, high, immediate = self.exact_head, self.exact_from, self.immediate
         done = 0
         for pos in positions:
-            if pos in folded:
+            if folded[pos]:
                 continue
             message = messages[pos]
             if message.get("role") != "tool":
@@ -550,7 +552,7 @@ class Work:
                 else:
                     # ``len(str(cid))`` of the row's own id ("" when it has none).
                     tokens[pos] = (len(line) + len(cid) + 3) // 4 + overhead
-            folded.add(pos)
+            folded[pos] = 1
             if len(line) <= sent_whole:
                 record_chars[pos] = tool_label + len(line) + (len(cid) or 1)
             # ``make_action(…)`` inlined: the fold pass writes thousands of these.
@@ -594,7 +596,7 @@ def dedup(work: Work) -> None:
         name, _ = work.tool_of(pos)
         line = f"{DEDUP_MARKER} {ref(newest)}"
         work.put(pos, {**message, "content": line})
-        work.folded.add(pos)
+        work.folded[pos] = 1
         work.actions.append(
             make_action(pos, "dedup", message, content, line, tool_name=name, fold_line=line)
         )
@@ -819,7 +821,7 @@ def lean_tail(work: Work, tail_start: int) -> None:
         if is_tool and not previous_tool:
             rounds += 1
         previous_tool = is_tool
-        if not is_tool or rounds <= work.config.lean_tail_keep_rounds or pos in work.folded:
+        if not is_tool or rounds <= work.config.lean_tail_keep_rounds or work.folded[pos]:
             continue
         text = work.text(pos)
         if len(text) < work.config.lean_tail_min_chars or _done(text):
@@ -831,7 +833,7 @@ def lean_tail(work: Work, tail_start: int) -> None:
         )
         message = messages[pos]
         work.put(pos, {**message, "content": line})
-        work.folded.add(pos)
+        work.folded[pos] = 1
         work.actions.append(
             make_action(pos, "lean_tail", message, text, line, tool_name=name, fold_line=line)
         )
