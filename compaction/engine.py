@@ -381,7 +381,7 @@ class _Settled:
     known_chars: int
 
 
-def _within(rows: list[int], start: int, stop: int) -> list[int]:
+def _within(rows: Sequence[int], start: int, stop: int) -> Sequence[int]:
     """The positions of ascending ``rows`` in ``[start, stop)``."""
     return rows[bisect_left(rows, start) : bisect_left(rows, stop)]
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -324,9 +325,10 @@ class Work:
     dirty: list[int] = field(default_factory=list)
     exact_head: int = 0
     exact_from: int = 0
-    tool_rows: list[int] = field(default_factory=list)
-    call_rows: list[int] = field(default_factory=list)
-    long_rows: list[int] = field(default_factory=list)
+    # Positions as 8-byte values, not lists of int objects (28 bytes more each).
+    tool_rows: array[int] = field(default_factory=lambda: array("q"))
+    call_rows: array[int] = field(default_factory=lambda: array("q"))
+    long_rows: array[int] = field(default_factory=lambda: array("q"))
     other_tool_rows: list[int] = field(default_factory=list)
     record_chars: list[int] = field(default_factory=list)
     long_outputs: list[str] = field(default_factory=list)
