@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from compaction import CompactionConfig, count_message_tokens
 from hermes_web import validation
-from hermes_web.openai_compat import fields, service, views
+from hermes_web.openai_compat import anthropic_native, fields, service, views
 from hermes_web.openai_compat.errors import ApiError, invalid, scrub
 from hermes_web.openai_compat.translations import MESSAGES as TRANSLATED
 from hermes_web.openai_compat.translations import conversation_key
@@ -463,6 +463,16 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
 MESSAGES = views.Protocol("anthropic", parse, render, events)
 
 
+def parse_native(body: bytes) -> ChatRequest:
+    """``parse``, keeping the client's body for a native call (``anthropic_native``)."""
+    data = load_body(body)
+    return anthropic_native.keeping_body(data, parse_data(data, len(body)))
+
+
+# What the service does not compact may go to an Anthropic model in its own protocol.
+MESSAGES_NATIVE = dataclasses.replace(MESSAGES, parse=parse_native, native=anthropic_native.call)
+
+
 @csrf_exempt
 def messages(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages`` (``?beta=true`` and ``anthropic-beta`` headers are tolerated:
@@ -471,7 +481,7 @@ def messages(request: HttpRequest) -> HttpResponseBase:
     ``compaction`` (on-demand compaction) or a ``compaction`` block sent back is read here
     (``anthropic_compaction``)."""
     # Imported here: those modules build on this one's parser.
-    from hermes_web.openai_compat import anthropic_compaction, anthropic_native
+    from hermes_web.openai_compat import anthropic_compaction
 
     key = None
     with contextlib.suppress(ApiError):  # serve answers the 401
@@ -483,7 +493,7 @@ def messages(request: HttpRequest) -> HttpResponseBase:
         # A cheap look first: most requests ask for no compaction. Those may reach an
         # Anthropic model in its own protocol (anthropic_native decides).
         if b'"compaction' not in body and b'"context_management"' not in body:
-            return views.serve(request, anthropic_native.MESSAGES)
+            return views.serve(request, MESSAGES_NATIVE)
         data = load_body(body)
         anywhere = anthropic_compaction.threshold_blocks(request, data)
         data, history, carried = anthropic_compaction.after_block(

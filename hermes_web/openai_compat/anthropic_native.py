@@ -36,10 +36,10 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from hermes_web.agent.provider import chat_provider_kwargs
-from hermes_web.openai_compat import anthropic, service, views
+from hermes_web.openai_compat import service
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.upstream import Reply, _import_litellm, resolve_model, upstream_error
-from hermes_web.openai_compat.validation import ChatRequest, load_body
+from hermes_web.openai_compat.validation import ChatRequest
 
 # Where parse keeps the client's body for the native call (only for an anthropic/ model).
 BODY = "native_body"
@@ -69,11 +69,9 @@ FIELDS = (
 BETA_HEADER = "anthropic-beta"
 
 
-def parse(body: bytes) -> ChatRequest:
-    """``anthropic.parse``, keeping the client's body when its model is Anthropic's (the
-    service may still decide to translate it: ``passes_through``)."""
-    data = load_body(body)
-    chat = anthropic.parse_data(data, len(body))
+def keeping_body(data: dict[str, Any], chat: ChatRequest) -> ChatRequest:
+    """``chat`` (the parsed ``data``) with the client's body kept when its model is
+    Anthropic's (the service may still decide to translate it: ``passes_through``)."""
     if data.get("stream") or not resolve_model(chat.model).startswith(PROVIDER):
         return chat
     chat.extra[BODY] = data
@@ -193,6 +191,3 @@ def _loop(pid: int) -> asyncio.AbstractEventLoop:
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="anthropic-native", daemon=True).start()
     return loop
-
-
-MESSAGES = views.Protocol("anthropic", parse, anthropic.render, anthropic.events, native=call)
