@@ -21,9 +21,11 @@ The context window of a session is fixed when the session is created, by
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +154,23 @@ def litellm_module() -> Any:
     litellm.suppress_debug_info = True
     litellm.disable_streaming_logging = True
     return litellm
+
+
+@contextlib.contextmanager
+def unlogged_calls() -> Iterator[None]:
+    """litellm calls made inside skip litellm's success and failure logging.
+
+    With no callback configured that logging feeds nothing, yet after every call it builds
+    a logging payload and works out the call's cost (2–4 ms of CPU a call, on the request's
+    own thread for a native Messages call, on a thread competing for the GIL otherwise).
+    litellm's switch for it is the context variable it sets for its own nested calls
+    (``litellm._internal_context.is_internal_call``, litellm pinned); a test fails when
+    litellm's logging runs for a gateway call again.
+    """
+    from litellm._internal_context import is_internal_call
+
+    token = is_internal_call.set(True)
+    try:
+        yield
+    finally:
+        is_internal_call.reset(token)

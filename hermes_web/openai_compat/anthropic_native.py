@@ -36,6 +36,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from hermes_web.agent.provider import chat_provider_kwargs
+from hermes_web.llm_models import unlogged_calls
 from hermes_web.openai_compat import service
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.upstream import Reply, _import_litellm, resolve_model, upstream_error
@@ -115,7 +116,7 @@ def call(prepared: service.Prepared, request: HttpRequest) -> tuple[Reply, dict[
         kwargs["extra_headers"] = {BETA_HEADER: beta}
     litellm = _import_litellm()
     try:
-        message = _run(litellm.anthropic_interface.messages.acreate(**kwargs))
+        message = _run(_unlogged(litellm.anthropic_interface.messages.acreate(**kwargs)))
     except concurrent.futures.TimeoutError:
         raise ApiError(
             504,
@@ -164,6 +165,11 @@ def reply_of(message: dict[str, Any]) -> Reply:
         "total_tokens": prompt + output,
     }
     return reply
+
+
+async def _unlogged(call: Coroutine[Any, Any, Any]) -> Any:
+    with unlogged_calls():  # set in the task that runs the call, on the loop's thread
+        return await call
 
 
 def _run(coroutine: Coroutine[Any, Any, Any]) -> Any:

@@ -18,7 +18,13 @@ from typing import Any
 from django.conf import settings
 
 from hermes_web.agent.provider import chat_provider_kwargs
-from hermes_web.llm_models import DEMO_MODEL, chat_model, is_demo_model, litellm_module
+from hermes_web.llm_models import (
+    DEMO_MODEL,
+    chat_model,
+    is_demo_model,
+    litellm_module,
+    unlogged_calls,
+)
 from hermes_web.openai_compat.errors import ApiError, scrub
 
 
@@ -183,7 +189,8 @@ def complete(kwargs: dict[str, Any]) -> Reply:
     """One non-streaming call; ApiError for a provider failure."""
     litellm = _import_litellm()
     try:
-        response = litellm.completion(**kwargs)
+        with unlogged_calls():
+            response = litellm.completion(**kwargs)
     except Exception as error:
         raise upstream_error(error, kwargs["model"]) from error
     choice = response.choices[0]
@@ -208,9 +215,10 @@ def open_stream(kwargs: dict[str, Any]) -> Iterator[Any]:
     timeout, unreachable) raises ApiError here, before any byte goes to the client."""
     litellm = _import_litellm()
     try:
-        stream = litellm.completion(**kwargs)
-        chunks = iter(stream)
-        first = next(chunks, None)
+        with unlogged_calls():
+            stream = litellm.completion(**kwargs)
+            chunks = iter(stream)
+            first = next(chunks, None)
     except Exception as error:
         raise upstream_error(error, kwargs["model"]) from error
     if first is None:
