@@ -470,7 +470,12 @@ def parse_native(body: bytes) -> ChatRequest:
 
 
 # What the service does not compact may go to an Anthropic model in its own protocol.
-MESSAGES_NATIVE = dataclasses.replace(MESSAGES, parse=parse_native, native=anthropic_native.call)
+MESSAGES_NATIVE = dataclasses.replace(
+    MESSAGES,
+    parse=parse_native,
+    native=anthropic_native.call,
+    native_stream=anthropic_native.stream,
+)
 
 
 @csrf_exempt

@@ -12,24 +12,25 @@ not depend on which way a request went.
 ``passes_through`` is the one place that decides. Everything else stays translated:
 a compacted or edited context (what the model reads is then ours, in chat messages), the
 Anthropic compaction and ``context_management`` requests (``anthropic.messages`` sends them
-elsewhere before this module sees them), other providers, and streamed requests. litellm
-1.110.2 has no synchronous native Messages call ("not implemented for sync calls"), and its
-asynchronous streaming imports litellm's proxy server (fastapi, soundfile with numpy,
-backoff: about 95 MB this app does not install); a non-streamed call under a stream would
-hold the client's first byte until the whole reply was written, and a long reply would
-meet the call's timeout. So only JSON requests pass through, on an event loop of this
-process (``_loop``).
+elsewhere before this module sees them) and other providers. litellm 1.110.2 has no
+synchronous native Messages call ("not implemented for sync calls"), so the calls run on an
+event loop of this process (``_loop``). A streamed request passes through too (``stream``):
+the client gets the model's SSE frames as they come; litellm's native stream imports part of
+its proxy (fastapi, soundfile with numpy, backoff: pinned in pyproject.toml for it), and
+without them streams are translated (``streams_natively``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import json
+import logging
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -38,9 +39,18 @@ from django.http import HttpRequest
 from hermes_web.agent.provider import chat_provider_kwargs
 from hermes_web.llm_models import unlogged_calls
 from hermes_web.openai_compat import service
+from hermes_web.openai_compat.anthropic_sse import MessageStream, event
 from hermes_web.openai_compat.errors import ApiError
-from hermes_web.openai_compat.upstream import Reply, _import_litellm, resolve_model, upstream_error
+from hermes_web.openai_compat.upstream import (
+    Reply,
+    _import_litellm,
+    resolve_model,
+    streams_natively,
+    upstream_error,
+)
 from hermes_web.openai_compat.validation import ChatRequest
+
+log = logging.getLogger(__name__)
 
 # Where parse keeps the client's body for the native call (only for an anthropic/ model).
 BODY = "native_body"
@@ -73,7 +83,7 @@ BETA_HEADER = "anthropic-beta"
 def keeping_body(data: dict[str, Any], chat: ChatRequest) -> ChatRequest:
     """``chat`` (the parsed ``data``) with the client's body kept when its model is
     Anthropic's (the service may still decide to translate it: ``passes_through``)."""
-    if data.get("stream") or not resolve_model(chat.model).startswith(PROVIDER):
+    if not resolve_model(chat.model).startswith(PROVIDER):
         return chat
     chat.extra[BODY] = data
     return chat
@@ -81,11 +91,10 @@ def keeping_body(data: dict[str, Any], chat: ChatRequest) -> ChatRequest:
 
 def passes_through(prepared: service.Prepared) -> bool:
     """Whether the client's own body goes to the model (see the module docstring): an
-    Anthropic model, not streamed, and the model reads the client's messages as sent."""
+    Anthropic model that reads the client's messages as sent."""
     chat = prepared.request
     return (
         isinstance(chat.extra.get(BODY), dict)
-        and not chat.stream
         and prepared.upstream_model.startswith(PROVIDER)
         and prepared.compaction is None
         # The service substituted nothing (a compacted or replaced prefix, a context edit).
@@ -99,24 +108,55 @@ def call(prepared: service.Prepared, request: HttpRequest) -> tuple[Reply, dict[
     upstream's message as the client gets it. None when the request is to be translated."""
     if not passes_through(prepared):
         return None
-    beta = request.headers.get(BETA_HEADER, "")
+    model = prepared.upstream_model
+    litellm = _import_litellm()
+    message = _calling(
+        model, litellm.anthropic_interface.messages.acreate(**_kwargs(prepared, request))
+    )
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        raise ApiError(502, f"{model} sent no message.", type="api_error", code="upstream_error")
+    return reply_of(message), dict(message)
+
+
+def stream(prepared: service.Prepared, request: HttpRequest) -> Iterator[bytes] | None:
+    """The native streamed call for a request that ``passes_through``: the upstream's SSE
+    frames as they come, ``message_stop`` held until the reply is stored (a client that
+    sends its next request at once finds its session). The call is opened and its first
+    bytes read here, so a refused call is an error response, not a broken stream. None when
+    the request is to be translated."""
+    if not passes_through(prepared) or not streams_natively():
+        return None
+    model = prepared.upstream_model
+    litellm = _import_litellm()
+    opened = litellm.anthropic_interface.messages.acreate(**_kwargs(prepared, request))
+    chunks = _calling(model, opened)
+    first = _calling(model, _next(chunks))
+    return _relay(prepared, chunks, first)
+
+
+def _kwargs(prepared: service.Prepared, request: HttpRequest) -> dict[str, Any]:
     data: dict[str, Any] = prepared.request.extra[BODY]
     model = prepared.upstream_model
     kwargs: dict[str, Any] = {name: data[name] for name in FIELDS if data.get(name) is not None}
     kwargs.setdefault("max_tokens", 4096)  # required by Anthropic; the translation's default
     kwargs.update(
         model=model,
-        stream=False,
+        stream=prepared.request.stream,
         timeout=settings.HERMES_LLM_TIMEOUT,
         max_retries=settings.HERMES_LLM_MAX_RETRIES,
         num_retries=0,
         **chat_provider_kwargs(model),
     )
+    beta = request.headers.get(BETA_HEADER, "")
     if beta:
         kwargs["extra_headers"] = {BETA_HEADER: beta}
-    litellm = _import_litellm()
+    return kwargs
+
+
+def _calling(model: str, step: Coroutine[Any, Any, Any]) -> Any:
+    """``step`` run on the loop, a provider failure as the ApiError the client gets."""
     try:
-        message = _run(_unlogged(litellm.anthropic_interface.messages.acreate(**kwargs)))
+        return _run(_unlogged(step))
     except concurrent.futures.TimeoutError:
         raise ApiError(
             504,
@@ -126,9 +166,52 @@ def call(prepared: service.Prepared, request: HttpRequest) -> tuple[Reply, dict[
         ) from None
     except Exception as error:
         raise upstream_error(error, model) from error
-    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-        raise ApiError(502, f"{model} sent no message.", type="api_error", code="upstream_error")
-    return reply_of(message), dict(message)
+
+
+async def _next(chunks: AsyncIterator[bytes]) -> bytes | None:
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        return None
+
+
+def _relay(prepared: service.Prepared, chunks: Any, first: bytes | None) -> Iterator[bytes]:
+    """The frames of a native stream; the reply stored before ``message_stop``. A stream that
+    breaks (or the model's own ``error`` event) stores nothing and ends with an error event."""
+    model = prepared.upstream_model
+    sse = MessageStream()
+    held: list[bytes] = []
+    chunk = first
+    try:
+        while chunk is not None:
+            for kind, frame in sse.frames(bytes(chunk)):
+                if kind == "message_stop":
+                    held.append(frame)
+                else:
+                    yield frame
+            if sse.error is not None:
+                return  # the model's error event went to the client: nothing is stored
+            chunk = _calling(model, _next(chunks))
+        service.store(prepared, reply_of(sse.finished()))
+    except ApiError as error:
+        yield event("error", {"error": error.anthropic_payload()["error"]})
+        return
+    except Exception:
+        log.exception("native messages stream for session %s failed", prepared.public_id)
+        failure = ApiError(500, "The server failed while streaming.", type="api_error")
+        yield event("error", {"error": failure.anthropic_payload()["error"]})
+        return
+    finally:
+        if chunk is not None:  # the client went away, or the stream broke: stop the call
+            with contextlib.suppress(Exception):
+                _run(_closing(chunks))
+    yield from held
+
+
+async def _closing(chunks: Any) -> None:
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def reply_of(message: dict[str, Any]) -> Reply:

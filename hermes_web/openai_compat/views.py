@@ -92,6 +92,9 @@ class Protocol:
     native: (
         Callable[[service.Prepared, HttpRequest], tuple[Reply, dict[str, Any]] | None] | None
     ) = None
+    # The same for a streamed request: the frames to send as they come (the reply stored
+    # before the last one); None sends it through chat completions.
+    native_stream: Callable[[service.Prepared, HttpRequest], Iterator[bytes] | None] | None = None
 
 
 def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
@@ -120,10 +123,12 @@ def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
             prepared.upstream_model, prepared.upstream_messages, chat.params, stream=chat.stream
         )
         if chat.stream:
-            chunks = open_stream(kwargs)
+            frames = protocol.native_stream(prepared, request) if protocol.native_stream else None
+            if frames is None:
+                frames = protocol.events(prepared, open_stream(kwargs))
             lap("upstream-first-chunk")
             response: HttpResponseBase = StreamingHttpResponse(
-                protocol.events(prepared, chunks), content_type="text/event-stream"
+                frames, content_type="text/event-stream"
             )
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # let a proxy pass chunks as they come

@@ -10,6 +10,7 @@ import anthropic
 import pytest
 
 from hermes_web.models import Message, Session
+from hermes_web.openai_compat import anthropic_native
 from tests.web.anthropic_fake import serve_for
 from tests.web.v1_helpers import issue_key
 
@@ -153,10 +154,11 @@ def stored(session: Session) -> list[tuple]:
 
 
 def test_the_session_continues_and_is_stored_as_the_translated_way_stores_it(
-    live_server, alice, upstream
+    live_server, alice, upstream, monkeypatch
 ):
-    """The same two turns, sent plainly (native) by one key and streamed (translated) by
-    another, are stored alike; each key's second request continues its first's session."""
+    """The same two turns, sent plainly (native), streamed (native) and streamed where the
+    native stream cannot run (translated: litellm's proxy parts missing) are stored alike;
+    each way's second request continues its first's session."""
     use = {"type": "tool_use", "id": "toolu_2", "name": "run", "input": {"command": "make test"}}
     turns = [
         {
@@ -169,17 +171,19 @@ def test_the_session_continues_and_is_stored_as_the_translated_way_stores_it(
         {"content": [{"type": "text", "text": "All green."}]},
     ]
     sessions = []
-    for streamed in (False, True):
+    for way in ("json", "stream", "translated stream"):
+        if way == "translated stream":
+            monkeypatch.setattr(anthropic_native, "streams_natively", lambda: False)
         upstream.replies += copy.deepcopy(turns)
         client = claude(live_server, alice)
         messages = body()["messages"]
         options = {**body(), "messages": messages}
         for number in range(2):
-            if streamed:
+            if way == "json":
+                reply = client.messages.create(**copy.deepcopy(options))
+            else:
                 with client.messages.stream(**copy.deepcopy(options)) as stream:
                     reply = stream.get_final_message()
-            else:
-                reply = client.messages.create(**copy.deepcopy(options))
             if number == 0:
                 messages += [
                     {
@@ -195,8 +199,8 @@ def test_the_session_continues_and_is_stored_as_the_translated_way_stores_it(
                 ]
         assert reply.content[-1].text == "All green."
         sessions.append(Session.objects.exclude(pk__in=[s.pk for s in sessions]).get())
-    native, translated = (stored(session) for session in sessions)
-    assert native == translated
+    native, streamed, translated = (stored(session) for session in sessions)
+    assert native == streamed == translated
     assert [row[0] for row in native] == [
         "system",
         "user",
@@ -206,11 +210,63 @@ def test_the_session_continues_and_is_stored_as_the_translated_way_stores_it(
         "tool",
         "assistant",
     ]
-    # The native way sent the client's turns as they are: the signed thinking went back.
-    native_second = upstream.requests[1]
-    assert native_second["messages"][3]["content"][0]["signature"] == SIGNATURE
-    # The streamed requests were translated: cache_control is not in them.
-    assert "cache_control" not in json.dumps(upstream.requests[2])
+    # The native ways sent the client's turns as they are: the signed thinking went back.
+    for second in (upstream.requests[1], upstream.requests[3]):
+        assert second["messages"][3]["content"][0]["signature"] == SIGNATURE
+        assert second["system"][0]["cache_control"] == CACHED
+    assert upstream.requests[3]["stream"] is True
+    # The translated stream did not: cache_control is not in it.
+    assert "cache_control" not in json.dumps(upstream.requests[5])
+
+
+def test_a_streamed_request_gets_the_models_frames_as_they_came(live_server, alice, upstream):
+    upstream.replies.append({"content": SEARCHED, "input_tokens": 60, "usage": CACHE_USAGE})
+    sent = body()
+    with claude(live_server, alice).messages.stream(**copy.deepcopy(sent)) as stream:
+        kinds = [event.type for event in stream]
+        message = stream.get_final_message()
+
+    received = upstream.requests[-1]
+    assert received.pop("stream") is True
+    del received["model"], sent["model"]
+    assert received == sent  # cache_control, the signature, the server tool: all as sent
+    # The fake's own event sequence, block by block (the SDK's text/thinking events aside).
+    assert kinds[0] == "message_start"
+    assert kinds[-1] == "message_stop"
+    assert kinds.count("content_block_start") == 4
+    assert [block.type for block in message.content] == [
+        "thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    assert message.content[0].signature == SIGNATURE
+    assert message.content[1].input == {"query": "gnu make"}
+    assert message.content[2].content[0].encrypted_content == "Eo8Bsecret"
+    assert message.usage.cache_read_input_tokens == 1_500
+    answer = Message.objects.filter(session=Session.objects.get()).order_by("position").last()
+    assert (answer.role, answer.content, answer.reasoning) == (
+        "assistant",
+        "The build passed.",
+        "Look it up.",
+    )
+    assert answer.provider_prompt_tokens == 60 + 1_500 + 300
+
+
+def test_a_refused_streamed_request_is_an_error_response_and_stores_nothing(
+    live_server, alice, upstream
+):
+    upstream.replies.append({"status": 429, "error": "slow down"})
+    with (
+        pytest.raises(anthropic.RateLimitError) as raised,
+        claude(live_server, alice).messages.stream(**body()) as stream,
+    ):
+        stream.get_final_message()
+    assert raised.value.body["error"]["type"] == "rate_limit_error"
+    assert "Traceback" not in raised.value.message
+    assert upstream.requests[-1]["stream"] is True
+    assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED  # the native call
+    assert not Session.objects.exists()
 
 
 def test_server_tool_blocks_sent_back_continue_the_session(live_server, alice, upstream):
@@ -280,9 +336,7 @@ def test_the_clients_beta_flags_reach_the_model(live_server, alice, upstream):
     assert "interleaved-thinking-2025-05-14" in upstream.headers[-1].get("anthropic-beta", "")
 
 
-def test_a_streamed_request_is_translated_and_a_broken_stream_stores_nothing(
-    live_server, alice, upstream
-):
+def test_a_broken_stream_stores_nothing(live_server, alice, upstream):
     # The upstream stops after the first text delta: no content_block_stop, no message_stop.
     upstream.replies.append({"content": [{"type": "text", "text": "Half a reply"}], "cut_after": 4})
     with (
@@ -291,8 +345,8 @@ def test_a_streamed_request_is_translated_and_a_broken_stream_stores_nothing(
     ):
         for _ in stream:
             pass
-    # Our error event, in Anthropic's shape, ends the stream.
+    # An error event, in Anthropic's shape, ends the stream.
     assert raised.value.body["error"]["type"] == "api_error"
-    assert "Stream ended" in raised.value.body["error"]["message"]
+    assert "ended before" in raised.value.body["error"]["message"]
     assert not Session.objects.exists()
-    assert "cache_control" not in json.dumps(upstream.requests[-1])  # translated
+    assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED  # the native call

@@ -67,6 +67,7 @@ def test_a_native_anthropic_call_runs_in_a_gevent_worker(tmp_path):
     fake.replies += [
         {"content": [{"type": "text", "text": "first"}, _SERVER_TOOL_USE, _SEARCH_RESULT]},
         {"content": [{"type": "text", "text": "second"}]},
+        {"content": [{"type": "text", "text": "third"}, _SERVER_TOOL_USE, _SEARCH_RESULT]},
     ]
     extra = {
         "HERMES_CHAT_MODEL": "anthropic/claude-sonnet-4-5",
@@ -94,6 +95,22 @@ def test_a_native_anthropic_call_runs_in_a_gevent_worker(tmp_path):
                 {"role": "assistant", "content": answer.json()["content"]},
                 {"role": "user", "content": "and then?"},
             ]
+        # Streamed: the model's frames as they came, through litellm's native stream.
+        with httpx.stream(
+            "POST",
+            f"http://127.0.0.1:{port}/v1/messages",
+            headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
+            json={
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 100,
+                "messages": messages,
+                "stream": True,
+            },
+            timeout=60,
+        ) as streamed:
+            assert streamed.status_code == 200
+            frames = streamed.read().decode()
+        session = streamed.headers["X-Hermes-Session"]
     finally:
         os.killpg(web.pid, 15)
         web.wait(30)
@@ -103,7 +120,11 @@ def test_a_native_anthropic_call_runs_in_a_gevent_worker(tmp_path):
         "text", "server_tool_use", "web_search_tool_result",
     ]  # fmt: skip
     assert answers[1]["content"][0]["text"] == "second"
-    assert len(fake.requests) == 2
+    assert '"type": "web_search_tool_result"' in frames
+    assert frames.rstrip().endswith('data: {"type": "message_stop"}')
+    assert session == answer.headers["X-Hermes-Session"]  # the same conversation, continued
+    assert len(fake.requests) == 3
+    assert fake.requests[2]["stream"] is True
     # litellm's native call (1.110.2) sends a web search result back as text.
     assert fake.requests[1]["messages"][1]["content"][0] == {"type": "text", "text": "first"}
 
