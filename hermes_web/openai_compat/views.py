@@ -119,13 +119,16 @@ def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
             user_agent=request.headers.get("User-Agent", ""),
         )
         lap("prepare")
-        kwargs = completion_kwargs(
-            prepared.upstream_model, prepared.upstream_messages, chat.params, stream=chat.stream
-        )
+
+        def kwargs() -> dict[str, Any]:  # the chat call's, built only for a chat call
+            return completion_kwargs(
+                prepared.upstream_model, prepared.upstream_messages, chat.params, stream=chat.stream
+            )
+
         if chat.stream:
             frames = protocol.native_stream(prepared, request) if protocol.native_stream else None
             if frames is None:
-                frames = protocol.events(prepared, open_stream(kwargs))
+                frames = protocol.events(prepared, open_stream(kwargs()))
             lap("upstream-first-chunk")
             response: HttpResponseBase = StreamingHttpResponse(
                 frames, content_type="text/event-stream"
@@ -134,7 +137,7 @@ def serve(request: HttpRequest, protocol: Protocol) -> HttpResponseBase:
             response["X-Accel-Buffering"] = "no"  # let a proxy pass chunks as they come
         else:
             native = protocol.native(prepared, request) if protocol.native else None
-            reply = native[0] if native is not None else complete(kwargs)
+            reply = native[0] if native is not None else complete(kwargs())
             lap("upstream")
             session, _ = service.store(prepared, reply)
             lap("store")
