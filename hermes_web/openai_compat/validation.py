@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from compaction import validate_tool_pairs
 from hermes_web import validation
@@ -72,33 +69,16 @@ def parse_request(body: bytes) -> ChatRequest:
 def load_body(body: bytes) -> dict[str, Any]:
     """The JSON object of a request body; ApiError 400 for anything else, including JSON
     nested deeper than the parser's recursion limit (``[`` × 100,000)."""
-    # orjson reads an agent's long history 3× faster. What it refuses and the standard
-    # parser takes (a lone surrogate escape, NaN, a UTF-16 body) is read as before, and the
-    # standard parser words the error; a run of 19 digits may be an integer past 64 bits,
-    # which orjson would read as a float.
-    if _LONG_NUMBER.search(body) is not None:
-        data = _standard_loads(body)
-    else:
-        try:
-            data = orjson.loads(body or b"")
-        except orjson.JSONDecodeError:
-            data = _standard_loads(body)
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.", code="invalid_json")
-    return data
-
-
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
-
-
-def _standard_loads(body: bytes) -> Any:
     try:
-        return json.loads(body or b"")
+        data = json.loads(body or b"")
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
         raise invalid(
             f"We could not parse the JSON body of your request ({reason}).", code="invalid_json"
         ) from None
+    if not isinstance(data, dict):
+        raise invalid("The request body must be a JSON object.", code="invalid_json")
+    return data
 
 
 def request_from(data: dict[str, Any]) -> ChatRequest:
