@@ -511,9 +511,13 @@ def messages(request: HttpRequest) -> HttpResponseBase:
         chat = anthropic_compaction.with_clearing(chat, data)
         if chat.extra.get("paused"):
             return anthropic_compaction.paused(request, chat)
+        if history is None:
+            # No compaction block sent back: the client's own body may still reach an
+            # Anthropic model (when no edit or compaction changed what the model reads).
+            chat = anthropic_native.keeping_body(data, chat)
     except ApiError as error:
         return error.response("anthropic")
-    return views.serve(request, dataclasses.replace(MESSAGES, parse=lambda _body: chat))
+    return views.serve(request, dataclasses.replace(MESSAGES_NATIVE, parse=lambda _body: chat))
 
 
 @csrf_exempt

@@ -10,9 +10,11 @@ chat path stores it (``reply_of``), so the session, its matching and a later com
 not depend on which way a request went.
 
 ``passes_through`` is the one place that decides. Everything else stays translated:
-a compacted or edited context (what the model reads is then ours, in chat messages), the
-Anthropic compaction and ``context_management`` requests (``anthropic.messages`` sends them
-elsewhere before this module sees them) and other providers. litellm 1.110.2 has no
+a compacted context or one a context edit changed (what the model reads is then ours, in
+chat messages), on-demand compaction and a compaction block sent back
+(``anthropic_compaction``), and other providers. ``context_management`` is served here, not
+by the model: a request whose edits cleared nothing goes on without them (Claude Code asks
+for edits with every request), its reply reporting no edit applied. litellm 1.110.2 has no
 synchronous native Messages call ("not implemented for sync calls"), so the calls run on an
 event loop of this process (``_loop``). A streamed request passes through too (``stream``):
 the client gets the model's SSE frames as they come; litellm's native stream imports part of
@@ -97,9 +99,10 @@ def passes_through(prepared: service.Prepared) -> bool:
         isinstance(chat.extra.get(BODY), dict)
         and prepared.upstream_model.startswith(PROVIDER)
         and prepared.compaction is None
-        # The service substituted nothing (a compacted or replaced prefix, a context edit).
+        # The service substituted nothing (a compacted or replaced prefix, a context edit
+        # that cleared something: one that cleared nothing leaves the very same list).
         and prepared.upstream_messages is chat.messages
-        and not any(chat.extra.get(name) for name in ("compaction_block", "edit_upstream"))
+        and not chat.extra.get("compaction_block")
     )
 
 
@@ -115,7 +118,7 @@ def call(prepared: service.Prepared, request: HttpRequest) -> tuple[Reply, dict[
     )
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         raise ApiError(502, f"{model} sent no message.", type="api_error", code="upstream_error")
-    return reply_of(message), dict(message)
+    return reply_of(message), {**message, **_edits_reported(prepared)}
 
 
 def stream(prepared: service.Prepared, request: HttpRequest) -> Iterator[bytes] | None:
@@ -132,6 +135,24 @@ def stream(prepared: service.Prepared, request: HttpRequest) -> Iterator[bytes] 
     chunks = _calling(model, opened)
     first = _calling(model, _next(chunks))
     return _relay(prepared, chunks, first)
+
+
+def _edits_reported(prepared: service.Prepared) -> dict[str, Any]:
+    """``context_management.applied_edits`` for a request that asked for context edits
+    (served here, not by the model: its body goes without them; none was applied, or the
+    request would have been translated)."""
+    applied = prepared.request.extra.get("applied_edits")
+    return {} if applied is None else {"context_management": {"applied_edits": applied}}
+
+
+def _reporting(frame: bytes, reported: dict[str, Any]) -> bytes:
+    """A ``message_delta`` frame with the edits reported in its data (one frame a reply)."""
+    data = b"\n".join(
+        line.removeprefix(b"data:").removeprefix(b" ")
+        for line in frame.splitlines()
+        if line.startswith(b"data:")
+    )
+    return event("message_delta", {**json.loads(data), **reported})
 
 
 def _kwargs(prepared: service.Prepared, request: HttpRequest) -> dict[str, Any]:
@@ -181,12 +202,15 @@ def _relay(prepared: service.Prepared, chunks: Any, first: bytes | None) -> Iter
     model = prepared.upstream_model
     sse = MessageStream()
     held: list[bytes] = []
+    reported = _edits_reported(prepared)
     chunk = first
     try:
         while chunk is not None:
             for kind, frame in sse.frames(bytes(chunk)):
                 if kind == "message_stop":
                     held.append(frame)
+                elif kind == "message_delta" and reported:
+                    yield _reporting(frame, reported)
                 else:
                     yield frame
             if sse.error is not None:

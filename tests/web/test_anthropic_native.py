@@ -350,3 +350,53 @@ def test_a_broken_stream_stores_nothing(live_server, alice, upstream):
     assert "ended before" in raised.value.body["error"]["message"]
     assert not Session.objects.exists()
     assert upstream.requests[-1]["system"][0]["cache_control"] == CACHED  # the native call
+
+
+KEEP_THINKING = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+CLEAR_TOOL_USES = {
+    "edits": [
+        {
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "input_tokens", "value": 1},
+            "keep": {"type": "tool_uses", "value": 0},
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_context_edits_that_clear_nothing_leave_the_request_native(
+    live_server, alice, upstream, streamed
+):
+    """Claude Code sends ``context_management`` with every request. The edits are served
+    here; when they clear nothing, the client's body (without them) goes to the model as
+    written, and the reply reports no edit applied, as Anthropic's does."""
+    options = {**body(), "extra_body": {"context_management": KEEP_THINKING}}
+    client = claude(live_server, alice)
+    if streamed:
+        with client.messages.stream(**options) as stream:
+            events = list(stream)
+            message = stream.get_final_message()
+        [delta] = [event for event in events if event.type == "message_delta"]
+        reported = delta.context_management
+    else:
+        message = client.messages.create(**options)
+        reported = message.context_management
+    assert reported == {"applied_edits": []}  # the SDK keeps an unknown field as sent
+    assert message.content[0].text == "Target 2 failed."
+    received = upstream.requests[-1]
+    assert "context_management" not in received  # served here, not sent on
+    assert received["system"][0]["cache_control"] == CACHED  # the native call
+    assert Session.objects.count() == 1
+
+
+def test_context_edits_that_clear_something_are_translated(live_server, alice, upstream):
+    """What the model reads is then ours (the tool result cleared): translated."""
+    options = {**body(), "extra_body": {"context_management": CLEAR_TOOL_USES}}
+    options["messages"][2]["content"][0]["content"] = "built target 1\n" * 200
+    message = claude(live_server, alice).messages.create(**options)
+    [applied] = message.context_management["applied_edits"]
+    assert applied["type"] == "clear_tool_uses_20250919"
+    received = upstream.requests[-1]
+    assert "cache_control" not in json.dumps(received)  # translated
+    assert "built target" not in json.dumps(received["messages"])  # the result was cleared
