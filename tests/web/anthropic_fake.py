@@ -179,11 +179,15 @@ class FakeAnthropic:
 
 
 def serve_for(
-    settings: Any, model: str = "anthropic/claude-sonnet-4-5", context_length: int | None = 85_000
+    settings: Any,
+    model: str = "anthropic/claude-sonnet-4-5",
+    context_length: int | None = 85_000,
+    server: FakeAnthropic | None = None,
 ) -> FakeAnthropic:
-    """A started fake, with ``settings`` (pytest-django's fixture) serving ``model`` from it:
-    no retries, a 5 s timeout, no summary model of its own. The caller stops it."""
-    server = FakeAnthropic()
+    """A started fake (``server``, or a plain one), with ``settings`` (pytest-django's
+    fixture) serving ``model`` from it: no retries, a 5 s timeout, no summary model of its
+    own. The caller stops it."""
+    server = server or FakeAnthropic()
     settings.HERMES_CHAT_MODEL = model
     settings.HERMES_CHAT_API_BASE = server.base_url
     settings.HERMES_CHAT_API_KEY = "upstream-key"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.web.anthropic_fake import FakeAnthropic
-from tests.web.test_v1_real_clients import base_env, installed, run, sessions_holding
+from tests.web.anthropic_fake import FakeAnthropic, serve_for
+from tests.web.test_v1_real_clients import claude_env, installed, run, sessions_holding
 from tests.web.v1_helpers import issue_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.agent_clients]
@@ -48,14 +48,7 @@ class ClaudeModel(FakeAnthropic):
 
 @pytest.fixture
 def model(settings):
-    server = ClaudeModel()
-    settings.HERMES_CHAT_MODEL = "anthropic/claude-sonnet-4-5"
-    settings.HERMES_CHAT_API_BASE = server.base_url
-    settings.HERMES_CHAT_API_KEY = "upstream-key"
-    settings.HERMES_API_MODELS = []
-    settings.HERMES_LLM_MAX_RETRIES = 0
-    settings.HERMES_LLM_TIMEOUT = 30
-    settings.HERMES_SUMMARY_MODEL = ""
+    server = serve_for(settings, server=ClaudeModel())
     yield server
     server.stop()
 
@@ -64,14 +57,7 @@ def test_claude_code_streams_through_to_an_anthropic_model_natively(
     live_server, model, alice, tmp_path
 ):
     claude = installed("claude")
-    env = {
-        **base_env(tmp_path),
-        "ANTHROPIC_BASE_URL": live_server.url,
-        "ANTHROPIC_API_KEY": issue_key(alice),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1",
-    }
+    env = claude_env(tmp_path, live_server.url, issue_key(alice))
     work = tmp_path / "project"
     work.mkdir()
     command = [str(claude), "-p", PROMPT, "--model", "claude-sonnet-4-5", "--verbose"]

@@ -111,6 +111,18 @@ def base_env(home: Path) -> dict[str, str]:
     }
 
 
+def claude_env(home: Path, url: str, key: str) -> dict[str, str]:
+    """Claude Code's environment for hermes-web at ``url`` with our API ``key``, quiet."""
+    return {
+        **base_env(home),
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": key,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+    }
+
+
 def main_requests(upstream, needle: str) -> list[dict]:
     """The upstream requests of the conversation (not the client's side calls)."""
     return [r for r in upstream.requests if needle in json.dumps(r.get("messages"))]
@@ -138,14 +150,7 @@ def test_claude_code_runs_several_turns_through_a_compaction(
 ):
     claude = installed("claude")
     key = issue_key(alice)
-    env = {
-        **base_env(tmp_path),
-        "ANTHROPIC_BASE_URL": live_server.url,
-        "ANTHROPIC_API_KEY": key,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1",
-    }
+    env = claude_env(tmp_path, live_server.url, key)
     work = tmp_path / "project"
     work.mkdir()
     upstream.default_reply = LONG_REPLY
@@ -225,14 +230,7 @@ def test_claude_code_runs_a_tool_and_its_result_continues_the_conversation(
     live_server, upstream, alice, tmp_path
 ):
     claude = installed("claude")
-    env = {
-        **base_env(tmp_path),
-        "ANTHROPIC_BASE_URL": live_server.url,
-        "ANTHROPIC_API_KEY": issue_key(alice),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1",
-    }
+    env = claude_env(tmp_path, live_server.url, issue_key(alice))
     work = tmp_path / "project"
     work.mkdir()
     arguments = {"command": "echo PELICAN-42", "description": "Print a word"}
