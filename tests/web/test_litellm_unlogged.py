@@ -4,6 +4,7 @@ Messages call, on the request's own path). Each test first shows the spy sees li
 logging on a plain call, so it fails when ``unlogged_calls`` stops switching it off."""
 
 import asyncio
+import concurrent.futures
 
 import anthropic
 import litellm
@@ -89,7 +90,9 @@ def test_a_native_messages_call_is_not_logged(live_server, alice, upstream, logg
             api_key="upstream-key",
         )
 
-    asyncio.run(direct())
+    # On a thread of its own: a test before this one may leave a loop running on this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, direct()).result()
     assert "async_success_log" in logged  # litellm's own call, as the test sees it
     logged.clear()
     client = anthropic.Anthropic(
