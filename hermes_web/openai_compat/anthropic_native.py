@@ -133,7 +133,12 @@ def stream(prepared: service.Prepared, request: HttpRequest) -> Iterator[bytes] 
     litellm = _import_litellm()
     opened = litellm.anthropic_interface.messages.acreate(**_kwargs(prepared, request))
     chunks = _calling(model, opened)
-    first = _calling(model, _next(chunks))
+    try:
+        first = _calling(model, _next(chunks))
+    except ApiError:
+        with contextlib.suppress(Exception):  # no connection left open behind the error
+            _run(_closing(chunks))
+        raise
     return _relay(prepared, chunks, first)
 
 
