@@ -56,4 +56,8 @@ def test_the_timeline_chart_scrolls_in_a_labelled_region_with_a_hint(
     region.focus()
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
-    assert region.evaluate("el => el.scrollLeft") > 0  # the keyboard scrolls it
+    # The keyboard scrolls it (Chromium animates the scroll: waited for, 5 s at most; a
+    # region that does not scroll times out here).
+    page.wait_for_function(
+        "() => document.querySelector('.chart-scroll').scrollLeft > 0", timeout=5_000
+    )
