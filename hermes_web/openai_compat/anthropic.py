@@ -28,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 from compaction import CompactionConfig, count_message_tokens
 from hermes_web import validation
 from hermes_web.openai_compat import anthropic_native, fields, service, views
+from hermes_web.openai_compat.anthropic_sse import event
 from hermes_web.openai_compat.errors import ApiError, invalid, scrub
 from hermes_web.openai_compat.translations import MESSAGES as TRANSLATED
 from hermes_web.openai_compat.translations import conversation_key
@@ -360,10 +361,6 @@ def _context_management(chat: ChatRequest) -> dict[str, Any]:
     return {} if applied is None else {"context_management": {"applied_edits": applied}}
 
 
-def _event(name: str, payload: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps({'type': name, **payload}, ensure_ascii=False)}\n\n".encode()
-
-
 class _Blocks:
     """Anthropic's content blocks, opened and closed as the chat chunks arrive."""
 
@@ -375,15 +372,15 @@ class _Blocks:
         yield from self.stop()
         self.index += 1
         self.open = (kind, call)
-        yield _event("content_block_start", {"index": self.index, "content_block": block})
+        yield event("content_block_start", {"index": self.index, "content_block": block})
 
     def stop(self) -> Iterator[bytes]:
         if self.open is not None:
             self.open = None
-            yield _event("content_block_stop", {"index": self.index})
+            yield event("content_block_stop", {"index": self.index})
 
     def delta(self, delta: dict[str, Any]) -> bytes:
-        return _event("content_block_delta", {"index": self.index, "delta": delta})
+        return event("content_block_delta", {"index": self.index, "delta": delta})
 
 
 def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]:
@@ -402,8 +399,8 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
         "stop_sequence": None,
         "usage": {"input_tokens": 0, "output_tokens": 0},
     }
-    yield _event("message_start", {"message": message})
-    yield _event("ping", {})
+    yield event("message_start", {"message": message})
+    yield event("ping", {})
     compacted = chat.extra.get("compaction_block")
     if compacted:  # compacted before the model call (compact_20260112): the first block
         yield from blocks.start("compaction", {**compacted, "content": None})
@@ -441,15 +438,15 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
                     yield blocks.delta({"type": "input_json_delta", "partial_json": arguments})
         reply = service.store_streamed(prepared, gatherer)
     except ApiError as error:
-        yield _event("error", {"error": error.anthropic_payload()["error"]})
+        yield event("error", {"error": error.anthropic_payload()["error"]})
         return
     except Exception:
         log.exception("messages stream for session %s failed", prepared.public_id)
         failure = ApiError(500, "The server failed while streaming.", type="api_error")
-        yield _event("error", {"error": failure.anthropic_payload()["error"]})
+        yield event("error", {"error": failure.anthropic_payload()["error"]})
         return
     yield from blocks.stop()
-    yield _event(
+    yield event(
         "message_delta",
         {
             "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
@@ -457,7 +454,7 @@ def events(prepared: service.Prepared, chunks: Iterator[Any]) -> Iterator[bytes]
             **_context_management(chat),
         },
     )
-    yield _event("message_stop", {})
+    yield event("message_stop", {})
 
 
 MESSAGES = views.Protocol("anthropic", parse, render, events)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from compaction import CompactionConfig
 from compaction.tokens import count_text_tokens, message_token_text
 from hermes_web.models import ApiKey, Compaction
 from hermes_web.openai_compat import compacting, views
+from hermes_web.openai_compat.anthropic_sse import event
 from hermes_web.openai_compat.bounded import BoundedCache
 from hermes_web.openai_compat.errors import ApiError, invalid
 from hermes_web.openai_compat.upstream import resolve_model
@@ -188,33 +188,28 @@ def on_demand(
     return response
 
 
-def _event(name: str, payload: dict[str, Any]) -> bytes:
-    data = json.dumps({"type": name, **payload}, ensure_ascii=False)
-    return f"event: {name}\ndata: {data}\n\n".encode()
-
-
 def _events(message: dict[str, Any]) -> Iterator[bytes]:
     """The block streamed as Anthropic streams one: its start (with the signature), one
     ``compaction_delta`` carrying the whole summary, its stop."""
     block = message["content"][0]
-    yield _event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
-    yield _event(
+    yield event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
+    yield event(
         "content_block_start",
         {"index": 0, "content_block": {**block, "content": None}},
     )
-    yield _event(
+    yield event(
         "content_block_delta",
         {"index": 0, "delta": {"type": "compaction_delta", "content": block["content"]}},
     )
-    yield _event("content_block_stop", {"index": 0})
-    yield _event(
+    yield event("content_block_stop", {"index": 0})
+    yield event(
         "message_delta",
         {
             "delta": {"stop_reason": "compaction", "stop_sequence": None},
             "usage": message["usage"],
         },
     )
-    yield _event("message_stop", {})
+    yield event("message_stop", {})
 
 
 def _headers(request: HttpRequest, response: HttpResponseBase, run: Compaction) -> None:

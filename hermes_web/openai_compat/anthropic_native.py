@@ -41,7 +41,7 @@ from django.http import HttpRequest
 from hermes_web.agent.provider import chat_provider_kwargs
 from hermes_web.llm_models import unlogged_calls
 from hermes_web.openai_compat import service
-from hermes_web.openai_compat.anthropic_sse import MessageStream, event
+from hermes_web.openai_compat.anthropic_sse import MessageStream, event, frame_data
 from hermes_web.openai_compat.errors import ApiError
 from hermes_web.openai_compat.upstream import (
     Reply,
@@ -152,12 +152,7 @@ def _edits_reported(prepared: service.Prepared) -> dict[str, Any]:
 
 def _reporting(frame: bytes, reported: dict[str, Any]) -> bytes:
     """A ``message_delta`` frame with the edits reported in its data (one frame a reply)."""
-    data = b"\n".join(
-        line.removeprefix(b"data:").removeprefix(b" ")
-        for line in frame.splitlines()
-        if line.startswith(b"data:")
-    )
-    return event("message_delta", {**json.loads(data), **reported})
+    return event("message_delta", {**json.loads(frame_data(frame)), **reported})
 
 
 def _kwargs(prepared: service.Prepared, request: HttpRequest) -> dict[str, Any]:

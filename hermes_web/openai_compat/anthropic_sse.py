@@ -23,6 +23,13 @@ def event(name: str, payload: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {data}\n\n".encode()
 
 
+def frame_data(frame: bytes) -> bytes:
+    """The data of a frame: its ``data:`` lines joined by newlines (empty when none)."""
+    return b"\n".join(
+        line[5:].removeprefix(b" ") for line in frame.splitlines() if line.startswith(b"data:")
+    )
+
+
 class MessageStream:
     """The frames of one streamed message and the message they build.
 
@@ -61,16 +68,15 @@ class MessageStream:
         return self.message
 
     def _read(self, frame: bytes) -> str:
-        name, data = "", []
+        name = ""
         for line in frame.splitlines():
             if line.startswith(b"event:"):
                 name = line[6:].strip().decode("utf-8", "replace")
-            elif line.startswith(b"data:"):
-                data.append(line[5:].removeprefix(b" "))
+        data = frame_data(frame)
         if not data:
             return name
         try:
-            payload = json.loads(b"\n".join(data))
+            payload = json.loads(data)
         except ValueError:
             raise ApiError(
                 502, "The model's stream sent data that is not JSON.", type="api_error"
