@@ -37,10 +37,12 @@ from hermes_web.openai_compat.validation import ChatRequest
 from hermes_web.services.compactions import maybe_auto_compact
 from hermes_web.services.sessions import (
     append_messages,
+    count_items,
     create_session,
     normalize_mode,
     resolve_tip,
     token_model,
+    token_model_for,
 )
 
 log = logging.getLogger(__name__)
@@ -402,6 +404,29 @@ def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction 
         answer = None
         new_hash = prepared.hashes[-2] if len(prepared.hashes) > 1 else ""
     codex_after: tuple[Compaction, int] | None = None
+    # The rows this request stores, built and counted before the transaction (the write
+    # lock is held from its first statement to the commit, see ``count_items``): the new
+    # messages of a matched conversation, or a new one's whole history. Rows of a
+    # conversation that moved on meanwhile (a fork) or mended rows are counted inside.
+    expected = prepared.new_messages if prepared.match is not None else request.messages
+    built = {id(m): _item(m, names) for m in (expected[:-1] if summarizing else expected)}
+    reply_item = None
+    if answer is not None and reply is not None:
+        reply_item = _item(
+            answer,
+            names,
+            extra={
+                "model": prepared.upstream_model,
+                "client": prepared.client_name,
+                **_reply_ids(request),
+            },
+            provider_prompt_tokens=prompt_tokens,
+            reasoning=reply.reasoning or None,
+        )
+    stored_model = prepared.match.session.model if prepared.match else prepared.upstream_model
+    count_items(
+        [*built.values(), *([reply_item] if reply_item else [])], token_model_for(stored_model)
+    )
     with transaction.atomic():
         session = _continue(prepared)
         # Stubs and stripped calls are mended only against the stored context prepare saw.
@@ -438,21 +463,9 @@ def store(prepared: Prepared, reply: Reply | None) -> tuple[Session, Compaction 
                         # The compaction stripped this pending call: store it again first.
                         items.append(_item(owners[call_id], names))
                         prepared.stored_calls = prepared.stored_calls | call_ids([owners[call_id]])
-            items.append(_item(message, names))
-        if answer is not None and reply is not None:
-            items.append(
-                _item(
-                    answer,
-                    names,
-                    extra={
-                        "model": prepared.upstream_model,
-                        "client": prepared.client_name,
-                        **_reply_ids(request),
-                    },
-                    provider_prompt_tokens=prompt_tokens,
-                    reasoning=reply.reasoning or None,
-                )
-            )
+            items.append(built.get(id(message)) or _item(message, names))
+        if reply_item is not None:
+            items.append(reply_item)
         # One INSERT for the request's messages and the reply (a per-message append took a
         # lock, a position lookup and a touch each: a third of the endpoint's own time).
         rows = append_messages(session, items) if items else []

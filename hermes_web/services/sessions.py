@@ -21,7 +21,12 @@ ROLES = frozenset(Message.Role.values)
 
 def token_model(session: Session) -> str:
     """The model whose tokenizer counts this session's messages (unknown names fall back in the engine)."""
-    return session.model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
+    return token_model_for(session.model)
+
+
+def token_model_for(model: str) -> str:
+    """``token_model`` of a session whose model is ``model`` (one not created yet)."""
+    return model or settings.HERMES_CHAT_MODEL or DEFAULT_TOKEN_MODEL
 
 
 def compaction_config_for(session: Session, overrides: dict | None = None) -> CompactionConfig:
@@ -109,12 +114,40 @@ def append_message(
     return message
 
 
-# What an item of ``append_messages`` may hold: the engine's columns and the row's own fields.
+# What an item of ``append_messages`` may hold: the engine's columns, the row's own fields
+# and a count taken beforehand (``count_items``).
 APPEND_FIELDS = frozenset(Message.ENGINE_COLUMNS) | {
     "provider_prompt_tokens",
     "extra",
     "is_summary",
+    "counted",
 }
+
+
+def _engine_dict(item: dict[str, Any]) -> dict[str, Any]:
+    return Message.engine_dict(
+        role=item["role"],
+        content=item.get("content"),
+        tool_calls=item.get("tool_calls"),
+        tool_call_id=item.get("tool_call_id") or "",
+        tool_name=item.get("tool_name") or "",
+        reasoning=item.get("reasoning"),
+    )
+
+
+def count_items(items: list[dict[str, Any]], model: str) -> None:
+    """Count the tokens of ``append_messages`` items now, under ``model``'s tokenizer (each
+    item keeps its count with the model's name: a session counted by another model is
+    counted again when stored).
+
+    For a caller that appends inside a transaction of its own: on SQLite the write lock is
+    held from the transaction's first statement to its commit, and every other writer
+    waits that long; tokenizing a long tool output (or a new conversation's whole history)
+    belongs before it."""
+    config = CompactionConfig(model=model)
+    for item in items:
+        if item.get("role") in ROLES:
+            item["counted"] = (model, count_message_tokens(_engine_dict(item), config))
 
 
 def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Message]:
@@ -132,20 +165,19 @@ def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Messa
         role = item["role"]
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
-        as_dict = Message.engine_dict(
-            role=role,
-            content=item.get("content"),
-            tool_calls=item.get("tool_calls"),
-            tool_call_id=item.get("tool_call_id") or "",
-            tool_name=item.get("tool_name") or "",
-            reasoning=item.get("reasoning"),
-        )
-        rows.append((item, as_dict))
+        rows.append(item)
     if not rows:
         return []
-    # Counted outside the transaction: tokenizing a long tool output must not hold the lock.
-    config = CompactionConfig(model=token_model(session))
-    tokens = [count_message_tokens(as_dict, config) for _, as_dict in rows]
+    # Counted outside the transaction: tokenizing a long tool output must not hold the lock
+    # (a caller inside a transaction of its own counts before it: ``count_items``).
+    model = token_model(session)
+    config = CompactionConfig(model=model)
+    tokens = [
+        counted[1]
+        if (counted := item.get("counted")) and counted[0] == model
+        else count_message_tokens(_engine_dict(item), config)
+        for item in rows
+    ]
     with transaction.atomic():
         target_id = session.pk
         seen = {target_id}
@@ -188,7 +220,7 @@ def append_messages(session: Session, items: list[dict[str, Any]]) -> list[Messa
                     is_summary=bool(item.get("is_summary")),
                     extra=item.get("extra") or {},
                 )
-                for offset, ((item, _), count) in enumerate(zip(rows, tokens, strict=True))
+                for offset, (item, count) in enumerate(zip(rows, tokens, strict=True))
             ]
         )
         now = timezone.now()
