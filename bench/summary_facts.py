@@ -302,13 +302,13 @@ def _lived(parsed: Any) -> list[dict]:
 
 
 def _imported(data: bytes, name: str) -> tuple[str, list[dict]]:
-    """The first session of a Claude Code, Codex or Hermes export file, as engine messages."""
+    """The first session of a Claude Code, Codex, Hermes or Pi export file, as engine messages."""
     _django()
     from hermes_web.importers.base import ParsedSession
-    from hermes_web.importers.formats import claude_code, codex, hermes
+    from hermes_web.importers.formats import claude_code, codex, hermes, pi
 
     readers = (("codex", codex.parse), ("claude-code", claude_code.parse))
-    readers += (("hermes", hermes.parse_jsonl),)
+    readers += (("hermes", hermes.parse_jsonl), ("pi", pi.parse))
     for agent, parse in readers:
         try:
             for parsed in parse(io.BytesIO(data), name):
@@ -319,7 +319,7 @@ def _imported(data: bytes, name: str) -> tuple[str, list[dict]]:
                     return agent, messages
         except Exception:  # noqa: BLE001 - not this agent's format: try the next
             continue
-    raise ValueError(f"{name}: neither a Claude Code, a Codex nor a Hermes transcript")
+    raise ValueError(f"{name}: neither a Claude Code, a Codex, a Hermes nor a Pi transcript")
 
 
 def load(path: str) -> tuple[str, list[dict]]:
