@@ -60,6 +60,7 @@ from compaction.summarizer import (
 )
 from compaction.tokens import (
     TokenCounter,
+    count_appended,
     count_message_tokens,
     count_messages_tokens,
     estimate_message_tokens,
@@ -542,6 +543,37 @@ def _assemble_output(
     return stripped, assembly.summary_index, counts_by_id, assembly.merged
 
 
+def _noted_count(
+    stripped: Sequence[Message],
+    msgs: Sequence[Message],
+    work_tokens: Sequence[int],
+    counts_by_id: Mapping[int, int],
+    cfg: CompactionConfig,
+) -> tuple[Message, int] | None:
+    """The output's system prompt with the compaction note appended (a new row) and its
+    token count, from the input prompt's exact count (``count_appended``: tiktoken only);
+    None when the first row is not such a prompt."""
+    if not stripped or not msgs or id(stripped[0]) in counts_by_id:
+        return None
+    row, source = stripped[0], msgs[0]
+    before, after = source.get("content"), row.get("content")
+    if (
+        row.get("role") != "system"
+        or source.get("role") != "system"
+        or type(before) is not str
+        or type(after) is not str
+        or not after.startswith(before)
+        or row.get("tool_calls")
+        or row.get("tool_call_id")
+        or source.get("tool_calls")
+        or source.get("tool_call_id")
+    ):
+        return None
+    overhead = cfg.per_message_overhead
+    text = count_appended(cfg.model, before, work_tokens[0] - overhead, after[len(before) :])
+    return row, text + overhead
+
+
 def _with_regions(actions: Sequence[SlimAction], bounds: Sequence[int]) -> tuple[Any, ...]:
     """Each action with its ``region`` (head/middle/tail of the input) and so its ``line``
     (the text it wrote: the fold line, else the slimmed text)."""
@@ -891,9 +923,12 @@ def compact(
     # The summary's row is counted with the summary's own memo of lines; another new row (the
     # system prompt with the compaction note, a restated request) is counted plainly: its
     # lines would only fill the memo with a copy of a long system prompt.
+    noted = _noted_count(stripped, msgs, work_tokens, counts_by_id, cfg) if not tokenizer else None
     out_tokens = [
         counts_by_id[id(m)]
         if id(m) in counts_by_id
+        else noted[1]
+        if noted is not None and m is noted[0]
         else count_message_tokens(m, cfg, summary_counter if m is summary_message else counter)
         for m in final
     ]

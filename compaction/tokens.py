@@ -41,6 +41,7 @@ __all__ = [
     "OFFLINE_ENCODINGS",
     "TokenCounter",
     "count_message_tokens",
+    "count_appended",
     "count_messages_tokens",
     "count_text_tokens",
     "get_encoding",
@@ -171,6 +172,28 @@ def piecewise_counter(model: str) -> TokenCounter:
         return total
 
     return count
+
+
+def count_appended(model: str, text: str, known: int, suffix: str) -> int:
+    """Tokens of ``text + suffix`` under ``model``'s encoding, given ``known``, the tokens of
+    ``text``: only the text from a line start near its end where no pre-split piece spans
+    (``_piece_break``: the counts of the two parts add up to the whole's, in ``text`` and in
+    ``text + suffix`` alike) and the suffix are encoded.
+
+    For the compaction note appended to a system prompt whose count is known (a coding
+    agent's prompt is 20,000-60,000 characters: encoding it again was a tenth of a small
+    compaction). Exact: a text with no such line start is counted whole.
+    """
+    encoding = get_encoding(model)
+    breaks = _piece_break(encoding)
+    cut = breaks.search(text, max(0, len(text) - _APPENDED_TAIL_CHARS)) or breaks.search(text)
+    if cut is None:
+        return token_length(encoding, text, suffix)
+    tail = text[cut.start() :]
+    return known - token_length(encoding, tail) + token_length(encoding, tail, suffix)
+
+
+_APPENDED_TAIL_CHARS = 2_048  # where ``count_appended`` looks for its cut first
 
 
 def count_text_tokens(text: str, model: str = "gpt-4o-mini") -> int:
