@@ -123,17 +123,22 @@ def _check(run: Compaction, *, undoing: bool, carry_over: bool) -> list[Message]
         raise UndoRefused(f"A compaction of this conversation is in progress; {verb} after it.")
     if is_answering:
         raise UndoRefused(f"The agent is still answering; {verb} once it has replied.")
-    added = added_after(run) if has_added else []
-    if added and not carry_over:
+    if has_added and not carry_over:
+        # A refusal names how many and the newest only: the inspector and the chat page ask
+        # on every view, and a long conversation can have thousands of rows after the run.
+        newest = _added_after(run).order_by("-position").first()
+        if newest is None:  # undone meanwhile: nothing to carry over after all
+            return []
+        count = _added_after(run).count()
+        them = "them" if count != 1 else "it"
         raise UndoRefused(
-            f"{len(added):,} message{'s were' if len(added) != 1 else ' was'} added after "
-            f"this compaction (the newest: {newest_in_words(added[-1])}). "
-            f"{verb.capitalize()}ing would leave "
-            f"{'them' if len(added) != 1 else 'it'} out of the context; choose to carry "
-            f"{'them' if len(added) != 1 else 'it'} over to keep {'them' if len(added) != 1 else 'it'}.",
-            added=len(added),
+            f"{count:,} message{'s were' if count != 1 else ' was'} added after "
+            f"this compaction (the newest: {newest_in_words(newest)}). "
+            f"{verb.capitalize()}ing would leave {them} out of the context; choose to carry "
+            f"{them} over to keep {them}.",
+            added=count,
         )
-    return added
+    return added_after(run) if has_added else []
 
 
 def newest_in_words(message: Message, chars: int = 60) -> str:
