@@ -180,21 +180,17 @@ _ERROR_START = re.compile(
 )
 
 
-# Literals of which every ``_STRONG_ERROR`` match holds one: a result with none of them
-# (most results) is not searched with the regex at all.
-_STRONG_ANCHORS = (
-    "Traceback (most recent call last)", "Error: ", "Exception: ", "FAILED ", "E  ",
-    "--- FAIL:", "panicked at", ": command not found", "No such file or directory",
-    "error", "fatal",
-)  # fmt: skip
-
-
-_STRONG_ERROR = re.compile(
-    r"^Traceback \(most recent call last\)|^[A-Z][\w.]*(?:Error|Exception): |^FAILED |"
-    r"^E {2,}\S|^--- FAIL:|panicked at|: command not found|No such file or directory"
-    r"|^(?:error|fatal)(?:\[\w+\])?: ",
-    re.MULTILINE,
+# An error report line of an output that does not start as an error: a line starting with
+# one of ``_STRONG_STARTS``, or one of ``_STRONG_LITERALS`` anywhere.
+_STRONG_STARTS = (
+    r"Traceback \(most recent call last\)|[A-Z][\w.]*(?:Error|Exception): |FAILED |E {2,}\S"
+    r"|--- FAIL:|(?:error|fatal)(?:\[\w+\])?: "
 )
+_STRONG_FIRST = re.compile(f"(?:{_STRONG_STARTS})")
+# The literal "\n" in front lets ``re`` jump from newline to newline; "^" in MULTILINE mode
+# has no literal, so the whole regex tries all its alternatives at every position.
+_STRONG_LINE = re.compile(f"\n(?:{_STRONG_STARTS})")
+_STRONG_LITERALS = ("panicked at", ": command not found", "No such file or directory")
 
 
 _ASCII_WORD = frozenset(_WORD_CHARS)
@@ -242,10 +238,15 @@ def _error_output(text: str, code: str | None, listing: bool) -> bool:
 
 
 def _has_strong_error(text: str) -> bool:
-    """``_STRONG_ERROR.search(text)``, the regex run only on a text holding one of its anchors."""
-    if not any(anchor in text for anchor in _STRONG_ANCHORS):
-        return False
-    return _STRONG_ERROR.search(text) is not None
+    """Whether ``text`` holds an error report line: what one MULTILINE regex of the literals
+    and "^"-anchored starts said, in a seventh of its time on a 40,000-char result (``re``
+    tries a regex with no literal prefix at every position; here the literals are substring
+    tests and the starts are tried at the text's start and after each newline only)."""
+    return (
+        any(literal in text for literal in _STRONG_LITERALS)
+        or _STRONG_FIRST.match(text) is not None
+        or _STRONG_LINE.search(text) is not None
+    )
 
 
 def _may_hold_facts(text: str) -> bool:
