@@ -270,10 +270,16 @@ _HEAD, _END = 44, 20  # chars an abbreviated command keeps of its start and of i
 def _abbreviated(fact: Fact) -> Fact:
     """``fact`` (a command) as its start (the program and first arguments) "…" its end (often
     the file or the filter that tells two similar commands apart)."""
-    text = fact.text
+    return Fact(_abbreviation(fact.text), fact.count, fact.last, fact.detail)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _abbreviation(text: str) -> str:
+    # Every layout tried while a summary is fitted abbreviates the long commands that do not
+    # fit again (a char at a time, at word boundaries): each command's is worked out once.
     # Whole words on both sides of the "…" (a cut "repo…" or "…ems'][8]" reads as a typo).
     head, end = cut_at_word(text, _HEAD, more=True), tail_at_word(text, _END)
-    return Fact(f"{head}…{end}", fact.count, fact.last, fact.detail)
+    return f"{head}…{end}"
 
 
 def _newest(fact: Fact) -> int:
