@@ -26,6 +26,7 @@ from compaction.deterministic import deterministic_summary, gather_middle
 from compaction.errors import InputError, SummaryAborted
 from compaction.facts import MiddleGathered, SummaryFacts
 from compaction.ledger import Ledger, extract, merge, parse, render, split_ledger
+from compaction.ledger_render import LayoutMemo
 from compaction.markers import (
     SUMMARY_PREFIX,
     is_summary_message,
@@ -436,7 +437,8 @@ def _with_ledger(
     """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
     char budget shrinks in proportion while the tokens are over: paths and commands take
     fewer chars per token than prose)."""
-    text, written = _fit_ledger(body, ledger, budget)
+    memo = LayoutMemo()  # what every budget's layouts of this ledger share
+    text, written = _fit_ledger(body, ledger, budget, memo)
     tokens = counter(text)
     if tokens <= cap:
         return text, written
@@ -450,7 +452,7 @@ def _with_ledger(
     best: tuple[str, Ledger] | None = None
     most = -1
     for _ in range(7):
-        text, written = _fit_ledger(body, ledger, budget)
+        text, written = _fit_ledger(body, ledger, budget, memo)
         tokens = counter(text)
         if tokens <= cap:
             fits = budget
@@ -471,14 +473,16 @@ def _with_ledger(
     return best if best is not None else (text, written)
 
 
-def _fit_ledger(body: str, ledger: Ledger, budget: int) -> tuple[str, Ledger]:
+def _fit_ledger(
+    body: str, ledger: Ledger, budget: int, memo: LayoutMemo | None = None
+) -> tuple[str, Ledger]:
     """``body`` (any summarizer's narrative; a ledger it echoed is dropped) with the ledger
     appended, within ``budget`` chars: the ledger takes what the narrative leaves, at most
     ``_LEDGER_SHARE`` of the budget unless the narrative is shorter; a narrative longer than
     its room is cut at a line."""
     narrative = split_ledger(body)[0].rstrip()
     room = max(int(budget * _LEDGER_SHARE), budget - len(narrative) - 2)
-    text, written = render(ledger, room)
+    text, written = render(ledger, room, memo)
     keep = max(_NARRATIVE_FLOOR, budget - len(text) - 2)
     narrative = fit_sections(narrative, keep)
     return (f"{narrative}\n\n{text}" if narrative else text), written

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from compaction.ledger_facts import (
     _KIND_OF_TITLE,
@@ -253,6 +254,39 @@ def _section_size(kind: str, facts: Sequence[Fact]) -> int:
     return len(_TITLES[kind]) + 5 + _size(_lines(kind, facts)) + (40 if facts else 0)
 
 
+_T = TypeVar("_T")
+
+
+class LayoutMemo:
+    """What the layouts of one ledger at several sizes have in common, worked out once: the
+    fitting loop renders a ledger at up to 8 sizes, 2 to 6 layouts each, and each layout
+    sized every kind's whole section, read the paths of every kept command and labelled
+    every command again.
+
+    Results are held by the identity of the fact tuple they were worked out from, and the
+    tuple with them, so no other tuple can take its id while the memo lives."""
+
+    __slots__ = ("_found",)
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, int], tuple[object, Any]] = {}
+
+    def get(self, what: str, facts: tuple[Fact, ...], work: Callable[[], _T]) -> _T:
+        """``work()``, the value kept for ``(what, facts)`` when ``facts`` was met before."""
+        key = (what, id(facts))
+        known = self._found.get(key)
+        if known is not None and known[0] is facts:
+            value: _T = known[1]
+            return value
+        value = work()
+        self._found[key] = (facts, value)
+        return value
+
+    def size(self, kind: str, facts: tuple[Fact, ...]) -> int:
+        """``_section_size(kind, facts)``."""
+        return self.get(kind, facts, lambda: _section_size(kind, facts))
+
+
 def _rank(fact: Fact) -> tuple[bool, int, int]:
     """The order in which facts are kept when not all fit: first the facts the previous
     ledger kept (``last`` < 0: a summary the agent already resumed from does not lose them on
@@ -287,7 +321,7 @@ def _newest(fact: Fact) -> int:
 
 
 def _choose(
-    kind: str, facts: Sequence[Fact], room: int, whole: int | None = None
+    kind: str, facts: tuple[Fact, ...], room: int, whole: int | None = None
 ) -> tuple[Fact, ...]:
     """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
     first; written back in chronological order. ``whole``: the section size of all
@@ -380,9 +414,11 @@ def _named_in(named: Mapping[str, tuple[str, int]], fact: Fact) -> bool:
     return fact.count <= times and set(fact.detail or "x") <= set(letters)
 
 
-def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[Fact, ...]]:
+def _pick(
+    wanted: Mapping[str, tuple[Fact, ...]], room: int, memo: LayoutMemo
+) -> dict[str, tuple[Fact, ...]]:
     """The facts of each kind chosen to fill ``room`` chars."""
-    need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
+    need = {kind: memo.size(kind, facts) for kind, facts in wanted.items() if facts}
     allowed = _allot(need, room)
     # Each kind's whole size is worked out once here (it is the most costly size: every
     # line of the kind), then handed to ``_choose`` and reused for a kind kept whole (the
@@ -403,11 +439,12 @@ def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[
 
 
 def _written(
-    chosen: Mapping[str, tuple[Fact, ...]], files: tuple[Fact, ...]
+    chosen: Mapping[str, tuple[Fact, ...]], files: tuple[Fact, ...], memo: LayoutMemo
 ) -> tuple[tuple[Fact, ...], tuple[Fact, ...]]:
     """``(paths written on their own lines, paths kept)``: a path every use of which is a
     written command is kept inside that command, chosen or not."""
-    named = _named(chosen.get("commands", ()))
+    commands = chosen.get("commands", ())
+    named = memo.get("named", commands, lambda: _named(commands))
     inside = {f.text for f in files if _named_in(named, f)}
     own = tuple(f for f in chosen.get("files", ()) if f.text not in inside)
     kept = {f.text for f in own} | inside
@@ -427,15 +464,12 @@ def _label(text: str) -> str:
 
 
 def _nested(
-    errors: Sequence[Fact], commands: Sequence[Fact], every: Sequence[Fact]
+    errors: Sequence[Fact], commands: Sequence[Fact], every: tuple[Fact, ...], memo: LayoutMemo
 ) -> dict[str, list[Fact]]:
     """Written command text → the error lines written under it: those whose label names that
     command alone among ``every`` command of the ledger (a label names a command by its first
     60 chars; two alike would leave it unclear whose error it is)."""
-    labels: dict[str, int] = {}
-    for command in every:
-        label = _source(command)
-        labels[label] = labels.get(label, 0) + 1
+    labels = memo.get("labels", every, lambda: _labels(every))
     by_label = {label: c.text for c in commands if labels.get(label := _source(c)) == 1}
     nested: dict[str, list[Fact]] = {}
     for error in errors:
@@ -445,7 +479,16 @@ def _nested(
     return nested
 
 
-def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
+def _labels(commands: Iterable[Fact]) -> dict[str, int]:
+    """How many of ``commands`` each label names."""
+    labels: dict[str, int] = {}
+    for command in commands:
+        label = _source(command)
+        labels[label] = labels.get(label, 0) + 1
+    return labels
+
+
+def render(ledger: Ledger, max_chars: int, memo: LayoutMemo | None = None) -> tuple[str, Ledger]:
     """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
     its heading), and the ledger actually written (what did not fit is counted in ``left``).
 
@@ -453,9 +496,13 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
     names (``cat src/a.py``, every use of the path being such a command) stays inside the
     command, and an error line of a written command is written under it instead of with its
     label (the command's first 60 chars); ``parse`` reads both back. The room they leave
-    goes to the other facts."""
+    goes to the other facts.
+
+    ``memo``: one shared by every render of this ledger (see ``LayoutMemo``)."""
+    if memo is None:
+        memo = LayoutMemo()
     room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
-    text, written = _layout(ledger, room)
+    text, written = _layout(ledger, room, memo)
     for _ in range(2):
         spare = max_chars - len(text)
         if spare < 40 or not any(
@@ -463,31 +510,33 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
         ):
             break
         room += spare
-        more, more_written = _layout(ledger, room)
+        more, more_written = _layout(ledger, room, memo)
         if len(more) > max_chars:
             break
         text, written = more, more_written
     return text, written
 
 
-def _layout(ledger: Ledger, room: int) -> tuple[str, Ledger]:
+def _layout(ledger: Ledger, room: int, memo: LayoutMemo) -> tuple[str, Ledger]:
     """The ledger's text with facts chosen for ``room`` chars, as their lines would take."""
     wanted = {kind: ledger.of(kind) for kind in KINDS}
-    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
-    chosen = _pick(wanted, room)
-    own, kept_files = _written(chosen, wanted["files"])
+    # The same tuple of newest requests in every layout, so its size is worked out once.
+    requests = wanted["requests"]
+    wanted["requests"] = memo.get("newest", requests, lambda: requests[-_MAX_REQUESTS:])
+    chosen = _pick(wanted, room, memo)
+    own, kept_files = _written(chosen, wanted["files"], memo)
     if len(own) < len(chosen.get("files", ())):
         # Choose again without the paths the chosen commands hold; kept if it keeps as many
         # facts (the commands chosen the second time may name fewer of them).
         inside = {f.text for f in kept_files} - {f.text for f in own}
         trimmed = {**wanted, "files": tuple(f for f in wanted["files"] if f.text not in inside)}
-        again = _pick(trimmed, room)
-        own_again, kept_again = _written(again, wanted["files"])
+        again = _pick(trimmed, room, memo)
+        own_again, kept_again = _written(again, wanted["files"], memo)
         before = sum(len(v) for k, v in chosen.items() if k != "files") + len(kept_files)
         after = sum(len(v) for k, v in again.items() if k != "files") + len(kept_again)
         if after >= before:
             chosen, own, kept_files = again, own_again, kept_again
-    nested = _nested(chosen.get("errors", ()), chosen.get("commands", ()), wanted["commands"])
+    nested = _nested(chosen.get("errors", ()), chosen.get("commands", ()), wanted["commands"], memo)
     under = {id(error) for errors in nested.values() for error in errors}
     written = {
         **chosen,
