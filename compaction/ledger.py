@@ -361,10 +361,56 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
         for match in _TEST_FAIL.finditer(body):
             test = next(g for g in match.groups() if g)
             got.add("tests", f"FAILED {_one_line(test, 200)}", pos)
-        for match in _TEST_COUNT.finditer(body):
-            start = body.rfind("\n", 0, match.start()) + 1
-            end = body.find("\n", match.end())
-            line = body[start : end if end != -1 else len(body)].strip()
-            if len(line) < 300:
-                got.add("tests", _one_line(line.strip("= "), 200), pos)
+        counted = _test_count_line(body)
+        if counted is not None:
+            got.add("tests", _one_line(counted.strip("= "), 200), pos)
+
+
+# A lowercase word every ``_TEST_COUNT`` match holds (its lowercased text holds it, ``re``'s
+# IGNORECASE matching aside: see ``_test_count_line``).
+_COUNT_WORDS = (
+    "passed", "failed", "error", "skipped", "failure", "ran ", "test result: ", "test: ",
+    "tests: ",
+)  # fmt: skip
+
+
+def _test_count_line(body: str) -> str | None:
+    """The first line (stripped) under 300 chars that holds a ``_TEST_COUNT`` match, if any.
+
+    A match never spans lines, so only lines holding one of ``_COUNT_WORDS`` in ``body``
+    lowered are searched: ``_TEST_COUNT`` has no literal to jump to and tried each of a 40,000-
+    char result's positions (a quarter of ``extract`` on a codex session that runs tests).
+    The lowered text stands in for ``re``'s case folding only where each character lowers to
+    one character and none is one that IGNORECASE also takes for "i" or "s" ("ı", "ſ"): else
+    every line is searched, as before."""
+    lowered = body.lower()
+    if len(lowered) != len(body) or "ı" in body or "ſ" in body:
+        return _first_count_line(body, 0, len(body))
+    starts: set[int] = set()
+    for word in _COUNT_WORDS:
+        at = lowered.find(word)
+        while at != -1:
+            starts.add(body.rfind("\n", 0, at) + 1)
+            end = body.find("\n", at)
+            if end == -1:
                 break
+            at = lowered.find(word, end)
+    for start in sorted(starts):
+        end = body.find("\n", start)
+        line = _first_count_line(body, start, len(body) if end == -1 else end)
+        if line is not None:
+            return line
+    return None
+
+
+def _first_count_line(body: str, start: int, stop: int) -> str | None:
+    """The first line under 300 chars (stripped) of ``body[start:stop]`` holding a
+    ``_TEST_COUNT`` match (``start`` and ``stop`` at line ends: "^" and "\\b" see them as the
+    whole text would)."""
+    for match in _TEST_COUNT.finditer(body, start, stop):
+        begin = body.rfind("\n", 0, match.start()) + 1
+        end = body.find("\n", match.end())
+        line = body[begin : end if end != -1 else len(body)].strip()
+        if len(line) < 300:
+            return line
+    return None
