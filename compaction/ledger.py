@@ -43,6 +43,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import re2
+
 from compaction.ledger_facts import (
     _LINE_CHARS,
     _REQUEST_CHARS,
@@ -157,8 +159,8 @@ _TEST_COUNT = re.compile(
 
 
 # Every error report, exception name and test result the scan below finds holds one of these
-# (or starts a line with "E "). Plain substring tests: one pass of ``str.__contains__`` each is
-# an order of magnitude faster than one alternation regex over a 40,000-char result.
+# (or starts a line with "E "). Looked for as literals (``_literals``): ``re``'s alternation of
+# them tries each one at every position, ten times slower than even one substring test each.
 _HINTS = (
     "rror", "xception", "FAIL", "Traceback", "fatal", "panic", "not found", "No such",
     "passed", "failed", "Ran ", "Test:", "Tests:", "test result", "✕", "✗", "×", "\nE ",
@@ -166,6 +168,22 @@ _HINTS = (
 
 
 _TEST_HINTS = ("passed", "failed", "FAIL", "Ran ", "Tests:", "test result", "✕", "✗")
+
+
+def _literals(literals: Sequence[str]) -> Any:
+    """One RE2 pattern for "any of ``literals`` occurs", searched over a text's UTF-8 bytes:
+    one linear pass where ``str.__contains__`` makes one per literal (18 over every 40,000-
+    char result). A literal's bytes occur exactly where it does (UTF-8, lone surrogates
+    passed through, never puts a lead byte inside another character)."""
+    return re2.compile("|".join(re2.escape(literal) for literal in literals))
+
+
+_HINT_SCAN = _literals(_HINTS)
+_TEST_HINT_SCAN = _literals(_TEST_HINTS)
+
+
+def _holds_any(scan: Any, text: str) -> bool:
+    return scan.search(text.encode("utf-8", "surrogatepass")) is not None
 
 
 _EXITED = re.compile(
@@ -252,7 +270,7 @@ def _has_strong_error(text: str) -> bool:
 def _may_hold_facts(text: str) -> bool:
     """Whether ``text`` holds one of ``_HINTS`` or a line starting with "E " (a result without
     any holds no error report, exception name or test result)."""
-    return text.startswith("E ") or any(hint in text for hint in _HINTS)
+    return text.startswith("E ") or _holds_any(_HINT_SCAN, text)
 
 
 def _exit_of(text: str) -> str | None:
@@ -357,7 +375,7 @@ def _result(got: _Collector, pos: int, message: Message, name: str, command: str
     if "rror" in text or "xception" in text:
         for exception in exception_words(text):
             got.add("exceptions", exception, pos)
-    if not listing and any(hint in body for hint in _TEST_HINTS):
+    if not listing and _holds_any(_TEST_HINT_SCAN, body):
         for match in _TEST_FAIL.finditer(body):
             test = next(g for g in match.groups() if g)
             got.add("tests", f"FAILED {_one_line(test, 200)}", pos)

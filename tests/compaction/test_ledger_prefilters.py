@@ -8,7 +8,13 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.ledger import _has_strong_error, _may_hold_facts
+from compaction.ledger import (
+    _TEST_HINT_SCAN,
+    _TEST_HINTS,
+    _has_strong_error,
+    _holds_any,
+    _may_hold_facts,
+)
 
 # The hint regex the substring tests replaced (run over every tool result before).
 _HINTS_REGEX = re.compile(
@@ -34,7 +40,8 @@ _PIECES = (
     "failed", "Ran ", "Ran", "Test:", "Tests:", "Tests", "test result", "✕", "✗", "×", "E ",
     "E  x", "E", "\n", "\r\n", " ", "ValueError: bad", "Exception: x", "error: x", "error[E0425]: ",
     "--- FAIL:", ": command not found", "Traceback (most recent call last)", "ok", "x", "é",
-    "\nE  x", "\nFAILED ", "\nValueError: ", "A.b_Error: ", "Aé1Exception: ", "Error: ", "A",
+    "✕ t", "\ud800", "\ud83d\ude00", "×\n", "\nE  x", "\nFAILED ", "\nValueError: ", "A.b_Error: ",
+    "Aé1Exception: ", "Error: ", "A",
     ".", "_", "fatal[x]: ", "error[", "\r", "\t",
 )  # fmt: skip
 
@@ -51,3 +58,9 @@ def test_the_hint_prefilter_is_the_hint_regex(text: str) -> None:
 @given(_texts)
 def test_the_strong_error_scan_is_the_strong_error_regex(text: str) -> None:
     assert _has_strong_error(text) == (_STRONG_ERROR.search(text) is not None)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_texts | st.text())
+def test_the_test_hint_scan_is_a_substring_test_of_each_hint(text: str) -> None:
+    assert _holds_any(_TEST_HINT_SCAN, text) == any(hint in text for hint in _TEST_HINTS)
