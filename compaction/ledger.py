@@ -274,13 +274,25 @@ def _may_hold_facts(text: str) -> bool:
 
 
 def _exit_of(text: str) -> str | None:
+    """The exit code ``text`` (a command's result) reports: ``_exit_code``'s, else an "exited
+    with code N" or "exit status N" in its last 400 chars, else in its first 400."""
     code = _exit_code(text)
     if code is None:
         head = text[-400:] if len(text) > 400 else text
-        match = _EXITED.search(head) or (_EXITED.search(text, 0, 400) if len(text) > 400 else None)
+        match = _exited(head) or (_exited(text, 400) if len(text) > 400 else None)
         if match:
             code = match.group(1) or match.group(2)
     return code
+
+
+def _exited(text: str, stop: int | None = None) -> re.Match[str] | None:
+    """``_EXITED.search(text, 0, stop)``, run only when ``text[:stop]`` holds "exit" in any
+    case: a command's result seldom does, and ``_EXITED`` tries every position. IGNORECASE
+    also takes "ı" and "İ" for "i", so a text holding either is searched as before."""
+    window = text if stop is None else text[:stop]
+    if "exit" not in window.lower() and "ı" not in window and "İ" not in window:
+        return None
+    return _EXITED.search(text, 0, len(text) if stop is None else stop)
 
 
 def extract(
