@@ -444,11 +444,19 @@ def _written(
     """``(paths written on their own lines, paths kept)``: a path every use of which is a
     written command is kept inside that command, chosen or not."""
     commands = chosen.get("commands", ())
-    named = memo.get("named", commands, lambda: _named(commands))
-    inside = {f.text for f in files if _named_in(named, f)}
+    # The same for every layout that keeps the same commands (all of them, mostly).
+    among, inside = memo.get("inside", commands, lambda: (files, _inside(files, commands)))
+    if among is not files:  # the memo was shared with a ledger of other paths
+        inside = _inside(files, commands)
     own = tuple(f for f in chosen.get("files", ()) if f.text not in inside)
     kept = {f.text for f in own} | inside
     return own, tuple(f for f in files if f.text in kept)
+
+
+def _inside(files: Iterable[Fact], commands: Iterable[Fact]) -> frozenset[str]:
+    """The paths of ``files`` every use of which is one of ``commands`` (see ``_named_in``)."""
+    named = _named(commands)
+    return frozenset(f.text for f in files if _named_in(named, f))
 
 
 def _source(command: Fact) -> str:

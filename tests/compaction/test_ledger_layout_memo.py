@@ -81,3 +81,14 @@ def test_the_memo_keeps_a_result_for_its_own_tuple_only() -> None:
     assert memo.get("x", one, lambda: 2) == 1  # kept
     assert memo.get("x", other, lambda: 3) == 3  # another tuple, even an equal-looking one
     assert memo.get("y", one, lambda: 4) == 4  # another question about the same tuple
+
+
+def test_a_memo_shared_by_two_ledgers_with_the_same_commands_keeps_each_ledgers_paths() -> None:
+    commands = (Fact("cat src/a.py", 1, 0), Fact("cat src/b.py", 1, 1))
+    only_read = Ledger({"commands": commands, "files": (Fact("src/a.py", 1, 0, "r"),)})
+    also_patched = Ledger({"commands": commands, "files": (Fact("src/a.py", 2, 2, "pr"),)})
+    memo = LayoutMemo()
+    for ledger in (only_read, also_patched, only_read):
+        assert render(ledger, 2_000, memo) == render(ledger, 2_000)
+    # The patched path is not only inside a command: it keeps a line of its own.
+    assert "- [pr] src/a.py×2" in render(also_patched, 2_000, memo)[0]
