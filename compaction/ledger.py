@@ -270,7 +270,9 @@ def _has_strong_error(text: str) -> bool:
 def _may_hold_facts(text: str) -> bool:
     """Whether ``text`` holds one of ``_HINTS`` or a line starting with "E " (a result without
     any holds no error report, exception name or test result)."""
-    return text.startswith("E ") or _holds_any(_HINT_SCAN, text)
+    # "rror" first: the commonest hint, mostly met early, where a substring test stops (the
+    # scan encodes the whole text first).
+    return text.startswith("E ") or "rror" in text or _holds_any(_HINT_SCAN, text)
 
 
 def _exit_of(text: str) -> str | None:
