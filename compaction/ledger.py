@@ -224,6 +224,9 @@ def exception_words(text: str) -> list[str]:
     inside such a run ``\\b`` holds nowhere, so the regex can match only all of it."""
     names: dict[str, None] = {}
     size = len(text)
+    # The capital and more before the suffix of the name found last, and the suffix's length:
+    # a result that names an error names it again and again (140 "ValueError" in one).
+    last, last_suffix = "", 0
     error, exception = text.find("Error"), text.find("Exception")
     while error != -1 or exception != -1:
         if exception == -1 or (error != -1 and error < exception):
@@ -234,6 +237,15 @@ def exception_words(text: str) -> list[str]:
             exception = text.find("Exception", end)
         if end < size and (text[end] == "_" or text[end].isalnum()):
             continue  # the run goes on: this suffix is not at its end
+        # The last name again, with no word character before it: found already. (Suffixes
+        # come in text order, so ``start`` is past the start of the last name, never < 0.)
+        start = suffix - len(last)
+        if (
+            end - suffix == last_suffix
+            and text.startswith(last, start)
+            and (start == 0 or not (text[start - 1] == "_" or text[start - 1].isalnum()))
+        ):
+            continue
         start = suffix
         while start > 0 and text[start - 1] in _ASCII_WORD:
             start -= 1
@@ -242,6 +254,7 @@ def exception_words(text: str) -> list[str]:
         if start > 0 and (text[start - 1] == "_" or text[start - 1].isalnum()):
             continue  # a non-ASCII word character before the run: no boundary
         names[text[start:end]] = None
+        last, last_suffix = text[start:suffix], end - suffix
     return list(names)
 
 
