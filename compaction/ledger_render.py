@@ -246,12 +246,39 @@ def _text(fact: Fact) -> str:
     return fact.text
 
 
-def _size(lines: Iterable[str]) -> int:
-    return sum(len(line) + 1 for line in lines)
-
-
 def _section_size(kind: str, facts: Sequence[Fact]) -> int:
-    return len(_TITLES[kind]) + 5 + _size(_lines(kind, facts)) + (40 if facts else 0)
+    """The chars of the section of ``facts``: its heading, ``_lines`` and their newlines, and
+    room for a "left to recall" line; worked out from the facts' lengths without writing the
+    lines (a layout sizes each kind's facts several times while it chooses them)."""
+    if kind == "files":
+        # A line per access group: "- [pr] " and its newline, then "path, " per path (the
+        # last path's ", " pays for the newline and the group's "- [" less one).
+        groups: set[str] = set()
+        total = 0
+        for fact in facts:
+            access = _access(fact)
+            if access not in groups:
+                groups.add(access)
+                total += len(access) + 4
+            total += len(_file_entry(fact)) + 2
+    elif kind == "exceptions":
+        # One line: "- " and its newline, "name ×n, " per name less the last ", ".
+        total = sum(len(f.text) + len(_times(f)) + 2 for f in facts) + 1 if facts else 0
+    else:
+        total = sum(_line_size(kind, fact) + 1 for fact in facts)
+    return len(_TITLES[kind]) + 5 + total + (40 if facts else 0)
+
+
+def _line_size(kind: str, fact: Fact) -> int:
+    """``len(_lines(kind, (fact,))[0])`` for a kind written one fact a line (not files or
+    exception names)."""
+    if kind == "commands":
+        return 2 + len(fact.text) + len(_exit(fact)) + len(_times(fact))
+    if kind == "errors":
+        if not fact.detail:
+            return 2 + len(fact.text)
+        return 5 + len(fact.detail) + len(fact.text) + len(_times(fact))
+    return 2 + len(fact.text) + len(_times(fact))
 
 
 _T = TypeVar("_T")
@@ -321,11 +348,15 @@ def _newest(fact: Fact) -> int:
 
 
 def _choose(
-    kind: str, facts: tuple[Fact, ...], room: int, whole: int | None = None
+    kind: str,
+    facts: tuple[Fact, ...],
+    room: int,
+    whole: int | None = None,
+    memo: LayoutMemo | None = None,
 ) -> tuple[Fact, ...]:
     """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
     first; written back in chronological order. ``whole``: the section size of all
-    ``facts`` when the caller has it."""
+    ``facts`` when the caller has it; ``memo``: where their ranking is kept."""
     given = len(facts)
     if kind == "requests":
         facts = facts[-_MAX_REQUESTS:]
@@ -334,7 +365,12 @@ def _choose(
     if whole <= room:
         return tuple(facts)
     # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
-    ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
+    key = _rank if kind != "requests" else _newest
+    ranked = (
+        sorted(facts, key=key, reverse=True)
+        if memo is None
+        else memo.get(f"ranked {kind}", facts, lambda: sorted(facts, key=key, reverse=True))
+    )
     # Each fact's cost alone (a path: its entry, plus its group's "- [pr] " the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
     used = _section_size(kind, ()) + 40  # the "left to recall" line, written since some are
@@ -349,14 +385,14 @@ def _choose(
         elif kind == "exceptions":
             cost = len(fact.text) + len(_times(fact)) + 2
         else:
-            cost = len(_lines(kind, (fact,))[0]) + 1
+            cost = _line_size(kind, fact) + 1
         if used + cost > room:
             if kind != "commands" or len(fact.text) <= _LONG_COMMAND:
                 continue
             # A long command that does not fit whole keeps its identity (the program and its
             # first arguments), marked "…"; recall has it whole.
             fact = _abbreviated(fact)
-            cost = len(_lines(kind, (fact,))[0]) + 1
+            cost = _line_size(kind, fact) + 1
             if used + cost > room or fact.text in abbreviations:
                 continue
             abbreviations.add(fact.text)
@@ -423,7 +459,7 @@ def _pick(
     # Each kind's whole size is worked out once here (it is the most costly size: every
     # line of the kind), then handed to ``_choose`` and reused for a kind kept whole (the
     # very tuple back: a kept-whole kind whose long commands were abbreviated is not).
-    chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind]) for kind in need}
+    chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind], memo) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
     # that still left facts out.
     spare = room - sum(
@@ -433,7 +469,7 @@ def _pick(
     for kind in ("constraints", "files", "commands", "errors", "exceptions", "tests"):
         if kind in chosen and len(chosen[kind]) < len(wanted[kind]) and spare > 0:
             used = _section_size(kind, chosen[kind])
-            chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind])
+            chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind], memo)
             spare -= _section_size(kind, chosen[kind]) - used
     return chosen
 
