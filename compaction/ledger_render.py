@@ -364,12 +364,10 @@ def _choose(
         whole = _section_size(kind, facts)
     if whole <= room:
         return tuple(facts)
-    # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
-    key = _rank if kind != "requests" else _newest
-    ranked = (
-        sorted(facts, key=key, reverse=True)
+    ranked, costs, shorts = (
+        _ranking(kind, facts)
         if memo is None
-        else memo.get(f"ranked {kind}", facts, lambda: sorted(facts, key=key, reverse=True))
+        else memo.get(f"ranked {kind}", facts, lambda: _ranking(kind, facts))
     )
     # Each fact's cost alone (a path: its entry, plus its group's "- [pr] " the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
@@ -377,22 +375,15 @@ def _choose(
     groups: set[str] = set()
     chosen: list[Fact] = []
     abbreviations: set[str] = set()
-    for fact in ranked:
-        if kind == "files":
-            cost = len(_file_entry(fact)) + 2
-            if _access(fact) not in groups:
-                cost += len(_access(fact)) + 4  # the group's own line
-        elif kind == "exceptions":
-            cost = len(fact.text) + len(_times(fact)) + 2
-        else:
-            cost = _line_size(kind, fact) + 1
+    for fact, cost, short in zip(ranked, costs, shorts, strict=True):
+        if kind == "files" and _access(fact) not in groups:
+            cost += len(_access(fact)) + 4  # the group's own line
         if used + cost > room:
-            if kind != "commands" or len(fact.text) <= _LONG_COMMAND:
+            if short is None:
                 continue
             # A long command that does not fit whole keeps its identity (the program and its
             # first arguments), marked "…"; recall has it whole.
-            fact = _abbreviated(fact)
-            cost = _line_size(kind, fact) + 1
+            fact, cost = short
             if used + cost > room or fact.text in abbreviations:
                 continue
             abbreviations.add(fact.text)
@@ -403,6 +394,29 @@ def _choose(
     while chosen and _section_size(kind, chosen) > room:
         chosen.pop()
     return tuple(sorted(chosen, key=lambda f: f.last))
+
+
+def _ranking(
+    kind: str, facts: tuple[Fact, ...]
+) -> tuple[list[Fact], list[int], list[tuple[Fact, int] | None]]:
+    """``facts`` in the order ``_choose`` keeps them, each one's cost alone (a path's
+    without its group's line) and, for a long command, its abbreviation and that one's cost:
+    the same whatever the room, so worked out once per fact tuple."""
+    # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
+    ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
+    if kind == "files":
+        costs = [len(_file_entry(fact)) + 2 for fact in ranked]
+    elif kind == "exceptions":
+        costs = [len(fact.text) + len(_times(fact)) + 2 for fact in ranked]
+    else:
+        costs = [_line_size(kind, fact) + 1 for fact in ranked]
+    shorts: list[tuple[Fact, int] | None] = [None] * len(ranked)
+    if kind == "commands":
+        for at, fact in enumerate(ranked):
+            if len(fact.text) > _LONG_COMMAND:
+                short = _abbreviated(fact)
+                shorts[at] = (short, _line_size(kind, short) + 1)
+    return ranked, costs, shorts
 
 
 def _allot(need: Mapping[str, int], room: int) -> dict[str, int]:
