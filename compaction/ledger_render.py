@@ -391,8 +391,12 @@ def _choose(
         chosen.append(fact)
         if kind == "files":
             groups.add(_access(fact))
-    while chosen and _section_size(kind, chosen) > room:
+    # ``used`` is the chosen facts' section size (each cost is its fact's share of it), but
+    # for exception names: one line, whose last ", " is not written and its newline is.
+    size = used + 1 if kind == "exceptions" else used
+    while chosen and size > room:
         chosen.pop()
+        size = _section_size(kind, chosen)
     return tuple(sorted(chosen, key=lambda f: f.last))
 
 
