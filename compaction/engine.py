@@ -432,12 +432,18 @@ def _narrative_target(target: int, narrative_chars: int | None) -> int:
 
 
 def _with_ledger(
-    body: str, ledger: Ledger, budget: int, cap: int, counter: TokenCounter
+    body: str,
+    ledger: Ledger,
+    budget: int,
+    cap: int,
+    counter: TokenCounter,
+    memo: LayoutMemo | None = None,
 ) -> tuple[str, Ledger]:
     """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
     char budget shrinks in proportion while the tokens are over: paths and commands take
-    fewer chars per token than prose)."""
-    memo = LayoutMemo()  # what every budget's layouts of this ledger share
+    fewer chars per token than prose). ``memo``: the ledger's, when it was rendered before."""
+    if memo is None:
+        memo = LayoutMemo()  # what every budget's layouts of this ledger share
     text, written = _fit_ledger(body, ledger, budget, memo)
     tokens = counter(text)
     if tokens <= cap:
@@ -809,10 +815,12 @@ def compact(
     # hermes: the fact ledger of the compacted rows and the previous summary's ledger takes
     # its share of the summary budget first; the narrative (any summarizer's) gets the rest.
     ledger: Ledger | None = None
+    # What every render of the ledger shares (this one and the fitting loop's).
+    layouts = LayoutMemo()
     narrative_previous, narrative_chars = previous_body, cfg.summary_chars
     if hermes:
         ledger = merge(parse(previous_body), extract(facts_middle, slimming.calls))
-        ledger_text, _ = render(ledger, int(cfg.summary_chars * _LEDGER_SHARE))
+        ledger_text, _ = render(ledger, int(cfg.summary_chars * _LEDGER_SHARE), layouts)
         # The floor never exceeds half the bound: a bound set below the defaults' 1,000
         # characters (a replay aimed at an agent's small budget) is not overrun by it.
         floor = min(_NARRATIVE_FLOOR, cfg.summary_chars // 2)
@@ -874,7 +882,7 @@ def compact(
         # The ceiling holds for the whole summary message: its prefix and end marker count.
         cap = min(int(cfg.summary_window_fraction * cfg.context_length), _SUMMARY_TOKEN_CAP)
         cap -= count_message_tokens({"role": "user", "content": wrap_summary("")}, cfg, counter)
-        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, summary_counter)
+        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, summary_counter, layouts)
         clock.lap("ledger", add=True)
     if hermes:
         body, found = redact(body)
