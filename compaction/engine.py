@@ -26,6 +26,7 @@ from compaction.deterministic import deterministic_summary, gather_middle
 from compaction.errors import InputError, SummaryAborted
 from compaction.facts import MiddleGathered, SummaryFacts
 from compaction.ledger import Ledger, extract, merge, parse, render, split_ledger
+from compaction.ledger_render import LayoutMemo
 from compaction.markers import (
     SUMMARY_PREFIX,
     is_summary_message,
@@ -432,12 +433,12 @@ def _narrative_target(target: int, narrative_chars: int | None) -> int:
 
 
 def _with_ledger(
-    body: str, ledger: Ledger, budget: int, cap: int, counter: TokenCounter
+    body: str, ledger: Ledger, budget: int, cap: int, counter: TokenCounter, memo: LayoutMemo
 ) -> tuple[str, Ledger]:
     """``body`` with the ledger appended, in at most ``budget`` chars and ``cap`` tokens (the
     char budget shrinks in proportion while the tokens are over: paths and commands take
-    fewer chars per token than prose)."""
-    text, written = _fit_ledger(body, ledger, budget)
+    fewer chars per token than prose). ``memo``: shared by every render of the ledger."""
+    text, written = _fit_ledger(body, ledger, budget, memo)
     tokens = counter(text)
     if tokens <= cap:
         return text, written
@@ -451,7 +452,7 @@ def _with_ledger(
     best: tuple[str, Ledger] | None = None
     most = -1
     for _ in range(7):
-        text, written = _fit_ledger(body, ledger, budget)
+        text, written = _fit_ledger(body, ledger, budget, memo)
         tokens = counter(text)
         if tokens <= cap:
             fits = budget
@@ -472,14 +473,14 @@ def _with_ledger(
     return best if best is not None else (text, written)
 
 
-def _fit_ledger(body: str, ledger: Ledger, budget: int) -> tuple[str, Ledger]:
+def _fit_ledger(body: str, ledger: Ledger, budget: int, memo: LayoutMemo) -> tuple[str, Ledger]:
     """``body`` (any summarizer's narrative; a ledger it echoed is dropped) with the ledger
     appended, within ``budget`` chars: the ledger takes what the narrative leaves, at most
     ``_LEDGER_SHARE`` of the budget unless the narrative is shorter; a narrative longer than
     its room is cut at a line."""
     narrative = split_ledger(body)[0].rstrip()
     room = max(int(budget * _LEDGER_SHARE), budget - len(narrative) - 2)
-    text, written = render(ledger, room)
+    text, written = render(ledger, room, memo)
     keep = max(_NARRATIVE_FLOOR, budget - len(text) - 2)
     narrative = fit_sections(narrative, keep)
     return (f"{narrative}\n\n{text}" if narrative else text), written
@@ -837,10 +838,11 @@ def compact(
     # hermes: the fact ledger of the compacted rows and the previous summary's ledger takes
     # its share of the summary budget first; the narrative (any summarizer's) gets the rest.
     ledger: Ledger | None = None
+    memo = LayoutMemo()  # what every render of the ledger shares (this one, the fit's)
     narrative_previous, narrative_chars = previous_body, cfg.summary_chars
     if hermes:
         ledger = merge(parse(previous_body), extract(facts_middle, slimming.calls))
-        ledger_text, _ = render(ledger, int(cfg.summary_chars * _LEDGER_SHARE))
+        ledger_text, _ = render(ledger, int(cfg.summary_chars * _LEDGER_SHARE), memo)
         # The floor never exceeds half the bound: a bound set below the defaults' 1,000
         # characters (a replay aimed at an agent's small budget) is not overrun by it.
         floor = min(_NARRATIVE_FLOOR, cfg.summary_chars // 2)
@@ -902,7 +904,7 @@ def compact(
         # The ceiling holds for the whole summary message: its prefix and end marker count.
         cap = min(int(cfg.summary_window_fraction * cfg.context_length), _SUMMARY_TOKEN_CAP)
         cap -= count_message_tokens({"role": "user", "content": wrap_summary("")}, cfg, counter)
-        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, summary_counter)
+        body, written = _with_ledger(body, ledger, cfg.summary_chars, cap, summary_counter, memo)
         clock.lap("ledger", add=True)
     if hermes:
         body, found = redact(body)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from compaction.ledger_facts import (
     _KIND_OF_TITLE,
@@ -245,12 +246,76 @@ def _text(fact: Fact) -> str:
     return fact.text
 
 
-def _size(lines: Iterable[str]) -> int:
-    return sum(len(line) + 1 for line in lines)
-
-
 def _section_size(kind: str, facts: Sequence[Fact]) -> int:
-    return len(_TITLES[kind]) + 5 + _size(_lines(kind, facts)) + (40 if facts else 0)
+    """The chars of the section of ``facts``: its heading, ``_lines`` and their newlines, and
+    room for a "left to recall" line; worked out from the facts' lengths without writing the
+    lines (a layout sizes each kind's facts several times while it chooses them)."""
+    if kind == "files":
+        # A line per access group: "- [pr] " and its newline, then "path, " per path (the
+        # last path's ", " pays for the newline and the group's "- [" less one).
+        groups: set[str] = set()
+        total = 0
+        for fact in facts:
+            access = _access(fact)
+            if access not in groups:
+                groups.add(access)
+                total += len(access) + 4
+            total += len(_file_entry(fact)) + 2
+    elif kind == "exceptions":
+        # One line: "- " and its newline, "name ×n, " per name less the last ", ".
+        total = sum(len(f.text) + len(_times(f)) + 2 for f in facts) + 1 if facts else 0
+    else:
+        total = sum(_line_size(kind, fact) + 1 for fact in facts)
+    return len(_TITLES[kind]) + 5 + total + (40 if facts else 0)
+
+
+def _line_size(kind: str, fact: Fact) -> int:
+    """``len(_lines(kind, (fact,))[0])`` for a kind written one fact a line (not files or
+    exception names)."""
+    if kind == "commands":
+        return 2 + len(fact.text) + len(_exit(fact)) + len(_times(fact))
+    if kind == "errors":
+        if not fact.detail:
+            return 2 + len(fact.text)
+        return 5 + len(fact.detail) + len(fact.text) + len(_times(fact))
+    return 2 + len(fact.text) + len(_times(fact))
+
+
+_T = TypeVar("_T")
+
+
+class LayoutMemo:
+    """What the layouts of one ledger at several sizes have in common, worked out once: the
+    fitting loop renders a ledger at up to 8 sizes, 2 to 6 layouts each, and each layout
+    sized every kind's whole section, read the paths of every kept command and labelled
+    every command again.
+
+    Results are held by the identity of the fact tuple they were worked out from, and the
+    tuple with them, so no other tuple can take its id while the memo lives."""
+
+    __slots__ = ("_found",)
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, int], tuple[object, Any]] = {}
+
+    def get(self, what: str, facts: tuple[Fact, ...], work: Callable[[], _T]) -> _T:
+        """``work()``, the value kept for ``(what, facts)`` when ``facts`` was met before."""
+        key = (what, id(facts))
+        known = self._found.get(key)
+        if known is not None and known[0] is facts:
+            value: _T = known[1]
+            return value
+        value = work()
+        self._found[key] = (facts, value)
+        return value
+
+    def keep(self, what: str, facts: tuple[Fact, ...], value: object) -> None:
+        """Keep ``value`` for ``(what, facts)`` (worked out along with ``facts``)."""
+        self._found[(what, id(facts))] = (facts, value)
+
+    def size(self, kind: str, facts: tuple[Fact, ...]) -> int:
+        """``_section_size(kind, facts)``."""
+        return self.get(kind, facts, lambda: _section_size(kind, facts))
 
 
 def _rank(fact: Fact) -> tuple[bool, int, int]:
@@ -270,10 +335,16 @@ _HEAD, _END = 44, 20  # chars an abbreviated command keeps of its start and of i
 def _abbreviated(fact: Fact) -> Fact:
     """``fact`` (a command) as its start (the program and first arguments) "…" its end (often
     the file or the filter that tells two similar commands apart)."""
-    text = fact.text
+    return Fact(_abbreviation(fact.text), fact.count, fact.last, fact.detail)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _abbreviation(text: str) -> str:
+    # Every layout tried while a summary is fitted abbreviates the long commands that do not
+    # fit again (a char at a time, at word boundaries): each command's is worked out once.
     # Whole words on both sides of the "…" (a cut "repo…" or "…ems'][8]" reads as a typo).
     head, end = cut_at_word(text, _HEAD, more=True), tail_at_word(text, _END)
-    return Fact(f"{head}…{end}", fact.count, fact.last, fact.detail)
+    return f"{head}…{end}"
 
 
 def _newest(fact: Fact) -> int:
@@ -281,11 +352,15 @@ def _newest(fact: Fact) -> int:
 
 
 def _choose(
-    kind: str, facts: Sequence[Fact], room: int, whole: int | None = None
+    kind: str,
+    facts: tuple[Fact, ...],
+    room: int,
+    whole: int | None = None,
+    memo: LayoutMemo | None = None,
 ) -> tuple[Fact, ...]:
     """The facts of ``kind`` that fit ``room`` chars: most referenced (3+ times) and newest
     first; written back in chronological order. ``whole``: the section size of all
-    ``facts`` when the caller has it."""
+    ``facts`` when the caller has it; ``memo``: where their ranking is kept."""
     given = len(facts)
     if kind == "requests":
         facts = facts[-_MAX_REQUESTS:]
@@ -293,30 +368,26 @@ def _choose(
         whole = _section_size(kind, facts)
     if whole <= room:
         return tuple(facts)
-    # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
-    ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
+    ranked, costs, shorts = (
+        _ranking(kind, facts)
+        if memo is None
+        else memo.get(f"ranked {kind}", facts, lambda: _ranking(kind, facts))
+    )
     # Each fact's cost alone (a path: its entry, plus its group's "- [pr] " the first time);
     # one pass, then a final check of the real size (dropping the last chosen while over).
     used = _section_size(kind, ()) + 40  # the "left to recall" line, written since some are
     groups: set[str] = set()
     chosen: list[Fact] = []
     abbreviations: set[str] = set()
-    for fact in ranked:
-        if kind == "files":
-            cost = len(_file_entry(fact)) + 2
-            if _access(fact) not in groups:
-                cost += len(_access(fact)) + 4  # the group's own line
-        elif kind == "exceptions":
-            cost = len(fact.text) + len(_times(fact)) + 2
-        else:
-            cost = len(_lines(kind, (fact,))[0]) + 1
+    for fact, cost, short in zip(ranked, costs, shorts, strict=True):
+        if kind == "files" and _access(fact) not in groups:
+            cost += len(_access(fact)) + 4  # the group's own line
         if used + cost > room:
-            if kind != "commands" or len(fact.text) <= _LONG_COMMAND:
+            if short is None:
                 continue
             # A long command that does not fit whole keeps its identity (the program and its
             # first arguments), marked "…"; recall has it whole.
-            fact = _abbreviated(fact)
-            cost = len(_lines(kind, (fact,))[0]) + 1
+            fact, cost = short
             if used + cost > room or fact.text in abbreviations:
                 continue
             abbreviations.add(fact.text)
@@ -324,9 +395,39 @@ def _choose(
         chosen.append(fact)
         if kind == "files":
             groups.add(_access(fact))
-    while chosen and _section_size(kind, chosen) > room:
+    # ``used`` is the chosen facts' section size (each cost is its fact's share of it), but
+    # for exception names: one line, whose last ", " is not written and its newline is.
+    size = used + 1 if kind == "exceptions" else used
+    while chosen and size > room:
         chosen.pop()
-    return tuple(sorted(chosen, key=lambda f: f.last))
+        size = _section_size(kind, chosen)
+    kept = tuple(sorted(chosen, key=lambda f: f.last))
+    if memo is not None and kept:
+        memo.keep(kind, kept, size)  # ``_pick`` sizes what it was given
+    return kept
+
+
+def _ranking(
+    kind: str, facts: tuple[Fact, ...]
+) -> tuple[list[Fact], list[int], list[tuple[Fact, int] | None]]:
+    """``facts`` in the order ``_choose`` keeps them, each one's cost alone (a path's
+    without its group's line) and, for a long command, its abbreviation and that one's cost:
+    the same whatever the room, so worked out once per fact tuple."""
+    # Requests: the newest (an agent resumes from the latest asks); other kinds by ``_rank``.
+    ranked = sorted(facts, key=_rank if kind != "requests" else _newest, reverse=True)
+    if kind == "files":
+        costs = [len(_file_entry(fact)) + 2 for fact in ranked]
+    elif kind == "exceptions":
+        costs = [len(fact.text) + len(_times(fact)) + 2 for fact in ranked]
+    else:
+        costs = [_line_size(kind, fact) + 1 for fact in ranked]
+    shorts: list[tuple[Fact, int] | None] = [None] * len(ranked)
+    if kind == "commands":
+        for at, fact in enumerate(ranked):
+            if len(fact.text) > _LONG_COMMAND:
+                short = _abbreviated(fact)
+                shorts[at] = (short, _line_size(kind, short) + 1)
+    return ranked, costs, shorts
 
 
 def _allot(need: Mapping[str, int], room: int) -> dict[str, int]:
@@ -374,38 +475,46 @@ def _named_in(named: Mapping[str, tuple[str, int]], fact: Fact) -> bool:
     return fact.count <= times and set(fact.detail or "x") <= set(letters)
 
 
-def _pick(wanted: Mapping[str, tuple[Fact, ...]], room: int) -> dict[str, tuple[Fact, ...]]:
+def _pick(
+    wanted: Mapping[str, tuple[Fact, ...]], room: int, memo: LayoutMemo
+) -> dict[str, tuple[Fact, ...]]:
     """The facts of each kind chosen to fill ``room`` chars."""
-    need = {kind: _section_size(kind, facts) for kind, facts in wanted.items() if facts}
+    need = {kind: memo.size(kind, facts) for kind, facts in wanted.items() if facts}
     allowed = _allot(need, room)
     # Each kind's whole size is worked out once here (it is the most costly size: every
     # line of the kind), then handed to ``_choose`` and reused for a kind kept whole (the
     # very tuple back: a kept-whole kind whose long commands were abbreviated is not).
-    chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind]) for kind in need}
+    chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind], memo) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
     # that still left facts out.
-    spare = room - sum(
-        need[kind] if facts is wanted[kind] else _section_size(kind, facts)
-        for kind, facts in chosen.items()
-    )
+    spare = room - sum(memo.size(kind, facts) for kind, facts in chosen.items())
     for kind in ("constraints", "files", "commands", "errors", "exceptions", "tests"):
         if kind in chosen and len(chosen[kind]) < len(wanted[kind]) and spare > 0:
-            used = _section_size(kind, chosen[kind])
-            chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind])
-            spare -= _section_size(kind, chosen[kind]) - used
+            used = memo.size(kind, chosen[kind])
+            chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind], memo)
+            spare -= memo.size(kind, chosen[kind]) - used
     return chosen
 
 
 def _written(
-    chosen: Mapping[str, tuple[Fact, ...]], files: tuple[Fact, ...]
+    chosen: Mapping[str, tuple[Fact, ...]], files: tuple[Fact, ...], memo: LayoutMemo
 ) -> tuple[tuple[Fact, ...], tuple[Fact, ...]]:
     """``(paths written on their own lines, paths kept)``: a path every use of which is a
     written command is kept inside that command, chosen or not."""
-    named = _named(chosen.get("commands", ()))
-    inside = {f.text for f in files if _named_in(named, f)}
+    commands = chosen.get("commands", ())
+    # The same for every layout that keeps the same commands (all of them, mostly).
+    among, inside = memo.get("inside", commands, lambda: (files, _inside(files, commands)))
+    if among is not files:  # the memo was shared with a ledger of other paths
+        inside = _inside(files, commands)
     own = tuple(f for f in chosen.get("files", ()) if f.text not in inside)
     kept = {f.text for f in own} | inside
     return own, tuple(f for f in files if f.text in kept)
+
+
+def _inside(files: Iterable[Fact], commands: Iterable[Fact]) -> frozenset[str]:
+    """The paths of ``files`` every use of which is one of ``commands`` (see ``_named_in``)."""
+    named = _named(commands)
+    return frozenset(f.text for f in files if _named_in(named, f))
 
 
 def _source(command: Fact) -> str:
@@ -421,15 +530,12 @@ def _label(text: str) -> str:
 
 
 def _nested(
-    errors: Sequence[Fact], commands: Sequence[Fact], every: Sequence[Fact]
+    errors: Sequence[Fact], commands: Sequence[Fact], every: tuple[Fact, ...], memo: LayoutMemo
 ) -> dict[str, list[Fact]]:
     """Written command text → the error lines written under it: those whose label names that
     command alone among ``every`` command of the ledger (a label names a command by its first
     60 chars; two alike would leave it unclear whose error it is)."""
-    labels: dict[str, int] = {}
-    for command in every:
-        label = _source(command)
-        labels[label] = labels.get(label, 0) + 1
+    labels = memo.get("labels", every, lambda: _labels(every))
     by_label = {label: c.text for c in commands if labels.get(label := _source(c)) == 1}
     nested: dict[str, list[Fact]] = {}
     for error in errors:
@@ -439,7 +545,16 @@ def _nested(
     return nested
 
 
-def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
+def _labels(commands: Iterable[Fact]) -> dict[str, int]:
+    """How many of ``commands`` each label names."""
+    labels: dict[str, int] = {}
+    for command in commands:
+        label = _source(command)
+        labels[label] = labels.get(label, 0) + 1
+    return labels
+
+
+def render(ledger: Ledger, max_chars: int, memo: LayoutMemo | None = None) -> tuple[str, Ledger]:
     """The ledger as text of at most ``max_chars`` (about: a kind with facts always writes
     its heading), and the ledger actually written (what did not fit is counted in ``left``).
 
@@ -447,9 +562,13 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
     names (``cat src/a.py``, every use of the path being such a command) stays inside the
     command, and an error line of a written command is written under it instead of with its
     label (the command's first 60 chars); ``parse`` reads both back. The room they leave
-    goes to the other facts."""
+    goes to the other facts.
+
+    ``memo``: one shared by every render of this ledger (see ``LayoutMemo``)."""
+    if memo is None:
+        memo = LayoutMemo()
     room = max(0, max_chars - len(LEDGER_HEADING) - len(_NOTE) - 2)
-    text, written = _layout(ledger, room)
+    text, written = _layout(ledger, room, memo)
     for _ in range(2):
         spare = max_chars - len(text)
         if spare < 40 or not any(
@@ -457,31 +576,33 @@ def render(ledger: Ledger, max_chars: int) -> tuple[str, Ledger]:
         ):
             break
         room += spare
-        more, more_written = _layout(ledger, room)
+        more, more_written = _layout(ledger, room, memo)
         if len(more) > max_chars:
             break
         text, written = more, more_written
     return text, written
 
 
-def _layout(ledger: Ledger, room: int) -> tuple[str, Ledger]:
+def _layout(ledger: Ledger, room: int, memo: LayoutMemo) -> tuple[str, Ledger]:
     """The ledger's text with facts chosen for ``room`` chars, as their lines would take."""
     wanted = {kind: ledger.of(kind) for kind in KINDS}
-    wanted["requests"] = wanted["requests"][-_MAX_REQUESTS:]
-    chosen = _pick(wanted, room)
-    own, kept_files = _written(chosen, wanted["files"])
+    # The same tuple of newest requests in every layout, so its size is worked out once.
+    requests = wanted["requests"]
+    wanted["requests"] = memo.get("newest", requests, lambda: requests[-_MAX_REQUESTS:])
+    chosen = _pick(wanted, room, memo)
+    own, kept_files = _written(chosen, wanted["files"], memo)
     if len(own) < len(chosen.get("files", ())):
         # Choose again without the paths the chosen commands hold; kept if it keeps as many
         # facts (the commands chosen the second time may name fewer of them).
         inside = {f.text for f in kept_files} - {f.text for f in own}
         trimmed = {**wanted, "files": tuple(f for f in wanted["files"] if f.text not in inside)}
-        again = _pick(trimmed, room)
-        own_again, kept_again = _written(again, wanted["files"])
+        again = _pick(trimmed, room, memo)
+        own_again, kept_again = _written(again, wanted["files"], memo)
         before = sum(len(v) for k, v in chosen.items() if k != "files") + len(kept_files)
         after = sum(len(v) for k, v in again.items() if k != "files") + len(kept_again)
         if after >= before:
             chosen, own, kept_files = again, own_again, kept_again
-    nested = _nested(chosen.get("errors", ()), chosen.get("commands", ()), wanted["commands"])
+    nested = _nested(chosen.get("errors", ()), chosen.get("commands", ()), wanted["commands"], memo)
     under = {id(error) for errors in nested.values() for error in errors}
     written = {
         **chosen,

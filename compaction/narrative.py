@@ -9,7 +9,9 @@ start as an equal share allows: short sections whole, long ones cut to the same 
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 
 __all__ = ["CUT_MARK", "cut_start", "fit_sections"]
 
@@ -44,17 +46,9 @@ def fit_sections(text: str, limit: int) -> str:
     not fit, is cut at a line (at a char when no line fits)."""
     if len(text) <= limit:
         return text
-    preamble, sections = _split(text)
+    preamble, sections, lists, longest = _parts(text)
     if not sections:
         return _cut(text, limit)
-    # A section that says "None." tells an agent nothing its absence does not; its room goes
-    # to the sections that say something.
-    sections = [(heading, body) for heading, body in sections if body != _NONE] or sections
-    lists = [
-        _LOG.search(heading) is not None and _NUMBERED.search(body, 0, 4_000) is not None
-        for heading, body in sections
-    ]
-    longest = max([len(preamble), *(len(body) for _, body in sections)])
     low, high, best = 0, min(longest, limit), None
     while low <= high:  # the largest share whose text fits
         share = (low + high) // 2
@@ -64,6 +58,25 @@ def fit_sections(text: str, limit: int) -> str:
         else:
             high = share - 1
     return best if best is not None else _cut(text, limit)
+
+
+@functools.lru_cache(maxsize=8)
+def _parts(text: str) -> tuple[str, tuple[tuple[str, str], ...], tuple[bool, ...], int]:
+    """``(preamble, sections, which are numbered logs, the longest body)`` of ``text``: what
+    ``fit_sections`` cuts, the same whatever the limit (the fact ledger's fitting cuts one
+    narrative to up to 8 limits)."""
+    preamble, found = _split(text)
+    if not found:
+        return preamble, (), (), len(preamble)
+    # A section that says "None." tells an agent nothing its absence does not; its room goes
+    # to the sections that say something.
+    sections = tuple((heading, body) for heading, body in found if body != _NONE) or tuple(found)
+    lists = tuple(
+        _LOG.search(heading) is not None and _NUMBERED.search(body, 0, 4_000) is not None
+        for heading, body in sections
+    )
+    longest = max([len(preamble), *(len(body) for _, body in sections)])
+    return preamble, sections, lists, longest
 
 
 def _split(text: str) -> tuple[str, list[tuple[str, str]]]:
@@ -78,7 +91,9 @@ def _split(text: str) -> tuple[str, list[tuple[str, str]]]:
     return preamble, sections
 
 
-def _render(preamble: str, sections: list[tuple[str, str]], lists: list[bool], share: int) -> str:
+def _render(
+    preamble: str, sections: Sequence[tuple[str, str]], lists: Sequence[bool], share: int
+) -> str:
     parts = [_shortened(preamble, share, False)] if preamble else []
     for (heading, body), numbered in zip(sections, lists, strict=True):
         kept = _shortened(body, share, numbered)

@@ -151,6 +151,17 @@ def _piece_break(encoding: tiktoken.Encoding) -> re.Pattern[str]:
     return _INDENT_BREAK if encoding.name in ("cl100k_base", "o200k_base") else _PIECE_BREAK
 
 
+# The cuts above with the "\n" before each consumed: a regex with a literal first character is
+# searched from newline to newline, where a zero-width one is tried at every position (a
+# quarter of a millisecond on each 40,000-char text the ledger's fitting counts).
+_PIECE_SPLIT = re.compile(r"\n(?<=\S\n)(?=[^\s/])")
+_INDENT_SPLIT = re.compile(r"\n(?=[ \t]+\S|[^\s/])")
+
+
+def _piece_split(encoding: tiktoken.Encoding) -> re.Pattern[str]:
+    return _INDENT_SPLIT if encoding.name in ("cl100k_base", "o200k_base") else _PIECE_SPLIT
+
+
 def piecewise_counter(model: str) -> TokenCounter:
     """A tiktoken counter for ``model`` that counts a text line by line (cut only where no
     pre-split piece spans, so the sum is the exact count) and remembers each line's count.
@@ -159,17 +170,25 @@ def piecewise_counter(model: str) -> TokenCounter:
     each distinct line is encoded once. One per compaction: the memo lives with it.
     """
     encoding = get_encoding(model)
-    breaks = _piece_break(encoding)
-    memo: dict[str, int] = {}
+    splits = _piece_split(encoding)
+    # A piece the split cut the "\n" off → the count of the piece with its "\n" (built only
+    # when it is first met); a text's last piece has none, so it has a memo of its own.
+    lines: dict[str, int] = {}
+    ends: dict[str, int] = {}
 
     def count(text: str) -> int:
+        parts = splits.split(text)
+        last = parts.pop()
         total = 0
-        for part in breaks.split(text):
-            known = memo.get(part)
+        for part in parts:
+            known = lines.get(part)
             if known is None:
-                known = memo[part] = token_length(encoding, part)
+                known = lines[part] = token_length(encoding, part + "\n")
             total += known
-        return total
+        known = ends.get(last)
+        if known is None:
+            known = ends[last] = token_length(encoding, last)
+        return total + known
 
     return count
 

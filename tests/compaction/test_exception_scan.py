@@ -43,3 +43,14 @@ def test_real_shapes():
     assert exception_words(text) == [
         "ValueError", "RuntimeError", "IndexError", "ConnectionError",
     ]  # fmt: skip
+
+
+def test_a_name_met_again_is_told_from_its_neighbours():
+    # The scan passes over the last name found when it meets it again: a longer run ending in
+    # it, a word character before it or the other suffix after its start are other names.
+    text = (
+        "ValueError ValueError ValueException KValueError xValueError éValueError "
+        "ValueException_ ValueError\nValueException"
+    )
+    assert exception_words(text) == reference(text)
+    assert exception_words(text) == ["ValueError", "ValueException", "KValueError"]

@@ -13,6 +13,7 @@ import random
 
 from compaction.engine import _with_ledger
 from compaction.ledger import Fact, Ledger
+from compaction.ledger_render import LayoutMemo
 from compaction.tokens import tiktoken_counter
 
 WORDS = ["claude", "code", "skill", "plugin", "openai", "codex"]
@@ -55,7 +56,7 @@ def test_the_fullest_text_that_fits_is_kept_not_the_last_tried():
             return tried[-1]
 
         body = "## Goal\n" + "Find the best skills. " * 20
-        text, _ = _with_ledger(body, _session_ledger(seed), 6_400, cap, counter)
+        text, _ = _with_ledger(body, _session_ledger(seed), 6_400, cap, counter, LayoutMemo())
         assert count(text) <= cap
         assert count(text) == max(n for n in tried if n <= cap), (seed, tried)
 
@@ -76,9 +77,9 @@ def test_a_ledger_short_of_its_char_budget_but_over_its_tokens_is_cut_to_fit():
     ledger = Ledger({"files": files, "commands": commands})
     count = tiktoken_counter("gpt-4o-mini")
     body = "## Goal\nWeekly KPI dashboard."
-    whole, _ = _with_ledger(body, ledger, 6_400, 100_000, count)
+    whole, _ = _with_ledger(body, ledger, 6_400, 100_000, count, LayoutMemo())
     assert len(whole) < 6_400 * 0.97**7  # the budget, shrunk 7 times by 3 %, stays above it
     cap = count(whole) - 20
-    text, written = _with_ledger(body, ledger, 6_400, cap, count)
+    text, written = _with_ledger(body, ledger, 6_400, cap, count, LayoutMemo())
     assert count(text) <= cap
     assert 0 < written.total() < ledger.total()

@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction import CompactionConfig, compact, generate_conversation
-from compaction.tokens import OFFLINE_ENCODINGS, get_encoding, piecewise_counter
+from compaction.tokens import (
+    OFFLINE_ENCODINGS,
+    _piece_break,
+    _piece_split,
+    get_encoding,
+    piecewise_counter,
+)
 
 # Line starts and ends that pre-split pieces like to join: slashes after punctuation and
 # newlines (o200k_base), indented and blank lines, CRLF, contractions, digits, non-ASCII.
@@ -80,3 +86,14 @@ def test_a_compaction_summary_counts_as_the_whole_text() -> None:
     for encoding in sorted(OFFLINE_ENCODINGS):
         exact = len(get_encoding(encoding).encode_ordinary(summary))
         assert piecewise_counter(encoding)(summary) == exact
+
+
+@settings(max_examples=500, deadline=None)
+@given(_PIECES)
+def test_the_newline_split_cuts_where_the_line_start_split_does(text: str) -> None:
+    # The counter splits at the "\n" before each cut (a regex searched newline to newline);
+    # with that "\n" put back on each piece, the pieces are the zero-width split's.
+    for encoding in sorted(OFFLINE_ENCODINGS):
+        found = get_encoding(encoding)
+        *pieces, last = _piece_split(found).split(text)
+        assert [f"{piece}\n" for piece in pieces] + [last] == _piece_break(found).split(text)
