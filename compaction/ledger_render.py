@@ -309,10 +309,6 @@ class LayoutMemo:
         self._found[key] = (facts, value)
         return value
 
-    def keep(self, what: str, facts: tuple[Fact, ...], value: object) -> None:
-        """Keep ``value`` for ``(what, facts)`` (worked out along with ``facts``)."""
-        self._found[(what, id(facts))] = (facts, value)
-
     def size(self, kind: str, facts: tuple[Fact, ...]) -> int:
         """``_section_size(kind, facts)``."""
         return self.get(kind, facts, lambda: _section_size(kind, facts))
@@ -401,10 +397,7 @@ def _choose(
     while chosen and size > room:
         chosen.pop()
         size = _section_size(kind, chosen)
-    kept = tuple(sorted(chosen, key=lambda f: f.last))
-    if memo is not None and kept:
-        memo.keep(kind, kept, size)  # ``_pick`` sizes what it was given
-    return kept
+    return tuple(sorted(chosen, key=lambda f: f.last))
 
 
 def _ranking(
@@ -487,12 +480,15 @@ def _pick(
     chosen = {kind: _choose(kind, wanted[kind], allowed[kind], need[kind], memo) for kind in need}
     # Facts are whole lines: what a kind's share could not use goes, in order, to the kinds
     # that still left facts out.
-    spare = room - sum(memo.size(kind, facts) for kind, facts in chosen.items())
+    spare = room - sum(
+        need[kind] if facts is wanted[kind] else _section_size(kind, facts)
+        for kind, facts in chosen.items()
+    )
     for kind in ("constraints", "files", "commands", "errors", "exceptions", "tests"):
         if kind in chosen and len(chosen[kind]) < len(wanted[kind]) and spare > 0:
-            used = memo.size(kind, chosen[kind])
+            used = _section_size(kind, chosen[kind])
             chosen[kind] = _choose(kind, wanted[kind], used + spare, need[kind], memo)
-            spare -= memo.size(kind, chosen[kind]) - used
+            spare -= _section_size(kind, chosen[kind]) - used
     return chosen
 
 
